@@ -1,0 +1,88 @@
+"""Deep freeze: `dshkit.freeze` against the other ways to get an immutable or detached tree.
+
+Each group freezes one workload with every alternative; `to_plain` checks each result once,
+outside the timing, so a broken alternative cannot win.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+import frozendict
+import msgspec
+import pyrsistent
+import pytest
+
+import workloads
+from dshkit import freeze
+
+TARGETS = [
+    {
+        "name": "freeze 200-row tool result <= 0.5x orjson.loads(orjson.dumps(x))",
+        "group": "freeze-200-rows",
+        "versus": "orjson_roundtrip",
+        "max_ratio": 0.5,
+    },
+    {
+        "name": "freeze 200-row tool result >= 10x faster than a pure-Python recursive freeze",
+        "group": "freeze-200-rows",
+        "versus": "pure_python_freeze",
+        "min_speedup": 10.0,
+    },
+]
+
+Freezer = Callable[[Any], Any]
+
+FREEZERS: dict[str, Freezer] = {
+    "dshkit": freeze,
+    "pure_python_freeze": workloads.pure_python_freeze,
+    "deepcopy": copy.deepcopy,
+    "orjson_roundtrip": workloads.orjson_roundtrip,
+    "pyrsistent_freeze": pyrsistent.freeze,
+    "frozendict_deepfreeze": frozendict.deepfreeze,
+    "immutables_map": workloads.immutables_freeze,
+    "msgspec_roundtrip": workloads.msgspec_roundtrip,
+}
+
+ROW_FREEZERS: dict[str, Freezer] = {
+    **FREEZERS,
+    # The typed route: validate and convert into frozen structs with tuple fields.
+    "msgspec_frozen_structs": lambda rows: msgspec.convert(rows, workloads.RowTable),
+}
+
+
+def run_freeze(benchmark: Any, freezer: Freezer, value: Any) -> None:
+    assert workloads.to_plain(freezer(value)) == workloads.to_plain(value)
+    benchmark(freezer, value)
+
+
+@pytest.mark.benchmark(group="freeze-200-rows")
+@pytest.mark.parametrize("freezer", list(ROW_FREEZERS.values()), ids=list(ROW_FREEZERS))
+def test_freeze_200_rows(benchmark, freezer: Freezer) -> None:
+    run_freeze(benchmark, freezer, workloads.rows_200())
+
+
+@pytest.mark.benchmark(group="freeze-4kb-json-tool-result")
+@pytest.mark.parametrize("freezer", list(FREEZERS.values()), ids=list(FREEZERS))
+def test_freeze_4kb_json_tool_result(benchmark, freezer: Freezer) -> None:
+    run_freeze(benchmark, freezer, workloads.search_results_4kb())
+
+
+@pytest.mark.benchmark(group="freeze-assistant-3-blocks")
+@pytest.mark.parametrize("freezer", list(FREEZERS.values()), ids=list(FREEZERS))
+def test_freeze_assistant_3_blocks(benchmark, freezer: Freezer) -> None:
+    run_freeze(benchmark, freezer, workloads.assistant_blocks())
+
+
+REFREEZERS = {name: FREEZERS[name] for name in (
+    "dshkit", "pure_python_freeze", "pyrsistent_freeze", "frozendict_deepfreeze", "immutables_map",
+)}  # fmt: skip
+
+
+@pytest.mark.benchmark(group="refreeze-200-rows")
+@pytest.mark.parametrize("freezer", list(REFREEZERS.values()), ids=list(REFREEZERS))
+def test_refreeze_200_rows(benchmark, freezer: Freezer) -> None:
+    """Freezing a tree the same library already froze (DESIGN: frozen parts are reused)."""
+    run_freeze(benchmark, freezer, freezer(workloads.rows_200()))

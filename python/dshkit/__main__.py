@@ -1,0 +1,5 @@
+"""`python -m dshkit ...` is the `dshkit` command."""
+
+from dshkit.cli import main
+
+raise SystemExit(main())

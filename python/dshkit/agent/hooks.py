@@ -1,0 +1,162 @@
+"""Agent hooks: `pre_step` (Enter / Reject), `turn_stopping`, `request`, `request_error`.
+
+`hooks` maps a hook name to a callable taking one context object; it may be sync or async.
+
+- ``pre_step(ctx: PreStepContext) -> Enter | Reject``: decides what the step admits.
+  ``ctx.messages`` are the claimed messages. `Enter` lists the final batch: a claimed message
+  as is, a same-id rewrite of it (``message.with_content(...)``: same id, role and source), or
+  added context (a new user message whose id is new to the session). `Reject` ends the turn
+  ``blocked``; the claimed batch is not requeued.
+- ``turn_stopping(ctx: TurnStoppingContext) -> None``: called at a natural stop with nothing
+  pending; ``ctx.steer(message)`` continues the turn with one more step.
+- ``request(ctx: RequestContext) -> Mapping | None``: may change call settings only: mutate
+  ``ctx.config`` or return a new mapping of settings. Messages change only through logged
+  channels, so the hook gets no way to change them.
+- ``request_error(ctx: RequestErrorContext) -> bool``: return True to retry the request within
+  the same step (re-derived from the log); the failed attempt's chunks stay in the log.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Union
+
+from dshkit.agent.cancel import CancelToken
+from dshkit.llm import Message
+
+if TYPE_CHECKING:
+    from dshkit.session import Session
+
+HOOK_NAMES = ("pre_step", "turn_stopping", "request", "request_error")
+
+Hook = Callable[[Any], Union[Any, Awaitable[Any]]]
+
+
+class Enter:
+    """`pre_step` result: enter a step with this final batch of user messages, in order."""
+
+    __slots__ = ("messages",)
+
+    def __init__(self, messages: Iterable[Message] = ()) -> None:
+        if isinstance(messages, (str, bytes, Message, Mapping)):
+            raise TypeError(f"Enter: expected an iterable of Message, got {type(messages).__name__}")
+        batch = tuple(messages)
+        for index, message in enumerate(batch):
+            if not isinstance(message, Message):
+                raise TypeError(f"Enter messages[{index}]: expected a Message, got {type(message).__name__}")
+        self.messages: tuple[Message, ...] = batch
+
+    def __repr__(self) -> str:
+        return f"Enter({[message.id for message in self.messages]!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Enter) and other.messages == self.messages
+
+    def __hash__(self) -> int:
+        return hash(("Enter", self.messages))
+
+
+class Reject:
+    """`pre_step` result: do not enter; the turn ends ``blocked`` (with `reason` if given)."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str | None = None) -> None:
+        if reason is not None and not isinstance(reason, str):
+            raise TypeError(f"Reject reason: expected a str or None, got {type(reason).__name__}")
+        self.reason = reason
+
+    def __repr__(self) -> str:
+        return f"Reject({self.reason!r})" if self.reason is not None else "Reject()"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Reject) and other.reason == self.reason
+
+    def __hash__(self) -> int:
+        return hash(("Reject", self.reason))
+
+
+@dataclass(frozen=True)
+class PreStepContext:
+    """What `pre_step` sees: the claimed messages of this step, in claim order."""
+
+    messages: tuple[Message, ...]
+    turn: int
+    step: int
+    cancel: CancelToken
+    session: Session
+
+
+@dataclass(frozen=True)
+class TurnStoppingContext:
+    """What `turn_stopping` sees; ``ctx.steer(message)`` continues the turn."""
+
+    turn: int
+    step: int
+    cancel: CancelToken
+    session: Session
+    steer: Callable[[Message], None]
+
+
+@dataclass
+class RequestContext:
+    """What `request` sees: the header about to be used; only `config` may change."""
+
+    turn: int
+    step: int
+    attempt: int
+    system: str | None
+    tools: tuple[Mapping[str, Any], ...]
+    messages: tuple[Message, ...]
+    config: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RequestErrorContext:
+    """What `request_error` sees: the failure of attempt number `attempt` (from 1)."""
+
+    turn: int
+    step: int
+    attempt: int
+    error: BaseException
+    cancel: CancelToken
+
+
+def check_hooks(hooks: Mapping[str, Hook] | None) -> dict[str, Hook]:
+    """Validate a hooks mapping: known names, callable values."""
+    if hooks is None:
+        return {}
+    if not isinstance(hooks, Mapping):
+        raise TypeError(f"Agent hooks: expected a mapping of hook name to callable, got {type(hooks).__name__}")
+    checked: dict[str, Hook] = {}
+    for name, hook in hooks.items():
+        if name not in HOOK_NAMES:
+            raise ValueError(f"Agent hooks: unknown hook {name!r} (known: {', '.join(HOOK_NAMES)})")
+        if not callable(hook):
+            raise TypeError(f"Agent hooks[{name!r}]: expected a callable, got {type(hook).__name__}")
+        checked[name] = hook
+    return checked
+
+
+async def call_hook(hook: Hook, ctx: object) -> Any:
+    """Call a sync or async hook and return its result."""
+    result = hook(ctx)
+    if inspect.isawaitable(result):
+        result = await result
+    return result
+
+
+__all__ = [
+    "HOOK_NAMES",
+    "Enter",
+    "Hook",
+    "PreStepContext",
+    "Reject",
+    "RequestContext",
+    "RequestErrorContext",
+    "TurnStoppingContext",
+    "call_hook",
+    "check_hooks",
+]

@@ -1,0 +1,231 @@
+"""The agent's inbox: two ordered pending lists, changed only through durable splice events.
+
+``next_turn`` holds follow-ups (one turn each); ``next_step`` holds steering and injected
+context (all claimed together at the next step boundary). Every change is one
+``agent/inbox/spliced`` event ``{target, start, removed_count, inserted, outcome, cause?}``
+appended to the session *before* the in-memory list changes, so a failed append changes nothing
+and re-opening the session rebuilds exactly the pending input.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from dshkit.agent.events import EventHub
+from dshkit.llm import Message, freeze_message
+
+if TYPE_CHECKING:
+    from dshkit.session import Session
+
+NEXT_TURN = "next_turn"
+NEXT_STEP = "next_step"
+INBOX_SPLICED = "agent/inbox/spliced"
+_TARGETS = (NEXT_TURN, NEXT_STEP)
+
+
+def check_user_message(message: object, where: str) -> Message:
+    """`message` if it is a complete user-role `Message`, else `TypeError` saying what it was."""
+    if not isinstance(message, Message):
+        raise TypeError(
+            f"{where}: expected a user-role Message (create one with dshkit.create_user_message, "
+            f"or import one with dshkit.freeze_message), got {type(message).__name__}"
+        )
+    if message.role != "user":
+        raise TypeError(f"{where}: expected a user-role Message, got role {message.role!r} (id {message.id})")
+    return message
+
+
+def session_has_message(session: Session, message_id: str) -> bool:
+    """Whether any event of the session log carries a message with this id."""
+    has = getattr(session, "has_message", None)
+    if has is not None:
+        return bool(has(message_id))
+    try:
+        return session.message(message_id) is not None
+    except (KeyError, LookupError):
+        return False
+
+
+class Inbox:
+    """Pending agent input: ``next_turn`` and ``next_step``, ids unique across both."""
+
+    def __init__(self, session: Session, hub: EventHub) -> None:
+        self._session = session
+        self._hub = hub
+        self._lists: dict[str, list[Message]] = {NEXT_TURN: [], NEXT_STEP: []}
+        self._pending: dict[str, str] = {}  # message id -> target
+        self._rebuild()
+
+    def _rebuild(self) -> None:
+        for event in self._session.events:
+            if event.type != INBOX_SPLICED:
+                continue
+            data = event.data
+            target = data["target"]
+            pending = self._lists[target]
+            start, removed = data["start"], data["removed_count"]
+            inserted = [item if isinstance(item, Message) else freeze_message(item) for item in data["inserted"]]
+            pending[start : start + removed] = inserted
+        for target in _TARGETS:
+            for message in self._lists[target]:
+                self._pending[message.id] = target
+
+    @property
+    def next_turn(self) -> tuple[Message, ...]:
+        """Pending follow-ups, one turn each, in order."""
+        return tuple(self._lists[NEXT_TURN])
+
+    @property
+    def next_step(self) -> tuple[Message, ...]:
+        """Pending steering and injected context, all entering at the next step boundary."""
+        return tuple(self._lists[NEXT_STEP])
+
+    def __len__(self) -> int:
+        return len(self._pending)
+
+    def __contains__(self, message_id: object) -> bool:
+        return message_id in self._pending
+
+    def has_step_input(self) -> bool:
+        """True when next-step input is pending."""
+        return bool(self._lists[NEXT_STEP])
+
+    def check_new(self, message: object, where: str) -> Message:
+        """Validate a message about to be queued: user role, id neither pending nor logged."""
+        checked = check_user_message(message, where)
+        if checked.id in self._pending:
+            raise ValueError(f"{where}: message id {checked.id} is already pending in the inbox ({self._pending[checked.id]})")
+        if session_has_message(self._session, checked.id):
+            raise ValueError(f"{where}: message id {checked.id} is already in the session log; a new message needs a new id")
+        return checked
+
+    # Every mutation goes through _splice: log first, then memory, then live events.
+    def _splice(
+        self,
+        target: str,
+        start: int,
+        removed_count: int,
+        inserted: tuple[Message, ...],
+        outcome: str,
+        cause: str | None = None,
+    ) -> tuple[int, list[Message]]:
+        data: dict[str, Any] = {
+            "target": target,
+            "start": start,
+            "removed_count": removed_count,
+            "inserted": list(inserted),
+            "outcome": outcome,
+        }
+        if cause is not None:
+            data["cause"] = cause
+        seq = self._session.append(INBOX_SPLICED, data).seq
+        pending = self._lists[target]
+        removed = pending[start : start + removed_count]
+        pending[start : start + removed_count] = inserted
+        for message in removed:
+            del self._pending[message.id]
+        for message in inserted:
+            self._pending[message.id] = target
+        return seq, removed
+
+    def insert(self, target: str, messages: tuple[Message, ...], *, cause: str | None = None) -> int:
+        """Append checked messages to the end of `target`; returns the splice seq."""
+        seq, _ = self._splice(target, len(self._lists[target]), 0, messages, "inserted", cause)
+        if self._hub.active:
+            for message in messages:
+                self._hub.emit("inserted", message=message, target=target, seq=seq)
+        return seq
+
+    def claim(self, *, first_step: bool) -> list[tuple[Message, int]]:
+        """Claim a step's input: all next-step items, plus one follow-up on a turn's first step.
+
+        Returns ``(message, claim seq)`` pairs in batch order (next-step items, then the
+        follow-up). An empty claim logs nothing.
+        """
+        batch: list[tuple[Message, int]] = []
+        step_items = self._lists[NEXT_STEP]
+        if step_items:
+            seq, removed = self._splice(NEXT_STEP, 0, len(step_items), (), "claimed")
+            batch.extend((message, seq) for message in removed)
+        if first_step and self._lists[NEXT_TURN]:
+            seq, removed = self._splice(NEXT_TURN, 0, 1, (), "claimed")
+            batch.extend((message, seq) for message in removed)
+        if self._hub.active:
+            for message, seq in batch:
+                self._hub.emit("claimed", message=message, target=self._target_of_claim(message, batch), seq=seq)
+        return batch
+
+    @staticmethod
+    def _target_of_claim(message: Message, batch: list[tuple[Message, int]]) -> str:
+        # Only the last item of a first-step claim can come from next_turn; seqs tell them apart.
+        seqs = {seq for _, seq in batch}
+        if len(seqs) == 2 and batch[-1][0] is message:
+            return NEXT_TURN
+        return NEXT_STEP if len(seqs) == 2 or batch[0][1] == batch[-1][1] and not _only_turn(batch) else NEXT_TURN
+
+    def remove(self, message_id: str, *, cause: str = "removed") -> bool:
+        """Discard a pending message by id; False when no such id is pending."""
+        target = self._pending.get(message_id)
+        if target is None:
+            return False
+        index = next(i for i, message in enumerate(self._lists[target]) if message.id == message_id)
+        seq, removed = self._splice(target, index, 1, (), "discarded", cause)
+        if self._hub.active:
+            self._hub.emit("discarded", message=removed[0], target=target, seq=seq, cause=cause)
+        return True
+
+    def replace(self, message_id: str, message: Message) -> bool:
+        """Put `message` in the place of pending `message_id`; False when that id is not pending.
+
+        `message` may be a same-id rewrite or a different message with a new id (neither pending
+        elsewhere nor in the session log).
+        """
+        checked = check_user_message(message, "inbox.replace")
+        target = self._pending.get(message_id)
+        if checked.id != message_id:
+            self.check_new(checked, "inbox.replace")
+        if target is None:
+            return False
+        index = next(i for i, pending in enumerate(self._lists[target]) if pending.id == message_id)
+        seq, removed = self._splice(target, index, 1, (checked,), "replaced")
+        if self._hub.active:
+            self._hub.emit("replaced", message=checked, target=target, seq=seq, previous=removed[0])
+        return True
+
+    def clear(self, cause: str) -> None:
+        """Discard every pending message (one splice per non-empty list)."""
+        for target in _TARGETS:
+            pending = self._lists[target]
+            if not pending:
+                continue
+            seq, removed = self._splice(target, 0, len(pending), (), "discarded", cause)
+            if self._hub.active:
+                for message in removed:
+                    self._hub.emit("discarded", message=message, target=target, seq=seq, cause=cause)
+
+
+def _only_turn(batch: list[tuple[Message, int]]) -> bool:
+    return False
+
+
+def inbox_snapshot(events: Any) -> Mapping[str, tuple[Message, ...]]:
+    """The pending lists a log prefix describes (what an agent opened on it would see)."""
+    lists: dict[str, list[Message]] = {NEXT_TURN: [], NEXT_STEP: []}
+    for event in events:
+        if event.type == INBOX_SPLICED:
+            data = event.data
+            inserted = [item if isinstance(item, Message) else freeze_message(item) for item in data["inserted"]]
+            lists[data["target"]][data["start"] : data["start"] + data["removed_count"]] = inserted
+    return {target: tuple(items) for target, items in lists.items()}
+
+
+__all__ = [
+    "INBOX_SPLICED",
+    "NEXT_STEP",
+    "NEXT_TURN",
+    "Inbox",
+    "check_user_message",
+    "inbox_snapshot",
+    "session_has_message",
+]

@@ -1,0 +1,151 @@
+"""Tools the model can call: `Tool`, the `ToolContext` a body receives, and `ToolOutput`."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from dshkit.agent.cancel import CancelToken
+from dshkit.llm import Message, freeze, to_json
+
+if TYPE_CHECKING:
+    from dshkit.session import Session
+
+ToolBody = Callable[[Any, "ToolContext"], Awaitable[Any]]
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """What a tool body receives beside its arguments."""
+
+    call_id: str
+    name: str
+    turn: int
+    step: int
+    cancel: CancelToken
+    session: Session
+
+
+class ToolOutput:
+    """A tool's full answer: content plus optional error flag, added context, end of turn.
+
+    A tool body may return plain content instead (a `str`, a list of content blocks, or any
+    other JSON value, which is sent as JSON text). `context` messages are new user messages
+    queued for the next step (after every result of this step); `end_turn` asks the agent to
+    stop the turn after this step instead of calling the model again. `meta` is presentation
+    data logged beside the result, never shown to the model.
+    """
+
+    __slots__ = ("content", "context", "end_turn", "is_error", "meta")
+
+    def __init__(
+        self,
+        content: Any,
+        *,
+        is_error: bool = False,
+        context: Iterable[Message] = (),
+        end_turn: bool = False,
+        meta: Mapping[str, Any] | None = None,
+    ) -> None:
+        if isinstance(context, (Message, str, bytes, Mapping)):
+            raise TypeError(f"ToolOutput context: expected an iterable of Message, got {type(context).__name__}")
+        added = tuple(context)
+        for index, message in enumerate(added):
+            if not isinstance(message, Message):
+                raise TypeError(f"ToolOutput context[{index}]: expected a Message, got {type(message).__name__}")
+            if message.role != "user":
+                raise TypeError(f"ToolOutput context[{index}]: expected a user-role message, got role {message.role!r}")
+        if meta is not None and not isinstance(meta, Mapping):
+            raise TypeError(f"ToolOutput meta: expected a mapping, got {type(meta).__name__}")
+        self.content = content
+        self.is_error = bool(is_error)
+        self.context = added
+        self.end_turn = bool(end_turn)
+        self.meta = meta
+
+    def __repr__(self) -> str:
+        return f"ToolOutput({self.content!r}, is_error={self.is_error}, end_turn={self.end_turn})"
+
+
+class Tool:
+    """A tool: `name`, `description`, JSON-schema `parameters` and an async `run(arguments, ctx)`.
+
+    `arguments` is the parsed JSON object the model wrote (a plain `dict`). `parallel=False`
+    makes the tool exclusive: it starts only after every earlier call of the step finished,
+    and later calls wait for it (use it for tools that write).
+    """
+
+    __slots__ = ("description", "name", "parallel", "parameters", "run")
+
+    def __init__(
+        self,
+        name: str,
+        description: str,
+        parameters: Mapping[str, Any],
+        run: ToolBody,
+        *,
+        parallel: bool = True,
+    ) -> None:
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"Tool name: expected a non-empty str, got {name!r}")
+        if not isinstance(description, str):
+            raise TypeError(f"Tool {name!r} description: expected a str, got {type(description).__name__}")
+        if not isinstance(parameters, Mapping):
+            raise TypeError(f"Tool {name!r} parameters: expected a JSON schema mapping, got {type(parameters).__name__}")
+        if not callable(run):
+            raise TypeError(f"Tool {name!r} run: expected an async callable, got {type(run).__name__}")
+        self.name = name
+        self.description = description
+        self.parameters = freeze(parameters)
+        self.run = run
+        self.parallel = bool(parallel)
+
+    @property
+    def spec(self) -> dict[str, Any]:
+        """The tool as the model sees it: ``{name, description, parameters}``."""
+        return {"name": self.name, "description": self.description, "parameters": self.parameters}
+
+    def __repr__(self) -> str:
+        return f"Tool({self.name!r})"
+
+
+def check_tools(tools: Iterable[Tool]) -> dict[str, Tool]:
+    """Validate the agent's tools: `Tool` instances with unique names."""
+    if isinstance(tools, (str, bytes, Mapping, Tool)):
+        raise TypeError(f"Agent tools: expected an iterable of Tool, got {type(tools).__name__}")
+    by_name: dict[str, Tool] = {}
+    for index, tool in enumerate(tools):
+        if not isinstance(tool, Tool):
+            raise TypeError(f"Agent tools[{index}]: expected a Tool, got {type(tool).__name__}")
+        if tool.name in by_name:
+            raise ValueError(f"Agent tools[{index}]: duplicate tool name {tool.name!r}")
+        by_name[tool.name] = tool
+    return by_name
+
+
+def tool_content(value: Any) -> str | Sequence[Mapping[str, Any]]:
+    """A tool's returned value as message content: text, content blocks, or JSON text."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Sequence) and not isinstance(value, (bytes, bytearray)) and value and all(
+        isinstance(block, Mapping) and isinstance(block.get("type"), str) for block in value
+    ):
+        return value
+    if value is None:
+        return ""
+    # Any other JSON value (a dict of results, a number, ...) goes to the model as JSON text;
+    # `to_json` raises TypeError naming the offending part when it is not JSON.
+    return to_json(freeze(value))
+
+
+async def call_tool_body(tool: Tool, arguments: Any, ctx: ToolContext) -> Any:
+    """Run a tool body (an async function, or a sync one returning the result)."""
+    result = tool.run(arguments, ctx)
+    if inspect.isawaitable(result):
+        result = await result
+    return result
+
+
+__all__ = ["Tool", "ToolBody", "ToolContext", "ToolOutput", "call_tool_body", "check_tools", "tool_content"]

@@ -1,0 +1,56 @@
+"""The `dshkit` command line: `demo`, `log show|verify|messages`, `chat`.
+
+Each subcommand lives with the layer it belongs to and is imported only when used, so that
+`dshkit log verify` does not import the agent or HTTP stack.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="dshkit", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    demo = commands.add_parser("demo", help="run the offline demonstration")
+    demo.add_argument("--log", metavar="PATH", help="where to write the session log")
+
+    log = commands.add_parser("log", help="inspect a session log")
+    log_commands = log.add_subparsers(dest="log_command", required=True, metavar="ACTION")
+    for name, help_text in (
+        ("show", "a readable transcript"),
+        ("verify", "check the log's invariants (exit 1 on any problem)"),
+        ("messages", "the derived messages, one JSON object per line"),
+    ):
+        action = log_commands.add_parser(name, help=help_text)
+        action.add_argument("path", metavar="PATH")
+
+    chat = commands.add_parser("chat", help="chat with an OpenAI-compatible model (DSHKIT_* env)")
+    chat.add_argument("--log", metavar="PATH", help="session log to write (default: a new file)")
+    chat.add_argument("--system", metavar="TEXT", help="system prompt")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the process exit code."""
+    args = build_parser().parse_args(argv)
+    if args.command == "demo":
+        from dshkit.demo import main as run_demo
+
+        return run_demo(args)
+    if args.command == "log":
+        from dshkit.session.cli import main as run_log
+
+        return run_log(args)
+    if args.command == "chat":
+        from dshkit.models.chat import main as run_chat
+
+        return run_chat(args)
+    raise AssertionError(args.command)  # argparse rejects unknown commands
+
+
+if __name__ == "__main__":
+    sys.exit(main())

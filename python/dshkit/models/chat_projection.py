@@ -1,0 +1,257 @@
+"""From a `ModelRequest` to the JSON body of a streaming chat-completions call.
+
+A pure function of the request: nothing is minted, nothing read from the clock or the
+environment, so the same request always gives byte-identical bytes (`encode_chat_body`). Key
+order is fixed by construction; the order of keys inside caller-provided JSON (tool schemas, call
+settings) is kept as logged, because a schema's property order is part of what the model reads.
+
+Mapping (see ``docs/models.md``):
+
+- the request's system prompt first, as a ``system`` message; logged ``system`` messages in place.
+- a content that is exactly one text block is a string; anything else is a list of parts
+  (``{"type": "text"}``, ``{"type": "image_url"}``); images become data URLs or plain URLs.
+- ``reasoning`` blocks of an assistant message go back under `reasoning_field`
+  (``reasoning_content``, as DeepSeek requires after tool calls; ``None`` drops them).
+- ``tool_call`` blocks become ``tool_calls`` with the call ids and the raw argument text.
+- each ``tool_result`` block becomes a ``role: "tool"`` message with its ``tool_call_id``; images a
+  tool returned follow the run of tool messages as one user message (tool messages are text only).
+- the request's tools become ``function`` tools; its call settings (``temperature``,
+  ``max_tokens``, ...) are copied into the body as given.
+
+A block that cannot be expressed raises `UnsupportedContentError` naming the message and block.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from dshkit.llm import json_default
+
+if TYPE_CHECKING:
+    from dshkit.llm import Message
+    from dshkit.session import ModelRequest
+
+__all__ = [
+    "RESERVED_BODY_KEYS",
+    "UnsupportedContentError",
+    "chat_body",
+    "chat_messages",
+    "chat_tools",
+    "encode_chat_body",
+]
+
+RESERVED_BODY_KEYS = frozenset(("model", "messages", "tools", "stream"))
+"""Body keys the projection owns: call settings may not set them."""
+
+
+class UnsupportedContentError(ValueError):
+    """A content block (or message) that the chat-completions format cannot carry."""
+
+
+def chat_body(
+    request: ModelRequest,
+    *,
+    model: str,
+    reasoning_field: str | None = "reasoning_content",
+    include_usage: bool = True,
+) -> dict[str, Any]:
+    """The chat-completions request body for `request` (streaming, usage requested)."""
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": chat_messages(request.messages, system=request.system, reasoning_field=reasoning_field),
+    }
+    tools = chat_tools(request.tools)
+    if tools:
+        body["tools"] = tools
+    config = request.config
+    if config:
+        for key, value in config.items():
+            if key in RESERVED_BODY_KEYS:
+                raise ValueError(
+                    f"request config[{key!r}]: {key!r} is set by the model itself and cannot be a call setting"
+                )
+            body[key] = value
+    body["stream"] = True
+    if include_usage and "stream_options" not in body:
+        body["stream_options"] = {"include_usage": True}
+    return body
+
+
+def encode_chat_body(body: Mapping[str, Any]) -> bytes:
+    """Compact UTF-8 JSON bytes of a body (frozen parts included), byte-identical for equal input."""
+    text = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=json_default)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        # A lone surrogate cannot be UTF-8: the escaped form is still valid JSON text.
+        return json.dumps(
+            body, ensure_ascii=True, separators=(",", ":"), allow_nan=False, default=json_default
+        ).encode("ascii")
+
+
+def chat_tools(tools: Iterable[Mapping[str, Any]] | None) -> list[dict[str, Any]]:
+    """Tool specs (``name``, ``description``, ``parameters``) as ``function`` tools."""
+    projected: list[dict[str, Any]] = []
+    for position, tool in enumerate(tools or ()):
+        where = f"request tools[{position}]"
+        if not isinstance(tool, Mapping):
+            raise TypeError(f"{where}: expected a mapping, got {type(tool).__name__}")
+        name = tool.get("name")
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"{where}: 'name' must be a non-empty str")
+        function: dict[str, Any] = {"name": name}
+        description = tool.get("description")
+        if description:
+            function["description"] = description
+        parameters = tool.get("parameters")
+        function["parameters"] = parameters if parameters is not None else {"type": "object", "properties": {}}
+        if "strict" in tool:
+            function["strict"] = tool["strict"]
+        projected.append({"type": "function", "function": function})
+    return projected
+
+
+def chat_messages(
+    messages: Iterable[Message],
+    *,
+    system: str | None = None,
+    reasoning_field: str | None = "reasoning_content",
+) -> list[dict[str, Any]]:
+    """The ``messages`` array: the system prompt, then each message in order."""
+    projected: list[dict[str, Any]] = []
+    if system:
+        projected.append({"role": "system", "content": system})
+    # Images returned by tools wait here until the run of tool messages ends: a user message
+    # between the tool messages answering one assistant message is refused by providers.
+    tool_images: list[dict[str, Any]] = []
+    for message in messages:
+        role = message.role
+        if role == "user":
+            _project_user(message, projected, tool_images)
+            continue
+        if tool_images:
+            projected.append({"role": "user", "content": tool_images})
+            tool_images = []
+        if role == "assistant":
+            projected.append(_project_assistant(message, reasoning_field))
+        elif role == "system":
+            projected.append({"role": "system", "content": _parts(message, message.content, images=False)})
+        else:
+            raise UnsupportedContentError(f"message {message.id}: unknown role {role!r}")
+    if tool_images:
+        projected.append({"role": "user", "content": tool_images})
+    return projected
+
+
+def _project_user(message: Message, out: list[dict[str, Any]], tool_images: list[dict[str, Any]]) -> None:
+    others: list[Mapping[str, Any]] = []
+    for index, block in enumerate(message.content):
+        if block.get("type") != "tool_result":
+            others.append(block)
+            continue
+        call_id = block.get("tool_call_id")
+        if not isinstance(call_id, str) or not call_id:
+            raise UnsupportedContentError(
+                f"message {message.id} content[{index}]: tool_result without a 'tool_call_id'"
+            )
+        inner = block.get("content", ())
+        if isinstance(inner, str):
+            inner = ({"type": "text", "text": inner},)
+        texts = [part for part in inner if part.get("type") == "text"]
+        images = [part for part in inner if part.get("type") == "image"]
+        for position, part in enumerate(inner):
+            if part.get("type") not in ("text", "image"):
+                raise UnsupportedContentError(
+                    f"message {message.id} content[{index}].content[{position}]: "
+                    f"{part.get('type')!r} blocks cannot be sent in a tool result"
+                )
+        out.append({"role": "tool", "tool_call_id": call_id, "content": _parts(message, texts, images=False)})
+        if images:
+            tool_images.append({"type": "text", "text": f"Images returned by tool call {call_id}:"})
+            tool_images.extend(_image_part(message, index, image) for image in images)
+    if not others and len(message.content) > 0:
+        return
+    if tool_images:
+        out.append({"role": "user", "content": tool_images[:]})
+        tool_images.clear()
+    out.append({"role": "user", "content": _parts(message, others, images=True)})
+
+
+def _project_assistant(message: Message, reasoning_field: str | None) -> dict[str, Any]:
+    texts: list[Mapping[str, Any]] = []
+    reasoning: list[str] = []
+    calls: list[dict[str, Any]] = []
+    for index, block in enumerate(message.content):
+        kind = block.get("type")
+        if kind == "text":
+            texts.append(block)
+        elif kind == "reasoning":
+            reasoning.append(block.get("text", ""))
+        elif kind == "tool_call":
+            call_id, name, arguments = block.get("id"), block.get("name"), block.get("arguments", "")
+            if not isinstance(call_id, str) or not call_id or not isinstance(name, str) or not name:
+                raise UnsupportedContentError(
+                    f"message {message.id} content[{index}]: tool_call needs a non-empty 'id' and 'name'"
+                )
+            if not isinstance(arguments, str):
+                raise UnsupportedContentError(
+                    f"message {message.id} content[{index}]: tool_call 'arguments' must be the raw JSON text (str)"
+                )
+            calls.append({"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}})
+        else:
+            raise UnsupportedContentError(
+                f"message {message.id} content[{index}]: {kind!r} blocks cannot be sent in an assistant message"
+            )
+    projected: dict[str, Any] = {"role": "assistant"}
+    # Providers want `null` content beside tool calls, a string otherwise.
+    projected["content"] = _parts(message, texts, images=False) if texts or not calls else None
+    if reasoning and reasoning_field:
+        projected[reasoning_field] = "".join(reasoning)
+    if calls:
+        projected["tool_calls"] = calls
+    return projected
+
+
+def _parts(message: Message, blocks: Sequence[Mapping[str, Any]], *, images: bool) -> str | list[dict[str, Any]]:
+    """One text block as a string; otherwise a list of text (and, where allowed, image) parts."""
+    if not blocks:
+        return ""
+    if len(blocks) == 1 and blocks[0].get("type") == "text":
+        return _text(message, blocks[0])
+    parts: list[dict[str, Any]] = []
+    for index, block in enumerate(blocks):
+        kind = block.get("type")
+        if kind == "text":
+            parts.append({"type": "text", "text": _text(message, block)})
+        elif kind == "image" and images:
+            parts.append(_image_part(message, index, block))
+        else:
+            raise UnsupportedContentError(
+                f"message {message.id} ({message.role}): {kind!r} blocks cannot be sent in this message"
+            )
+    return parts
+
+
+def _text(message: Message, block: Mapping[str, Any]) -> str:
+    text = block.get("text")
+    if not isinstance(text, str):
+        raise UnsupportedContentError(f"message {message.id}: a text block without a str 'text'")
+    return text
+
+
+def _image_part(message: Message, index: int, block: Mapping[str, Any]) -> dict[str, Any]:
+    url = block.get("url")
+    if not isinstance(url, str):
+        media_type, data = block.get("media_type"), block.get("data")
+        if not isinstance(media_type, str) or not isinstance(data, str):
+            raise UnsupportedContentError(
+                f"message {message.id} content[{index}]: an image needs 'url' or 'media_type' and base64 'data'"
+            )
+        url = f"data:{media_type};base64,{data}"
+    image_url: dict[str, Any] = {"url": url}
+    detail = block.get("detail")
+    if isinstance(detail, str):
+        image_url["detail"] = detail
+    return {"type": "image_url", "image_url": image_url}

@@ -1,0 +1,326 @@
+"""From a chat-completions event stream to the chunks of the model protocol.
+
+`ChatStreamTranslator` is fed the server-sent events of one response, in order, and returns the
+protocol chunks each one carries; `finish()` returns the closing usage and finish chunks. It is
+pure (no I/O), so every provider quirk it tolerates is unit-tested on recorded shapes:
+
+- text comes as ``delta.content``; reasoning as ``delta.reasoning_content`` (DeepSeek, vLLM) or
+  ``delta.reasoning`` (OpenRouter, newer vLLM); a ``delta.refusal`` is shown as text.
+- tool calls come as ``delta.tool_calls[]`` keyed by ``index``; ids and names arrive once,
+  arguments in pieces. A server that omits ``index`` (whole calls, one per chunk) gets one index
+  per new call id; arguments sent as a JSON object instead of text are serialised compactly.
+- usage may come on any chunk (usually a last chunk with no choices); the last one wins and is
+  passed on verbatim, provider field names included (``prompt_tokens_details.cached_tokens``,
+  DeepSeek's ``prompt_cache_hit_tokens``); `usage_summary` normalises it.
+- ``finish_reason`` is mapped to the protocol's reasons; the finish chunk is held back until the
+  stream ends (``[DONE]`` or end of body) because usage follows it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from dshkit.models.errors import (
+    IncompleteStreamError,
+    MalformedResponseError,
+    ProviderStreamError,
+    provider_error_fields,
+)
+from dshkit.models.protocol import Chunk, FinishChunk, ModelErrorInfo
+from dshkit.models.sse import ServerSentEvent
+
+__all__ = ["ChatStreamTranslator", "DONE", "excerpt", "map_finish_reason", "usage_summary"]
+
+DONE = "[DONE]"
+_EXCERPT_CHARS = 200
+
+# Provider finish reasons that end a response normally, by protocol reason.
+_FINISH_REASONS = {
+    "stop": "stop",
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "eos": "stop",
+    "length": "max_tokens",
+    "max_tokens": "max_tokens",
+    "model_length": "max_tokens",
+    "tool_calls": "tool_calls",
+    "function_call": "tool_calls",
+    "tool_use": "tool_calls",
+}
+_ABORTED = frozenset(("abort", "aborted", "cancelled", "canceled"))
+
+
+def excerpt(text: str, limit: int = _EXCERPT_CHARS) -> str:
+    """`text` shortened for an error message (what was received, recognisably)."""
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} characters)"
+
+
+def map_finish_reason(reason: str, *, saw_tool_calls: bool) -> FinishChunk:
+    """The protocol finish chunk for a provider's ``finish_reason``.
+
+    A ``stop`` after streamed tool calls is a ``tool_calls`` finish (some servers always say
+    ``stop``). Content filtering, a provider abort and unknown reasons finish with ``error``.
+    """
+    mapped = _FINISH_REASONS.get(reason)
+    if mapped == "stop" and saw_tool_calls:
+        mapped = "tool_calls"
+    if mapped is not None:
+        return {"type": "finish", "reason": mapped}  # type: ignore[typeddict-item]
+    error: ModelErrorInfo
+    if reason in _ABORTED:
+        error = {"code": "ABORTED", "message": f"the provider aborted the response ({reason})"}
+    elif reason == "content_filter":
+        error = {"code": "content_filter", "message": "the provider's content filter stopped the response"}
+    else:
+        error = {"code": "finish_reason", "message": f"the response finished with reason {reason!r}"}
+    return {"type": "finish", "reason": "error", "error": error}
+
+
+def usage_summary(usage: Mapping[str, Any]) -> dict[str, int]:
+    """Normalised token counts of a chat-completions usage mapping (keys only when known).
+
+    ``input_tokens``, ``cached_input_tokens`` (OpenAI ``prompt_tokens_details.cached_tokens`` or
+    DeepSeek ``prompt_cache_hit_tokens``), ``output_tokens``, ``reasoning_tokens`` and
+    ``total_tokens``.
+    """
+    summary: dict[str, int] = {}
+
+    def put(name: str, value: object) -> None:
+        if isinstance(value, int) and not isinstance(value, bool) and name not in summary:
+            summary[name] = value
+
+    put("input_tokens", usage.get("prompt_tokens"))
+    prompt_details = usage.get("prompt_tokens_details")
+    if isinstance(prompt_details, Mapping):
+        put("cached_input_tokens", prompt_details.get("cached_tokens"))
+    put("cached_input_tokens", usage.get("prompt_cache_hit_tokens"))
+    put("output_tokens", usage.get("completion_tokens"))
+    completion_details = usage.get("completion_tokens_details")
+    if isinstance(completion_details, Mapping):
+        put("reasoning_tokens", completion_details.get("reasoning_tokens"))
+    put("total_tokens", usage.get("total_tokens"))
+    return summary
+
+
+class _ToolCall:
+    __slots__ = ("id", "name")
+
+    def __init__(self) -> None:
+        self.id: str | None = None
+        self.name: str | None = None
+
+
+class ChatStreamTranslator:
+    """Translates the events of one streamed chat completion into protocol chunks.
+
+    `status` and `request_id` are only copied into the errors raised, so that a failure names the
+    response it came from.
+    """
+
+    def __init__(self, *, status: int | None = None, request_id: str | None = None) -> None:
+        self._status = status
+        self._request_id = request_id
+        self._tool_calls: dict[int, _ToolCall] = {}
+        self._tool_index_by_id: dict[str, int] = {}
+        self._last_tool_index: int | None = None
+        self._finish_reason: str | None = None
+        self._usage: Mapping[str, Any] | None = None
+        self._response_id: str | None = None
+        self._done = False
+        self._events = 0
+
+    @property
+    def done(self) -> bool:
+        """Whether ``[DONE]`` was received (later events are ignored)."""
+        return self._done
+
+    @property
+    def finished(self) -> bool:
+        """Whether the response said it was finished (``[DONE]`` or a ``finish_reason``)."""
+        return self._done or self._finish_reason is not None
+
+    def feed(self, event: ServerSentEvent) -> list[Chunk]:
+        """The protocol chunks carried by one server-sent event (often exactly one)."""
+        if self._done:
+            return []
+        self._events += 1
+        data = event.data
+        if event.event == "error":
+            self._raise_provider_error(data)
+        if data.strip() == DONE:
+            self._done = True
+            return []
+        if not data.strip():
+            return []  # an empty keep-alive event
+        try:
+            payload = json.loads(data)
+        except ValueError as error:
+            raise self._malformed(f"event {self._events} is not JSON ({error})", data) from None
+        if not isinstance(payload, dict):
+            raise self._malformed(
+                f"event {self._events} is JSON {type(payload).__name__}, expected an object", data
+            )
+        if payload.get("error") is not None:
+            self._raise_provider_error(data, payload["error"])
+        return self._translate(payload, data)
+
+    def finish(self) -> list[Chunk]:
+        """The closing chunks once the body ended: the usage (if any), then the finish.
+
+        A body that ends with neither ``[DONE]`` nor a ``finish_reason`` was cut off:
+        `IncompleteStreamError`.
+        """
+        if not self.finished:
+            raise IncompleteStreamError(
+                f"the stream ended after {self._events} events without a finish_reason or [DONE]",
+                status=self._status,
+                request_id=self._request_id,
+            )
+        chunks: list[Chunk] = []
+        if self._usage is not None:
+            chunks.append({"type": "usage", "usage": self._usage})
+        finish = map_finish_reason(
+            self._finish_reason if self._finish_reason is not None else "stop",
+            saw_tool_calls=bool(self._tool_calls),
+        )
+        if self._response_id is not None:
+            finish["replay_state"] = {"response_id": self._response_id}
+        chunks.append(finish)
+        return chunks
+
+    def _translate(self, payload: dict[str, Any], data: str) -> list[Chunk]:
+        response_id = payload.get("id")
+        if isinstance(response_id, str) and response_id and self._response_id is None:
+            self._response_id = response_id
+        usage = payload.get("usage")
+        if usage is not None:
+            if not isinstance(usage, dict):
+                raise self._malformed(f"event {self._events}: 'usage' is not an object", data)
+            self._usage = usage
+        choices = payload.get("choices")
+        if choices is None:
+            return []
+        if not isinstance(choices, list):
+            raise self._malformed(f"event {self._events}: 'choices' is not a list", data)
+        chunks: list[Chunk] = []
+        for position, choice in enumerate(choices):
+            if not isinstance(choice, dict):
+                raise self._malformed(f"event {self._events}: choices[{position}] is not an object", data)
+            if choice.get("index", 0) != 0:
+                continue  # only the first choice is followed (n > 1 is not supported)
+            self._translate_choice(choice, position, data, chunks)
+        return chunks
+
+    def _translate_choice(self, choice: dict[str, Any], position: int, data: str, chunks: list[Chunk]) -> None:
+        where = f"event {self._events}: choices[{position}]"
+        delta = choice.get("delta")
+        if delta is not None:
+            if not isinstance(delta, dict):
+                raise self._malformed(f"{where}.delta is not an object", data)
+            reasoning = delta.get("reasoning_content")
+            if reasoning is None:
+                reasoning = delta.get("reasoning")
+            if reasoning is not None:
+                if not isinstance(reasoning, str):
+                    raise self._malformed(f"{where}.delta reasoning is not a string", data)
+                if reasoning:
+                    chunks.append({"type": "reasoning_delta", "text": reasoning})
+            for field in ("content", "refusal"):
+                text = delta.get(field)
+                if text is None:
+                    continue
+                if not isinstance(text, str):
+                    raise self._malformed(f"{where}.delta.{field} is not a string", data)
+                if text:
+                    chunks.append({"type": "text_delta", "text": text})
+            tool_calls = delta.get("tool_calls")
+            if tool_calls is not None:
+                if not isinstance(tool_calls, list):
+                    raise self._malformed(f"{where}.delta.tool_calls is not a list", data)
+                for number, call in enumerate(tool_calls):
+                    chunk = self._tool_call_delta(call, f"{where}.delta.tool_calls[{number}]", data)
+                    if chunk is not None:
+                        chunks.append(chunk)
+        finish_reason = choice.get("finish_reason")
+        if finish_reason is not None:
+            if not isinstance(finish_reason, str):
+                raise self._malformed(f"{where}.finish_reason is not a string", data)
+            self._finish_reason = finish_reason
+
+    def _tool_call_delta(self, call: object, where: str, data: str) -> Chunk | None:
+        if not isinstance(call, dict):
+            raise self._malformed(f"{where} is not an object", data)
+        call_id = call.get("id")
+        if call_id is not None and not isinstance(call_id, str):
+            raise self._malformed(f"{where}.id is not a string", data)
+        function = call.get("function")
+        if function is None:
+            function = {}
+        elif not isinstance(function, dict):
+            raise self._malformed(f"{where}.function is not an object", data)
+        name = function.get("name")
+        if name is not None and not isinstance(name, str):
+            raise self._malformed(f"{where}.function.name is not a string", data)
+        arguments = function.get("arguments")
+        if arguments is None:
+            arguments = ""
+        elif isinstance(arguments, (dict, list)):
+            arguments = json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
+        elif not isinstance(arguments, str):
+            raise self._malformed(f"{where}.function.arguments is not a string", data)
+        index = self._tool_index(call.get("index"), call_id or None, where, data)
+        state = self._tool_calls.get(index)
+        if state is None:
+            state = self._tool_calls[index] = _ToolCall()
+        # Ids and names are passed on the first time they are seen; a repeat is not news.
+        new_id = call_id if call_id and state.id is None else None
+        new_name = name if name and state.name is None else None
+        if new_id is not None:
+            state.id = new_id
+            self._tool_index_by_id[new_id] = index
+        if new_name is not None:
+            state.name = new_name
+        if new_id is None and new_name is None and not arguments:
+            return None
+        return {"type": "tool_call_delta", "index": index, "id": new_id, "name": new_name, "arguments": arguments}
+
+    def _tool_index(self, index: object, call_id: str | None, where: str, data: str) -> int:
+        if index is not None:
+            if isinstance(index, bool) or not isinstance(index, int) or index < 0:
+                raise self._malformed(f"{where}.index is not a non-negative integer", data)
+            self._last_tool_index = index
+            return index
+        if call_id is not None:
+            known = self._tool_index_by_id.get(call_id)
+            if known is None:
+                known = max(self._tool_calls, default=-1) + 1
+            self._last_tool_index = known
+            return known
+        if self._last_tool_index is None:
+            raise self._malformed(f"{where} has neither an index nor an id", data)
+        return self._last_tool_index
+
+    def _malformed(self, what: str, data: str) -> MalformedResponseError:
+        return MalformedResponseError(
+            f"malformed chat completion stream: {what}; received {excerpt(data)!r}",
+            received=data,
+            status=self._status,
+            request_id=self._request_id,
+        )
+
+    def _raise_provider_error(self, data: str, error: object = None) -> None:
+        if error is None:
+            try:
+                parsed = json.loads(data)
+            except ValueError:
+                parsed = data
+            error = parsed.get("error", parsed) if isinstance(parsed, dict) else parsed
+        message, code = provider_error_fields(error)
+        raise ProviderStreamError(
+            message or f"the provider reported an error in the stream: {excerpt(data)}",
+            status=self._status,
+            request_id=self._request_id,
+            provider_code=code,
+        )

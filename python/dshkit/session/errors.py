@@ -1,0 +1,35 @@
+"""Exceptions and warnings raised by the session log."""
+
+from __future__ import annotations
+
+
+class SessionError(Exception):
+    """Base class of every error the session log raises on its own account."""
+
+
+class SessionCorruptError(SessionError):
+    """A stored log cannot be read: not a dshkit log, or a bad record before its last line.
+
+    The message names the file and the line (JSON Lines) or row (SQLite) at fault.
+    """
+
+
+class SessionClosedError(SessionError):
+    """An append or sync on a session that was closed (or opened read-only)."""
+
+
+class UnknownEventError(SessionError):
+    """Derivation met an event type it does not know and that is not marked ignorable."""
+
+
+class SessionRecoveryWarning(UserWarning):
+    """Opening a log repaired its storage: a torn last line (an unfinished write) was cut off."""
+
+
+__all__ = [
+    "SessionClosedError",
+    "SessionCorruptError",
+    "SessionError",
+    "SessionRecoveryWarning",
+    "UnknownEventError",
+]

@@ -1,0 +1,228 @@
+"""Events of the session log: the frozen `Event` record, the known types, and append validation.
+
+An `Event` is a named tuple: immutable, cheap to build when a 100,000-event log is loaded, and
+its fields are exactly the contract's (`type`, `seq`, `time`, `data`, `surface_op`,
+`source_event_seqs`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, NamedTuple
+
+from dshkit import FrozenDict, Message, freeze
+
+USER_MESSAGE = "user/message"
+ASSISTANT_MESSAGE = "assistant/message"
+TOOL_RESULT = "tool/result"
+TURN_START = "turn/start"
+TURN_END = "turn/end"
+STEP_START = "step/start"
+STEP_END = "step/end"
+ASSISTANT_CHUNK = "assistant/chunk"
+TOOL_CALL = "tool/call"
+REQUEST_HEADER = "request/header"
+INBOX_SPLICED = "agent/inbox/spliced"
+COMPACTION_START = "compaction/start"
+COMPACTION_SUMMARY = "compaction/summary"
+COMPACTION_PRUNE = "compaction/prune"
+COMPACTION_END = "compaction/end"
+
+MESSAGE_EVENT_TYPES = frozenset({USER_MESSAGE, ASSISTANT_MESSAGE, TOOL_RESULT})
+"""The event types that carry a `Message` and a surface operation."""
+
+KNOWN_EVENT_TYPES = MESSAGE_EVENT_TYPES | {
+    TURN_START,
+    TURN_END,
+    STEP_START,
+    STEP_END,
+    ASSISTANT_CHUNK,
+    TOOL_CALL,
+    REQUEST_HEADER,
+    INBOX_SPLICED,
+    COMPACTION_START,
+    COMPACTION_SUMMARY,
+    COMPACTION_PRUNE,
+    COMPACTION_END,
+}
+
+HEADER_REASONS = frozenset({"initial", "resume", "change"})
+SURFACE_APPEND = "append"
+
+
+class Event(NamedTuple):
+    """One immutable entry of the log.
+
+    `surface_op` is `"append"` or `{"op": "replace", "start": i, "end": j}` (surface positions,
+    `end` exclusive) for the message-carrying types and `None` for every other type;
+    `source_event_seqs` lists the seqs of the events this one derives from.
+    """
+
+    type: str
+    seq: int
+    time: int
+    data: Any
+    surface_op: Any = None
+    source_event_seqs: tuple[int, ...] = ()
+
+    @property
+    def message(self) -> Message | None:
+        """The carried `Message` for the three message types, else `None`."""
+        if self.type == USER_MESSAGE:
+            return self.data  # type: ignore[no-any-return]
+        if self.type in MESSAGE_EVENT_TYPES:
+            return self.data["message"]  # type: ignore[no-any-return]
+        return None
+
+
+def is_ignorable(event_type: str, data: object) -> bool:
+    """Whether derivation may skip an event of an unknown type: its data says `"ignorable": true`."""
+    return isinstance(data, Mapping) and data.get("ignorable") is True
+
+
+def replace_op(start: int, end: int) -> FrozenDict[Any]:
+    """The surface operation replacing surface positions `start` (inclusive) to `end` (exclusive)."""
+    return FrozenDict(op="replace", start=start, end=end)
+
+
+def _where(event_type: str, key: str | None = None) -> str:
+    return f"{event_type} data" if key is None else f"{event_type} data[{key!r}]"
+
+
+def _require_int(event_type: str, data: Mapping[str, Any], key: str, *, optional: bool = False) -> None:
+    if key not in data:
+        if optional:
+            return
+        raise ValueError(f"{_where(event_type)} needs {key!r} (an int)")
+    value = data[key]
+    if type(value) is not int:
+        raise TypeError(f"{_where(event_type, key)} must be an int, not {type(value).__name__}")
+
+
+def _require_str(event_type: str, data: Mapping[str, Any], key: str) -> None:
+    value = data.get(key)
+    if not isinstance(value, str):
+        raise TypeError(f"{_where(event_type, key)} must be a str, not {type(value).__name__}")
+
+
+def _check_message(event_type: str, message: object, *, role: str) -> Message:
+    if not isinstance(message, Message):
+        raise TypeError(
+            f"{event_type} needs a Message (create one with dshkit.create_*_message or import one "
+            f"with dshkit.freeze_message), not {type(message).__name__}"
+        )
+    if message.role != role:
+        raise ValueError(f"{event_type} needs a {role}-role message, not role {message.role!r}")
+    kind = message.source["kind"]
+    if event_type == TOOL_RESULT:
+        if kind != "tool":
+            raise ValueError(f"tool/result needs a message with source kind 'tool', not {kind!r}")
+        call_id = message.source.get("call_id")
+        blocks = [block for block in message.content if block.get("type") == "tool_result"]
+        if len(blocks) != 1 or blocks[0].get("tool_call_id") != call_id:
+            raise ValueError(
+                f"tool/result message {message.id} must hold exactly one tool_result block "
+                f"for its source call_id {call_id!r}"
+            )
+    elif kind == "tool":
+        raise ValueError(f"a message with source kind 'tool' belongs in a tool/result event, not {event_type}")
+    return message
+
+
+def _check_envelope(event_type: str, data: Mapping[str, Any]) -> None:
+    _require_int(event_type, data, "turn", optional=True)
+    _require_int(event_type, data, "step", optional=True)
+    if "interrupted" in data and type(data["interrupted"]) is not bool:
+        raise TypeError(f"{_where(event_type, 'interrupted')} must be a bool")
+    if "usage" in data and not isinstance(data["usage"], Mapping):
+        raise TypeError(f"{_where(event_type, 'usage')} must be a mapping")
+    if "error" in data and data["error"] is not None:
+        error = data["error"]
+        if not isinstance(error, Mapping):
+            raise TypeError(f"{_where(event_type, 'error')} must be a mapping with 'name' and 'code'")
+        _require_str(event_type + " error", error, "name")
+        _require_str(event_type + " error", error, "code")
+
+
+def _freeze_mapping(event_type: str, data: object) -> FrozenDict[Any]:
+    if not isinstance(data, Mapping):
+        raise TypeError(f"{_where(event_type)} must be a mapping, not {type(data).__name__}")
+    frozen = freeze(data)
+    return frozen  # type: ignore[no-any-return]
+
+
+def _check_known(event_type: str, data: FrozenDict[Any]) -> None:
+    if event_type in (TURN_START, TURN_END, STEP_START, STEP_END, TOOL_CALL, ASSISTANT_CHUNK):
+        _require_int(event_type, data, "turn")
+    if event_type in (STEP_START, STEP_END, TOOL_CALL, ASSISTANT_CHUNK):
+        _require_int(event_type, data, "step")
+    if event_type == TURN_END:
+        reason = data.get("reason")
+        if not isinstance(reason, Mapping) or not isinstance(reason.get("kind"), str):
+            raise TypeError(f"{_where(event_type, 'reason')} must be a mapping with a str 'kind'")
+    elif event_type == TOOL_CALL:
+        for key in ("call_id", "name", "arguments"):
+            _require_str(event_type, data, key)
+    elif event_type == REQUEST_HEADER:
+        if not isinstance(data.get("header"), Mapping):
+            raise TypeError(f"{_where(event_type, 'header')} must be a mapping (the full request snapshot)")
+        if data.get("reason") not in HEADER_REASONS:
+            raise ValueError(
+                f"{_where(event_type, 'reason')} must be one of {sorted(HEADER_REASONS)}, "
+                f"not {data.get('reason')!r}"
+            )
+
+
+def prepare_data(event_type: object, data: object) -> Any:
+    """Validate and deep-freeze the data of an event about to be appended (one pass, detached).
+
+    Raises `TypeError`/`ValueError` naming the event type and key at fault.
+    """
+    if not isinstance(event_type, str) or not event_type:
+        raise TypeError(f"event type must be a non-empty str, not {event_type!r}")
+    if event_type == USER_MESSAGE:
+        return _check_message(event_type, data, role="user")
+    if event_type in MESSAGE_EVENT_TYPES:
+        frozen = _freeze_mapping(event_type, data)
+        if "message" not in frozen:
+            raise ValueError(f"{_where(event_type)} needs 'message' (the Message it carries)")
+        role = "assistant" if event_type == ASSISTANT_MESSAGE else "user"
+        _check_message(event_type, frozen["message"], role=role)
+        _check_envelope(event_type, frozen)
+        return frozen
+    frozen = _freeze_mapping(event_type, data)
+    if event_type in KNOWN_EVENT_TYPES:
+        _check_known(event_type, frozen)
+    elif not is_ignorable(event_type, frozen):
+        raise ValueError(
+            f"unknown event type {event_type!r}: readers refuse to derive history past it; if it does "
+            "not change the model-visible history, mark it with data {'ignorable': True}"
+        )
+    return frozen
+
+
+def prepare_surface_op(event_type: str, surface_op: object) -> Any:
+    """The frozen surface operation for an append (`"append"` by default on message events)."""
+    if event_type not in MESSAGE_EVENT_TYPES:
+        if surface_op is not None:
+            raise ValueError(f"{event_type} events carry no surface_op (only message events do)")
+        return None
+    if surface_op is None or surface_op == SURFACE_APPEND:
+        return SURFACE_APPEND
+    if isinstance(surface_op, Mapping) and surface_op.get("op") == "replace":
+        start, end = surface_op.get("start"), surface_op.get("end")
+        if type(start) is not int or type(end) is not int or set(surface_op) != {"op", "start", "end"}:
+            raise ValueError(f"surface_op must be {{'op': 'replace', 'start': int, 'end': int}}, not {surface_op!r}")
+        return replace_op(start, end)
+    raise ValueError(f"surface_op must be 'append' or {{'op': 'replace', 'start': i, 'end': j}}, not {surface_op!r}")
+
+
+def prepare_source_seqs(source_event_seqs: Iterable[int], next_seq: int) -> tuple[int, ...]:
+    """The frozen `source_event_seqs`: seqs of events already in the log."""
+    if isinstance(source_event_seqs, (str, bytes)) or not isinstance(source_event_seqs, Iterable):
+        raise TypeError(f"source_event_seqs must be a sequence of ints, not {type(source_event_seqs).__name__}")
+    seqs = tuple(source_event_seqs)
+    for seq in seqs:
+        if type(seq) is not int or not 0 <= seq < next_seq:
+            raise ValueError(f"source_event_seqs: {seq!r} is not the seq of an event in the log (0..{next_seq - 1})")
+    return seqs

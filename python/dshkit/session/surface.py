@@ -1,0 +1,217 @@
+"""The surface: the fold of message events into the model-visible history, kept incrementally.
+
+Every message event puts its `Message` on the surface: `"append"` adds a node at the end,
+`{"op": "replace", "start": i, "end": j}` puts it in place of nodes `i..j-1`. An assistant
+message without visible content (a max-tokens stop that produced nothing) is logged but is no
+node: derivation skips it. Positions are therefore indices into `messages()`.
+
+`Surface.check` holds the surface rules an append must pass (unique ids, tool calls answered before
+the conversation moves on, replacements that keep an id keep everything but the content, range
+replacements that never split a tool call from its result); `Surface.apply` is the fold itself,
+cheap enough to run once per event when a large log is loaded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from dshkit import Message
+
+from .errors import UnknownEventError
+from .events import ASSISTANT_MESSAGE, SURFACE_APPEND, TOOL_RESULT, USER_MESSAGE, Event
+
+
+def is_model_visible(message: Message) -> bool:
+    """False for an assistant message whose blocks are all empty text or reasoning."""
+    if message.role != "assistant":
+        return True
+    for block in message.content:
+        block_type = block.get("type")
+        if (block_type != "text" and block_type != "reasoning") or block.get("text"):
+            return True
+    return False
+
+
+def _call_ids(message: Message) -> tuple[str, ...]:
+    return tuple(call.get("id") for call in message.tool_calls)
+
+
+class _Pairing:
+    """Which surface position answers which tool call (call ids may repeat across steps)."""
+
+    __slots__ = ("pairs", "pending")
+
+    def __init__(self, nodes: Sequence[Message]) -> None:
+        self.pairs: list[list[Any]] = []  # [assistant position, result position or None, call id]
+        self.pending: dict[str, int] = {}  # call id -> index into pairs, for calls without result
+        for position, message in enumerate(nodes):
+            self.add(message, position)
+
+    def add(self, message: Message, position: int) -> None:
+        if message.role == "assistant":
+            for call_id in _call_ids(message):
+                self.pending[call_id] = len(self.pairs)
+                self.pairs.append([position, None, call_id])
+        elif message.source["kind"] == "tool":
+            index = self.pending.pop(message.source.get("call_id"), None)  # type: ignore[arg-type]
+            if index is not None:
+                self.pairs[index][1] = position
+
+
+class Surface:
+    """The derived history of one log, updated one event at a time."""
+
+    __slots__ = ("nodes", "node_seqs", "positions", "seen", "blocked", "_cache", "_pairing")
+
+    def __init__(self) -> None:
+        self.nodes: list[Message] = []
+        self.node_seqs: list[int] = []  # seq of the event that put each node on the surface
+        self.positions: dict[str, int] = {}  # message id -> position, for nodes on the surface
+        self.seen: dict[str, int] = {}  # every message id ever logged -> seq of its first event
+        self.blocked: tuple[int, str] | None = None  # first unknown, non-ignorable event
+        self._cache: tuple[Message, ...] | None = ()
+        self._pairing: _Pairing | None = None
+
+    # -- derivation -------------------------------------------------------------------------
+
+    def messages(self) -> tuple[Message, ...]:
+        """The model-visible history: the same `Message` objects that were appended."""
+        if self.blocked is not None:
+            seq, event_type = self.blocked
+            raise UnknownEventError(
+                f"cannot derive history: event {seq} has unknown type {event_type!r} and is not marked ignorable"
+            )
+        cache = self._cache
+        if cache is None:
+            cache = self._cache = tuple(self.nodes)
+        return cache
+
+    def apply(self, message: Message, seq: int, op: Any) -> None:
+        """Fold one message event. Raises `ValueError` only for a range outside the surface."""
+        if op == SURFACE_APPEND:
+            self.seen.setdefault(message.id, seq)
+            if message.role == "assistant" and not is_model_visible(message):
+                return
+            position = len(self.nodes)
+            self.nodes.append(message)
+            self.node_seqs.append(seq)
+            self.positions[message.id] = position
+            self._cache = None
+            if self._pairing is not None:
+                self._pairing.add(message, position)
+            return
+        start, end = op["start"], op["end"]
+        if not (type(start) is int and type(end) is int and 0 <= start < end <= len(self.nodes)):
+            raise ValueError(f"replace range {start}..{end} is outside the surface (0..{len(self.nodes)})")
+        self.seen.setdefault(message.id, seq)
+        visible = is_model_visible(message)
+        if visible and end - start == 1 and self.nodes[start].id == message.id:
+            self.nodes[start] = message
+            self.node_seqs[start] = seq
+        else:
+            self.nodes[start:end] = [message] if visible else []
+            self.node_seqs[start:end] = [seq] if visible else []
+            self.positions = {node.id: position for position, node in enumerate(self.nodes)}
+        self._cache = None
+        self._pairing = None
+
+    def block(self, seq: int, event_type: str) -> None:
+        """Record that derivation must refuse to go past an unknown event."""
+        if self.blocked is None:
+            self.blocked = (seq, event_type)
+
+    # -- lookups ----------------------------------------------------------------------------
+
+    def pairing(self) -> _Pairing:
+        if self._pairing is None:
+            self._pairing = _Pairing(self.nodes)
+        return self._pairing
+
+    def pending_calls(self) -> dict[str, int]:
+        """Call ids of surface tool calls without a result -> position of their assistant message."""
+        pairing = self.pairing()
+        return {call_id: pairing.pairs[index][0] for call_id, index in pairing.pending.items()}
+
+    def splits_tool_pair(self, start: int, end: int) -> str | None:
+        """The id of a tool call the range `start..end-1` would separate from its result, if any."""
+        for assistant_position, result_position, call_id in self.pairing().pairs:
+            call_inside = start <= assistant_position < end
+            result_inside = result_position is not None and start <= result_position < end
+            if call_inside != result_inside or (call_inside and result_position is None):
+                return call_id  # type: ignore[no-any-return]
+        return None
+
+    # -- surface rules ----------------------------------------------------------------------
+
+    def check(self, event_type: str, data: Any, op: Any, events: Sequence[Event]) -> None:
+        """Raise `ValueError` if appending this message event would break a surface rule."""
+        message: Message = data if event_type == USER_MESSAGE else data["message"]
+        if op == SURFACE_APPEND:
+            self._check_append(event_type, message)
+        else:
+            self._check_replace(event_type, data, message, op["start"], op["end"], events)
+
+    def _check_append(self, event_type: str, message: Message) -> None:
+        if message.id in self.seen:
+            raise ValueError(
+                f"message {message.id} is already in the session (event {self.seen[message.id]}); "
+                "an id names one message: use session.replace to change its content"
+            )
+        pending = self.pairing().pending
+        if event_type == TOOL_RESULT:
+            call_id = message.source.get("call_id")
+            if call_id not in pending:
+                raise ValueError(f"tool/result {message.id} answers call {call_id!r}, which is no pending tool call on the surface")
+            return
+        if pending:
+            raise ValueError(
+                f"cannot append {event_type} {message.id}: tool call(s) {', '.join(map(repr, pending))} "
+                "have no tool/result yet (a tool call must be answered before the conversation moves on)"
+            )
+        if event_type == ASSISTANT_MESSAGE:
+            call_ids = _call_ids(message)
+            if len(set(call_ids)) != len(call_ids):
+                raise ValueError(f"assistant message {message.id} repeats a tool call id: {call_ids}")
+
+    def _check_replace(
+        self, event_type: str, data: Any, message: Message, start: int, end: int, events: Sequence[Event]
+    ) -> None:
+        if not 0 <= start < end <= len(self.nodes):
+            raise ValueError(f"replace range {start}..{end} is outside the surface (positions 0..{len(self.nodes) - 1})")
+        if message.id in self.seen:
+            if end - start != 1 or self.nodes[start].id != message.id:
+                where = self.positions.get(message.id)
+                place = f"surface position {where}" if where is not None else "no surface position"
+                raise ValueError(
+                    f"replacement {message.id} keeps an existing id ({place}), so it must replace exactly "
+                    f"that one node, not range {start}..{end}; a new message needs a new id"
+                )
+            self._check_rewrite(event_type, data, message, events[self.node_seqs[start]])
+            return
+        if event_type != USER_MESSAGE:
+            raise ValueError(f"a range replacement with a new id must be a user/message (a summary), not {event_type}")
+        split = self.splits_tool_pair(start, end)
+        if split is not None:
+            raise ValueError(f"replace range {start}..{end} would separate tool call {split!r} from its result")
+
+    @staticmethod
+    def _check_rewrite(event_type: str, data: Any, message: Message, old_event: Event) -> None:
+        old: Message = old_event.message  # type: ignore[assignment]
+        if old_event.type != event_type:
+            raise ValueError(f"message {message.id} was logged as {old_event.type}; its replacement must be one too, not {event_type}")
+        if message.role != old.role or message.source != old.source:
+            raise ValueError(f"replacement of {message.id} must keep its role and source (only the content may change)")
+        if event_type == ASSISTANT_MESSAGE and _call_ids(message) != _call_ids(old):
+            raise ValueError(f"replacement of assistant message {message.id} must keep its tool calls {_call_ids(old)}")
+        if event_type == TOOL_RESULT:
+            new_block = next(b for b in message.content if b.get("type") == "tool_result")
+            old_block = next(b for b in old.content if b.get("type") == "tool_result")
+            if new_block.get("is_error") != old_block.get("is_error"):
+                raise ValueError(f"replacement of tool result {message.id} must keep its error flag")
+        if event_type != USER_MESSAGE:
+            changed = sorted(
+                key for key in set(data) | set(old_event.data) if key != "message" and data.get(key) != old_event.data.get(key)
+            )
+            if changed:
+                raise ValueError(f"replacement of {message.id} must keep the envelope facts; changed: {', '.join(changed)}")

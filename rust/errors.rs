@@ -1,0 +1,99 @@
+//! Errors that name where in a value tree something went wrong.
+//!
+//! Recursive walks (freeze, thaw, JSON) return a `PathError`; each frame pushes its own path
+//! segment while the error unwinds, so the success path never pays for building a path.
+
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::PyErr;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Segment {
+    Key(String),
+    Index(usize),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    Type,
+    Value,
+}
+
+#[derive(Debug)]
+pub struct PathError {
+    pub kind: ErrorKind,
+    pub message: String,
+    /// Innermost segment first (pushed while unwinding).
+    pub reversed_path: Vec<Segment>,
+}
+
+impl PathError {
+    pub fn type_error(message: impl Into<String>) -> Self {
+        PathError { kind: ErrorKind::Type, message: message.into(), reversed_path: Vec::new() }
+    }
+
+    pub fn value_error(message: impl Into<String>) -> Self {
+        PathError { kind: ErrorKind::Value, message: message.into(), reversed_path: Vec::new() }
+    }
+
+    pub fn at_key(mut self, key: &str) -> Self {
+        self.reversed_path.push(Segment::Key(key.to_owned()));
+        self
+    }
+
+    pub fn at_index(mut self, index: usize) -> Self {
+        self.reversed_path.push(Segment::Index(index));
+        self
+    }
+
+    /// `root[2]['arguments']`
+    pub fn path(&self, root: &str) -> String {
+        let mut out = String::from(root);
+        for segment in self.reversed_path.iter().rev() {
+            match segment {
+                Segment::Index(i) => {
+                    out.push('[');
+                    out.push_str(&i.to_string());
+                    out.push(']');
+                }
+                Segment::Key(k) => {
+                    out.push_str("['");
+                    for c in k.chars() {
+                        match c {
+                            '\\' => out.push_str("\\\\"),
+                            '\'' => out.push_str("\\'"),
+                            '\n' => out.push_str("\\n"),
+                            c => out.push(c),
+                        }
+                    }
+                    out.push_str("']");
+                }
+            }
+        }
+        out
+    }
+
+    pub fn into_pyerr(self, root: &str) -> PyErr {
+        let text = format!("{}: {}", self.path(root), self.message);
+        match self.kind {
+            ErrorKind::Type => PyTypeError::new_err(text),
+            ErrorKind::Value => PyValueError::new_err(text),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn path_is_built_outermost_first() {
+        let err = PathError::type_error("set is not a JSON value").at_key("arguments").at_index(2);
+        assert_eq!(err.path("content"), "content[2]['arguments']");
+    }
+
+    #[test]
+    fn keys_are_quoted_like_python_reprs() {
+        let err = PathError::value_error("x").at_key("it's\\");
+        assert_eq!(err.path("v"), r"v['it\'s\\']");
+    }
+}

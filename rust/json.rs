@@ -1,0 +1,416 @@
+//! JSON for frozen trees: a native writer (`to_json`, also used by `Message.to_json`), a parser
+//! that builds frozen values directly (`from_json`), and `json_default` for `json`/`orjson`.
+//!
+//! The writer emits compact JSON (no spaces), keeps non-ASCII text as UTF-8, and formats floats
+//! with the shortest representation that round-trips exactly.
+
+use std::fmt;
+
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::{PyAny, PyBytes, PyDict, PyList, PyString, PyTuple};
+use serde::de::{DeserializeSeed, Error as _, MapAccess, SeqAccess, Visitor};
+
+use crate::errors::PathError;
+use crate::freeze::{is_mapping, not_json, Walk, MAX_DEPTH};
+use crate::frozendict::FrozenDict;
+use crate::message::Message;
+
+// ---------------------------------------------------------------------------------------------
+// Writer
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+/// Escape class per byte: 0 = copy, 1 = short escape (`\n`...), 2 = `\u00XX`.
+static ESCAPE: [u8; 256] = {
+    let mut table = [0u8; 256];
+    let mut i = 0;
+    while i < 0x20 {
+        table[i] = 2;
+        i += 1;
+    }
+    table[b'\n' as usize] = 1;
+    table[b'\r' as usize] = 1;
+    table[b'\t' as usize] = 1;
+    table[0x08] = 1;
+    table[0x0c] = 1;
+    table[b'"' as usize] = 1;
+    table[b'\\' as usize] = 1;
+    table
+};
+
+fn write_str_bytes(out: &mut Vec<u8>, text: &[u8]) {
+    out.reserve(text.len() + 2);
+    out.push(b'"');
+    let mut start = 0;
+    for (i, &byte) in text.iter().enumerate() {
+        let class = ESCAPE[byte as usize];
+        if class == 0 {
+            continue;
+        }
+        out.extend_from_slice(&text[start..i]);
+        match byte {
+            b'"' => out.extend_from_slice(b"\\\""),
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            b'\n' => out.extend_from_slice(b"\\n"),
+            b'\r' => out.extend_from_slice(b"\\r"),
+            b'\t' => out.extend_from_slice(b"\\t"),
+            0x08 => out.extend_from_slice(b"\\b"),
+            0x0c => out.extend_from_slice(b"\\f"),
+            _ => out.extend_from_slice(&[b'\\', b'u', b'0', b'0', HEX[(byte >> 4) as usize], HEX[(byte & 0xf) as usize]]),
+        }
+        start = i + 1;
+    }
+    out.extend_from_slice(&text[start..]);
+    out.push(b'"');
+}
+
+fn write_str(out: &mut Vec<u8>, text: &Bound<'_, PyAny>) -> Result<(), PathError> {
+    let mut size: ffi::Py_ssize_t = 0;
+    let data = unsafe { ffi::PyUnicode_AsUTF8AndSize(text.as_ptr(), &mut size) };
+    if data.is_null() {
+        unsafe { ffi::PyErr_Clear() };
+        return Err(PathError::value_error(
+            "str is not valid UTF-8 (it contains a lone surrogate) and cannot be written as JSON",
+        ));
+    }
+    let bytes = unsafe { std::slice::from_raw_parts(data as *const u8, size as usize) };
+    write_str_bytes(out, bytes);
+    Ok(())
+}
+
+fn write_key(out: &mut Vec<u8>, key: &Bound<'_, PyAny>) -> Result<(), PathError> {
+    if !key.is_instance_of::<PyString>() {
+        return Err(PathError::type_error(format!(
+            "keys must be str, not {}",
+            key.get_type().name().map(|n| n.to_string()).unwrap_or_default()
+        )));
+    }
+    write_str(out, key)
+}
+
+fn key_text(key: &Bound<'_, PyAny>) -> String {
+    key.cast::<PyString>().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default()
+}
+
+fn write_dict(out: &mut Vec<u8>, dict: &Bound<'_, PyDict>, walk: &mut Walk) -> Result<(), PathError> {
+    let py = dict.py();
+    out.push(b'{');
+    let mut pos: ffi::Py_ssize_t = 0;
+    let mut key_ptr: *mut ffi::PyObject = std::ptr::null_mut();
+    let mut value_ptr: *mut ffi::PyObject = std::ptr::null_mut();
+    let mut first = true;
+    while unsafe { ffi::PyDict_Next(dict.as_ptr(), &mut pos, &mut key_ptr, &mut value_ptr) } != 0 {
+        // Own the references: writing a value may run Python code (a custom Mapping).
+        let key = unsafe { Bound::from_borrowed_ptr(py, key_ptr) };
+        let value = unsafe { Bound::from_borrowed_ptr(py, value_ptr) };
+        if !first {
+            out.push(b',');
+        }
+        first = false;
+        write_key(out, &key).map_err(|e| e.at_key(&key_text(&key)))?;
+        out.push(b':');
+        write_value(out, &value, walk).map_err(|e| e.at_key(&key_text(&key)))?;
+    }
+    out.push(b'}');
+    Ok(())
+}
+
+fn write_items<'py>(
+    out: &mut Vec<u8>,
+    items: impl Iterator<Item = Bound<'py, PyAny>>,
+    walk: &mut Walk,
+) -> Result<(), PathError> {
+    out.push(b'[');
+    for (i, item) in items.enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_value(out, &item, walk).map_err(|e| e.at_index(i))?;
+    }
+    out.push(b']');
+    Ok(())
+}
+
+fn write_int(out: &mut Vec<u8>, obj: &Bound<'_, PyAny>) -> Result<(), PathError> {
+    let mut overflow: std::os::raw::c_int = 0;
+    let value = unsafe { ffi::PyLong_AsLongLongAndOverflow(obj.as_ptr(), &mut overflow) };
+    if overflow != 0 {
+        return Err(PathError::value_error(format!(
+            "int {} is outside the 64-bit signed range",
+            obj.str().map(|s| s.to_string()).unwrap_or_default()
+        )));
+    }
+    let mut buffer = itoa::Buffer::new();
+    out.extend_from_slice(buffer.format(value).as_bytes());
+    Ok(())
+}
+
+fn write_float(out: &mut Vec<u8>, obj: &Bound<'_, PyAny>) -> Result<(), PathError> {
+    let value = unsafe { ffi::PyFloat_AsDouble(obj.as_ptr()) };
+    if !value.is_finite() {
+        return Err(PathError::value_error(
+            "float is not a JSON value (NaN and infinities are not allowed)",
+        ));
+    }
+    let mut buffer = ryu::Buffer::new();
+    out.extend_from_slice(buffer.format_finite(value).as_bytes());
+    Ok(())
+}
+
+pub fn write_value(out: &mut Vec<u8>, obj: &Bound<'_, PyAny>, walk: &mut Walk) -> Result<(), PathError> {
+    let py = obj.py();
+    let ty = obj.get_type_ptr();
+    if ty == std::ptr::addr_of_mut!(ffi::PyUnicode_Type) {
+        return write_str(out, obj);
+    }
+    if ty == std::ptr::addr_of_mut!(ffi::PyBool_Type) {
+        out.extend_from_slice(if obj.as_ptr() == unsafe { ffi::Py_True() } { b"true" } else { b"false" });
+        return Ok(());
+    }
+    if ty == std::ptr::addr_of_mut!(ffi::PyLong_Type) {
+        return write_int(out, obj);
+    }
+    if ty == std::ptr::addr_of_mut!(ffi::PyFloat_Type) {
+        return write_float(out, obj);
+    }
+    if obj.is_none() {
+        out.extend_from_slice(b"null");
+        return Ok(());
+    }
+    if let Ok(frozen) = obj.cast::<FrozenDict>() {
+        walk.enter(obj)?;
+        let result = write_dict(out, frozen.get().dict(py), walk);
+        walk.leave();
+        return result;
+    }
+    if let Ok(tuple) = obj.cast::<PyTuple>() {
+        walk.enter(obj)?;
+        let result = write_items(out, tuple.iter(), walk);
+        walk.leave();
+        return result;
+    }
+    if let Ok(dict) = obj.cast::<PyDict>() {
+        walk.enter(obj)?;
+        let result = write_dict(out, dict, walk);
+        walk.leave();
+        return result;
+    }
+    if let Ok(list) = obj.cast::<PyList>() {
+        walk.enter(obj)?;
+        let snapshot = list.to_tuple();
+        let result = write_items(out, snapshot.iter(), walk);
+        walk.leave();
+        return result;
+    }
+    if let Ok(message) = obj.cast::<Message>() {
+        return message.get().write_json(out, walk);
+    }
+    if obj.is_instance_of::<PyString>() {
+        return write_str(out, obj);
+    }
+    if obj.is_instance_of::<pyo3::types::PyBool>() {
+        out.extend_from_slice(if obj.is_truthy().unwrap_or(false) { b"true" } else { b"false" });
+        return Ok(());
+    }
+    if obj.is_instance_of::<pyo3::types::PyInt>() {
+        return write_int(out, obj);
+    }
+    if obj.is_instance_of::<pyo3::types::PyFloat>() {
+        return write_float(out, obj);
+    }
+    if is_mapping(obj) {
+        let items = unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyMapping_Items(obj.as_ptr())) }
+            .map_err(|e| PathError::type_error(format!("mapping items() failed: {e}")))?;
+        let dict = PyDict::new(py);
+        for pair in items.try_iter().map_err(|_| not_json(obj))? {
+            let pair = pair.map_err(|_| not_json(obj))?;
+            let (key, value): (Bound<'_, PyAny>, Bound<'_, PyAny>) =
+                pair.extract().map_err(|_| PathError::type_error("mapping items() must be pairs"))?;
+            dict.set_item(key, value).map_err(|_| not_json(obj))?;
+        }
+        walk.enter(obj)?;
+        let result = write_dict(out, &dict, walk);
+        walk.leave();
+        return result;
+    }
+    Err(not_json(obj))
+}
+
+pub fn bytes_to_pystring<'py>(py: Python<'py>, bytes: &[u8]) -> Bound<'py, PyString> {
+    // SAFETY: the writer only emits valid UTF-8 (ASCII punctuation and UTF-8 from Python strs).
+    PyString::new(py, unsafe { std::str::from_utf8_unchecked(bytes) })
+}
+
+/// Compact JSON text of a frozen or plain JSON tree, or of a `Message`.
+#[pyfunction]
+pub fn to_json<'py>(value: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyString>> {
+    let mut out = Vec::with_capacity(128);
+    write_value(&mut out, value, &mut Walk::new()).map_err(|e| e.into_pyerr("value"))?;
+    Ok(bytes_to_pystring(value.py(), &out))
+}
+
+/// `default=` hook for `json.dumps` and `orjson.dumps`: a `FrozenDict` becomes a `dict` (its
+/// values are handed back to the encoder, which calls the hook again for nested ones), a
+/// `Message` its four fields.
+#[pyfunction]
+pub fn json_default<'py>(value: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let py = value.py();
+    if let Ok(frozen) = value.cast::<FrozenDict>() {
+        return Ok(frozen.get().dict(py).copy()?.into_any());
+    }
+    if let Ok(message) = value.cast::<Message>() {
+        return Ok(message.get().as_dict(py).into_any());
+    }
+    Err(PyTypeError::new_err(format!(
+        "Object of type {} is not JSON serializable",
+        value.get_type().name()?
+    )))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Parser: serde_json drives, the seed builds frozen Python values as it goes.
+
+struct FrozenSeed<'py> {
+    py: Python<'py>,
+    depth: usize,
+}
+
+struct PyValue<'py>(Bound<'py, PyAny>);
+
+impl<'de, 'py> DeserializeSeed<'de> for FrozenSeed<'py> {
+    type Value = PyValue<'py>;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de, 'py> Visitor<'de> for FrozenSeed<'py> {
+    type Value = PyValue<'py>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(PyValue(self.py.None().into_bound(self.py)))
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<Self::Value, E> {
+        Ok(PyValue(pyo3::types::PyBool::new(self.py, v).to_owned().into_any()))
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<Self::Value, E> {
+        Ok(PyValue(v.into_pyobject(self.py).expect("int").into_any()))
+    }
+
+    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Self::Value, E> {
+        if v > i64::MAX as u64 {
+            return Err(E::custom(format!("integer {v} is outside the 64-bit signed range")));
+        }
+        Ok(PyValue((v as i64).into_pyobject(self.py).expect("int").into_any()))
+    }
+
+    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Self::Value, E> {
+        if !v.is_finite() {
+            return Err(E::custom("number is out of the finite float range"));
+        }
+        Ok(PyValue(v.into_pyobject(self.py).expect("float").into_any()))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(PyValue(PyString::new(self.py, v).into_any()))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        if self.depth >= MAX_DEPTH {
+            return Err(A::Error::custom(format!("nesting deeper than {MAX_DEPTH} levels")));
+        }
+        let mut items: Vec<Bound<'py, PyAny>> = Vec::with_capacity(seq.size_hint().unwrap_or(4));
+        while let Some(PyValue(item)) = seq.next_element_seed(FrozenSeed { py: self.py, depth: self.depth + 1 })? {
+            items.push(item);
+        }
+        Ok(PyValue(PyTuple::new(self.py, items).map_err(A::Error::custom)?.into_any()))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        if self.depth >= MAX_DEPTH {
+            return Err(A::Error::custom(format!("nesting deeper than {MAX_DEPTH} levels")));
+        }
+        let dict = PyDict::new(self.py);
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            let PyValue(value) = map.next_value_seed(FrozenSeed { py: self.py, depth: self.depth + 1 })?;
+            dict.set_item(PyString::new(self.py, &key), value).map_err(A::Error::custom)?;
+        }
+        Ok(PyValue(FrozenDict::wrap(self.py, dict).into_any()))
+    }
+}
+
+/// Parse JSON into a frozen tree; errors name the line and column.
+pub fn parse<'py>(py: Python<'py>, text: &[u8]) -> PyResult<Bound<'py, PyAny>> {
+    let mut deserializer = serde_json::Deserializer::from_slice(text);
+    deserializer.disable_recursion_limit();
+    let result = FrozenSeed { py, depth: 0 }
+        .deserialize(&mut deserializer)
+        .and_then(|value| deserializer.end().map(|_| value));
+    match result {
+        Ok(PyValue(value)) => Ok(value),
+        Err(err) => Err(PyValueError::new_err(format!("invalid JSON: {err}"))),
+    }
+}
+
+pub fn text_bytes<'a>(text: &'a Bound<'_, PyAny>) -> PyResult<&'a [u8]> {
+    if let Ok(s) = text.cast::<PyString>() {
+        let mut size: ffi::Py_ssize_t = 0;
+        let data = unsafe { ffi::PyUnicode_AsUTF8AndSize(s.as_ptr(), &mut size) };
+        if data.is_null() {
+            return Err(PyErr::fetch(text.py()));
+        }
+        return Ok(unsafe { std::slice::from_raw_parts(data as *const u8, size as usize) });
+    }
+    if let Ok(b) = text.cast::<PyBytes>() {
+        return Ok(b.as_bytes());
+    }
+    Err(PyTypeError::new_err(format!(
+        "JSON text must be str or bytes, not {}",
+        text.get_type().name()?
+    )))
+}
+
+/// Parse JSON text straight into a frozen tree (`FrozenDict`, tuples, leaves).
+#[pyfunction]
+pub fn from_json<'py>(text: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    parse(text.py(), text_bytes(text)?)
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(to_json, m)?)?;
+    m.add_function(wrap_pyfunction!(from_json, m)?)?;
+    m.add_function(wrap_pyfunction!(json_default, m)?)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::write_str_bytes;
+
+    fn escaped(text: &str) -> String {
+        let mut out = Vec::new();
+        write_str_bytes(&mut out, text.as_bytes());
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn escapes_quotes_backslashes_and_controls() {
+        assert_eq!(escaped("a\"b\\c"), r#""a\"b\\c""#);
+        assert_eq!(escaped("\n\r\t\u{8}\u{c}"), r#""\n\r\t\b\f""#);
+        assert_eq!(escaped("\u{1}\u{1f}"), r#""\u0001\u001f""#);
+    }
+
+    #[test]
+    fn keeps_non_ascii_as_utf8() {
+        assert_eq!(escaped("é😀"), "\"é😀\"");
+    }
+}

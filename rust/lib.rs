@@ -1,0 +1,23 @@
+//! Native core of dshkit, exposed to Python as `dshkit._core`.
+//!
+//! One module per concept; this file only wires them into the Python module.
+
+pub mod errors;
+pub mod freeze;
+pub mod frozendict;
+pub mod ids;
+pub mod json;
+pub mod message;
+
+use pyo3::prelude::*;
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    ids::register(m)?;
+    frozendict::register(m)?;
+    freeze::register(m)?;
+    json::register(m)?;
+    message::register(m)?;
+    Ok(())
+}

@@ -1,0 +1,641 @@
+//! `Message`: the identified, immutable message value, and the only ways to get one.
+//!
+//! Creation (`create_*`) mints an id; import (`freeze_message`) keeps an existing one. Both
+//! detach and deep-freeze, then check the content blocks and source that dshkit knows; unknown
+//! block types and source kinds pass through frozen and unchanged.
+
+use std::sync::OnceLock;
+
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::pyclass::CompareOp;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyAny, PyBool, PyDict, PyList, PyString, PyTuple};
+
+use crate::errors::PathError;
+use crate::freeze::{freeze_at, is_mapping, Walk};
+use crate::frozendict::FrozenDict;
+use crate::ids;
+use crate::json::{bytes_to_pystring, parse, text_bytes, write_value};
+
+const FIELDS: [&str; 4] = ["id", "role", "content", "source"];
+const PLUGIN_FORMS: [&str; 6] = ["instructions", "catalog", "snapshot", "notice", "relay", "recall"];
+
+#[pyclass(frozen, module = "dshkit._core", name = "Message")]
+pub struct Message {
+    id: Py<PyString>,
+    role: Py<PyString>,
+    content: Py<PyTuple>,
+    source: Py<FrozenDict>,
+    hash: OnceLock<isize>,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Validation of frozen parts
+
+fn type_name(obj: &Bound<'_, PyAny>) -> String {
+    obj.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "object".to_owned())
+}
+
+/// The value under `key` when it is a `str`; a clear error when missing or of another type.
+fn required_str<'py>(block: &Bound<'py, FrozenDict>, key: &str, what: &str) -> Result<Bound<'py, PyAny>, PathError> {
+    let py = block.py();
+    match block.get().get_item(py, PyString::new(py, key).as_any()) {
+        None => Err(PathError::value_error(format!("{what} is missing the str field '{key}'"))),
+        Some(value) if value.is_instance_of::<PyString>() => Ok(value),
+        Some(value) => Err(PathError::type_error(format!("must be str, not {}", type_name(&value))).at_key(key)),
+    }
+}
+
+fn optional_str(block: &Bound<'_, FrozenDict>, key: &str) -> Result<bool, PathError> {
+    let py = block.py();
+    match block.get().get_item(py, PyString::new(py, key).as_any()) {
+        None => Ok(false),
+        Some(value) if value.is_instance_of::<PyString>() => Ok(true),
+        Some(value) => Err(PathError::type_error(format!("must be str, not {}", type_name(&value))).at_key(key)),
+    }
+}
+
+fn validate_block(block: &Bound<'_, PyAny>) -> Result<(), PathError> {
+    let py = block.py();
+    let block = block.cast::<FrozenDict>().map_err(|_| {
+        PathError::type_error(format!("a content block must be a mapping, not {}", type_name(block)))
+    })?;
+    let kind = required_str(block, "type", "a content block")?;
+    let kind = kind.cast::<PyString>().map_err(|_| PathError::type_error("type must be str"))?;
+    match kind.to_str().unwrap_or("") {
+        "text" => {
+            required_str(block, "text", "a 'text' block")?;
+        }
+        "reasoning" => {
+            required_str(block, "text", "a 'reasoning' block")?;
+        }
+        "image" => {
+            let has_url = optional_str(block, "url")?;
+            let has_data = optional_str(block, "data")?;
+            let has_media_type = optional_str(block, "media_type")?;
+            if !(has_url || (has_data && has_media_type)) {
+                return Err(PathError::value_error(
+                    "an 'image' block needs either 'url' or both 'media_type' and 'data' (base64)",
+                ));
+            }
+        }
+        "tool_call" => {
+            required_str(block, "id", "a 'tool_call' block")?;
+            required_str(block, "name", "a 'tool_call' block")?;
+            required_str(block, "arguments", "a 'tool_call' block (raw JSON text)")?;
+        }
+        "tool_result" => {
+            required_str(block, "tool_call_id", "a 'tool_result' block")?;
+            match block.get().get_item(py, intern!(py, "is_error").as_any()) {
+                None => return Err(PathError::value_error("a 'tool_result' block is missing the bool field 'is_error'")),
+                Some(flag) if flag.is_instance_of::<PyBool>() => {}
+                Some(flag) => {
+                    return Err(PathError::type_error(format!("must be bool, not {}", type_name(&flag))).at_key("is_error"))
+                }
+            }
+            match block.get().get_item(py, intern!(py, "content").as_any()) {
+                None => return Err(PathError::value_error("a 'tool_result' block is missing its 'content' blocks")),
+                Some(inner) => {
+                    let inner = inner.cast::<PyTuple>().map_err(|_| {
+                        PathError::type_error(format!("must be a sequence of content blocks, not {}", type_name(&inner)))
+                            .at_key("content")
+                    })?;
+                    validate_blocks(inner).map_err(|e| e.at_key("content"))?;
+                }
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+fn validate_blocks(blocks: &Bound<'_, PyTuple>) -> Result<(), PathError> {
+    for (i, block) in blocks.iter().enumerate() {
+        validate_block(&block).map_err(|e| e.at_index(i))?;
+    }
+    Ok(())
+}
+
+fn text_block<'py>(py: Python<'py>, text: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let text = if text.is_exact_instance_of::<PyString>() { text.clone() } else { text.str()?.into_any() };
+    let dict = PyDict::new(py);
+    dict.set_item(intern!(py, "type"), intern!(py, "text"))?;
+    dict.set_item(intern!(py, "text"), text)?;
+    Ok(FrozenDict::wrap(py, dict).into_any())
+}
+
+/// Content given as a `str` (one text block) or a sequence of block mappings.
+fn freeze_content<'py>(py: Python<'py>, content: &Bound<'py, PyAny>, root: &str) -> PyResult<Bound<'py, PyTuple>> {
+    if content.is_instance_of::<PyString>() {
+        return PyTuple::new(py, [text_block(py, content)?]);
+    }
+    if !(content.is_instance_of::<PyTuple>() || content.is_instance_of::<PyList>()) {
+        return Err(PyTypeError::new_err(format!(
+            "{root}: must be a str or a sequence of content blocks, not {}",
+            type_name(content)
+        )));
+    }
+    let frozen = freeze_at(content, root)?;
+    let blocks = frozen.cast_into::<PyTuple>()?;
+    validate_blocks(&blocks).map_err(|e| e.into_pyerr(root))?;
+    Ok(blocks)
+}
+
+fn validate_source(source: &Bound<'_, FrozenDict>) -> Result<(), PathError> {
+    let kind = required_str(source, "kind", "a message source")?;
+    let kind = kind.cast::<PyString>().map_err(|_| PathError::type_error("kind must be str"))?;
+    match kind.to_str().unwrap_or("") {
+        "plugin" => {
+            required_str(source, "plugin", "a 'plugin' source")?;
+            let py = source.py();
+            if let Some(form) = source.get().get_item(py, intern!(py, "form").as_any()) {
+                let known = form.cast::<PyString>().ok().and_then(|f| f.to_str().ok().map(|f| PLUGIN_FORMS.contains(&f)));
+                if known != Some(true) {
+                    return Err(PathError::value_error(format!(
+                        "must be one of {}, not {}",
+                        PLUGIN_FORMS.join(", "),
+                        form.repr().map(|r| r.to_string()).unwrap_or_default()
+                    ))
+                    .at_key("form"));
+                }
+            }
+        }
+        "model" => {
+            required_str(source, "provider", "a 'model' source")?;
+            required_str(source, "model", "a 'model' source")?;
+        }
+        "tool" => {
+            required_str(source, "call_id", "a 'tool' source")?;
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+fn freeze_source<'py>(source: &Bound<'py, PyAny>) -> PyResult<Bound<'py, FrozenDict>> {
+    if !(source.is_instance_of::<FrozenDict>() || source.is_instance_of::<PyDict>() || is_mapping(source)) {
+        return Err(PyTypeError::new_err(format!(
+            "source: must be a mapping with a str 'kind', not {}",
+            type_name(source)
+        )));
+    }
+    let frozen = freeze_at(source, "source")?.cast_into::<FrozenDict>()?;
+    validate_source(&frozen).map_err(|e| e.into_pyerr("source"))?;
+    Ok(frozen)
+}
+
+fn check_role<'py>(py: Python<'py>, role: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyString>> {
+    let text = role
+        .cast::<PyString>()
+        .map_err(|_| PyTypeError::new_err(format!("role: must be str, not {}", type_name(role))))?;
+    Ok(match text.to_str()? {
+        "system" => intern!(py, "system").clone(),
+        "user" => intern!(py, "user").clone(),
+        "assistant" => intern!(py, "assistant").clone(),
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "role: must be 'system', 'user' or 'assistant', not {other:?}"
+            )))
+        }
+    })
+}
+
+fn minted_id(py: Python<'_>) -> PyResult<Bound<'_, PyString>> {
+    ids::new_message_id(py)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Construction
+
+impl Message {
+    fn build<'py>(
+        py: Python<'py>,
+        id: Bound<'py, PyString>,
+        role: Bound<'py, PyString>,
+        content: Bound<'py, PyTuple>,
+        source: Bound<'py, FrozenDict>,
+    ) -> PyResult<Bound<'py, Message>> {
+        Bound::new(
+            py,
+            Message {
+                id: id.unbind(),
+                role: role.unbind(),
+                content: content.unbind(),
+                source: source.unbind(),
+                hash: OnceLock::new(),
+            },
+        )
+    }
+
+    /// The four fields in a `dict` of frozen values (shallow).
+    pub fn as_dict<'py>(&self, py: Python<'py>) -> Bound<'py, PyDict> {
+        let dict = PyDict::new(py);
+        let _ = dict.set_item(intern!(py, "id"), self.id.bind(py));
+        let _ = dict.set_item(intern!(py, "role"), self.role.bind(py));
+        let _ = dict.set_item(intern!(py, "content"), self.content.bind(py));
+        let _ = dict.set_item(intern!(py, "source"), self.source.bind(py));
+        dict
+    }
+
+    pub fn write_json(&self, out: &mut Vec<u8>, walk: &mut Walk) -> Result<(), PathError> {
+        Python::attach(|py| {
+            out.extend_from_slice(b"{\"id\":");
+            write_value(out, self.id.bind(py).as_any(), walk).map_err(|e| e.at_key("id"))?;
+            out.extend_from_slice(b",\"role\":");
+            write_value(out, self.role.bind(py).as_any(), walk).map_err(|e| e.at_key("role"))?;
+            out.extend_from_slice(b",\"content\":");
+            write_value(out, self.content.bind(py).as_any(), walk).map_err(|e| e.at_key("content"))?;
+            out.extend_from_slice(b",\"source\":");
+            write_value(out, self.source.bind(py).as_any(), walk).map_err(|e| e.at_key("source"))?;
+            out.push(b'}');
+            Ok(())
+        })
+    }
+}
+
+/// Refuse keyword arguments a creation helper does not take, pointing identity imports to
+/// `freeze_message`.
+fn reject_extra(function: &str, kwargs: Option<&Bound<'_, PyDict>>, fixed: &[(&str, &str)]) -> PyResult<()> {
+    let Some(kwargs) = kwargs else { return Ok(()) };
+    for key in kwargs.keys() {
+        let key = key.to_string();
+        if key == "id" {
+            return Err(PyTypeError::new_err(format!(
+                "{function}() does not accept an id: creating a message mints a new one. \
+                 To import a message whose identity already exists, use freeze_message()."
+            )));
+        }
+        if let Some((_, fixed_to)) = fixed.iter().find(|(name, _)| *name == key) {
+            return Err(PyTypeError::new_err(format!(
+                "{function}() fixes {fixed_to} and does not accept {key}=; use create_message() for a \
+                 new message of another kind, or freeze_message() to import an existing message"
+            )));
+        }
+        return Err(PyTypeError::new_err(format!("{function}() got an unexpected keyword argument '{key}'")));
+    }
+    Ok(())
+}
+
+fn required<'a, 'py>(function: &str, name: &str, value: Option<&'a Bound<'py, PyAny>>) -> PyResult<&'a Bound<'py, PyAny>> {
+    value.ok_or_else(|| PyTypeError::new_err(format!("{function}() missing required keyword argument: '{name}'")))
+}
+
+/// Mint an id, detach and deep-freeze: a new message of any role.
+#[pyfunction]
+#[pyo3(signature = (*, role=None, content=None, source=None, **kwargs))]
+pub fn create_message<'py>(
+    py: Python<'py>,
+    role: Option<&Bound<'py, PyAny>>,
+    content: Option<&Bound<'py, PyAny>>,
+    source: Option<&Bound<'py, PyAny>>,
+    kwargs: Option<&Bound<'py, PyDict>>,
+) -> PyResult<Bound<'py, Message>> {
+    reject_extra("create_message", kwargs, &[])?;
+    let role = check_role(py, required("create_message", "role", role)?)?;
+    let content = freeze_content(py, required("create_message", "content", content)?, "content")?;
+    let source = freeze_source(required("create_message", "source", source)?)?;
+    Message::build(py, minted_id(py)?, role, content, source)
+}
+
+/// A new user-role message (a prompt, or context a plugin produced: see `source`).
+#[pyfunction]
+#[pyo3(signature = (content, *, source=None, **kwargs))]
+pub fn create_user_message<'py>(
+    py: Python<'py>,
+    content: &Bound<'py, PyAny>,
+    source: Option<&Bound<'py, PyAny>>,
+    kwargs: Option<&Bound<'py, PyDict>>,
+) -> PyResult<Bound<'py, Message>> {
+    reject_extra("create_user_message", kwargs, &[("role", "the role to 'user'")])?;
+    let source = freeze_source(required("create_user_message", "source", source)?)?;
+    let content = freeze_content(py, content, "content")?;
+    Message::build(py, minted_id(py)?, intern!(py, "user").clone(), content, source)
+}
+
+/// A new assistant message; its source is `{"kind": "model", "provider", "model", "replay_state"?}`.
+#[pyfunction]
+#[pyo3(signature = (content, *, provider=None, model=None, replay_state=None, **kwargs))]
+pub fn create_assistant_message<'py>(
+    py: Python<'py>,
+    content: &Bound<'py, PyAny>,
+    provider: Option<&Bound<'py, PyAny>>,
+    model: Option<&Bound<'py, PyAny>>,
+    replay_state: Option<&Bound<'py, PyAny>>,
+    kwargs: Option<&Bound<'py, PyDict>>,
+) -> PyResult<Bound<'py, Message>> {
+    reject_extra(
+        "create_assistant_message",
+        kwargs,
+        &[
+            ("role", "the role to 'assistant'"),
+            ("source", "the source kind to 'model' (built from provider, model and replay_state)"),
+            ("kind", "the source kind to 'model'"),
+        ],
+    )?;
+    let provider = required("create_assistant_message", "provider", provider)?;
+    let model = required("create_assistant_message", "model", model)?;
+    let content = freeze_content(py, content, "content")?;
+    let source = PyDict::new(py);
+    source.set_item(intern!(py, "kind"), intern!(py, "model"))?;
+    source.set_item(intern!(py, "provider"), provider)?;
+    source.set_item(intern!(py, "model"), model)?;
+    if let Some(state) = replay_state {
+        if !state.is_none() {
+            source.set_item(intern!(py, "replay_state"), freeze_at(state, "replay_state")?)?;
+        }
+    }
+    let source = freeze_source(source.as_any())?;
+    Message::build(py, minted_id(py)?, intern!(py, "assistant").clone(), content, source)
+}
+
+/// A new user-role message holding exactly one `tool_result` block for `call_id`.
+#[pyfunction]
+#[pyo3(signature = (call_id, content, *, is_error=None, **kwargs), text_signature = "(call_id, content, *, is_error=False, **kwargs)")]
+pub fn create_tool_result_message<'py>(
+    py: Python<'py>,
+    call_id: &Bound<'py, PyAny>,
+    content: &Bound<'py, PyAny>,
+    is_error: Option<&Bound<'py, PyAny>>,
+    kwargs: Option<&Bound<'py, PyDict>>,
+) -> PyResult<Bound<'py, Message>> {
+    let no_error = PyBool::new(py, false).to_owned().into_any();
+    let is_error = is_error.unwrap_or(&no_error);
+    reject_extra(
+        "create_tool_result_message",
+        kwargs,
+        &[
+            ("role", "the role to 'user'"),
+            ("source", "the source to {'kind': 'tool', 'call_id': call_id}"),
+        ],
+    )?;
+    let call_id = call_id
+        .cast::<PyString>()
+        .map_err(|_| PyTypeError::new_err(format!("call_id: must be str, not {}", type_name(call_id))))?;
+    if call_id.to_str()?.is_empty() {
+        return Err(PyValueError::new_err("call_id: must not be empty"));
+    }
+    let call_id = freeze_at(call_id.as_any(), "call_id")?;
+    if !is_error.is_instance_of::<PyBool>() {
+        return Err(PyTypeError::new_err(format!("is_error: must be bool, not {}", type_name(is_error))));
+    }
+    let inner = freeze_content(py, content, "content")?;
+    let block = PyDict::new(py);
+    block.set_item(intern!(py, "type"), intern!(py, "tool_result"))?;
+    block.set_item(intern!(py, "tool_call_id"), &call_id)?;
+    block.set_item(intern!(py, "content"), inner)?;
+    block.set_item(intern!(py, "is_error"), is_error)?;
+    let source = PyDict::new(py);
+    source.set_item(intern!(py, "kind"), intern!(py, "tool"))?;
+    source.set_item(intern!(py, "call_id"), &call_id)?;
+    let content = PyTuple::new(py, [FrozenDict::wrap(py, block)])?;
+    let source = FrozenDict::wrap(py, source);
+    Message::build(py, minted_id(py)?, intern!(py, "user").clone(), content, source)
+}
+
+fn imported_id<'py>(id: Option<Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyString>> {
+    let id = id.ok_or_else(|| {
+        PyValueError::new_err("id: the message has no id (freeze_message imports an existing identity; use create_message() to create a new message)")
+    })?;
+    let text = id
+        .cast::<PyString>()
+        .map_err(|_| PyTypeError::new_err(format!("id: must be a non-empty str, not {}", type_name(&id))))?;
+    if text.to_str().map(|t| t.is_empty()).unwrap_or(false) || text.len()? == 0 {
+        return Err(PyValueError::new_err("id: must be a non-empty str"));
+    }
+    Ok(freeze_at(text.as_any(), "id")?.cast_into::<PyString>()?)
+}
+
+/// Import a mapping with exactly `id`, `role`, `content`, `source`.
+fn import_mapping<'py>(py: Python<'py>, mapping: &Bound<'py, PyAny>) -> PyResult<Bound<'py, Message>> {
+    let fields = match mapping.cast::<FrozenDict>() {
+        Ok(frozen) => frozen.get().dict(py).clone(),
+        Err(_) => match mapping.cast::<PyDict>() {
+            Ok(dict) => dict.copy()?,
+            Err(_) => {
+                let dict = PyDict::new(py);
+                dict.call_method1("update", (mapping,))?;
+                dict
+            }
+        },
+    };
+    for key in fields.keys() {
+        let known = key.cast::<PyString>().ok().and_then(|k| k.to_str().ok().map(|k| FIELDS.contains(&k)));
+        if known != Some(true) {
+            return Err(PyTypeError::new_err(format!(
+                "freeze_message(): unknown key {} (a message has exactly id, role, content and source)",
+                key.repr()?
+            )));
+        }
+    }
+    let id = imported_id(fields.get_item(intern!(py, "id"))?)?;
+    let missing = |name: &str| PyValueError::new_err(format!("{name}: the message has no {name}"));
+    let role = check_role(py, &fields.get_item(intern!(py, "role"))?.ok_or_else(|| missing("role"))?)?;
+    let content = freeze_content(py, &fields.get_item(intern!(py, "content"))?.ok_or_else(|| missing("content"))?, "content")?;
+    let source = freeze_source(&fields.get_item(intern!(py, "source"))?.ok_or_else(|| missing("source"))?)?;
+    Message::build(py, id, role, content, source)
+}
+
+/// Import boundary: a `Message` is returned as it is (already frozen); a mapping with `id`,
+/// `role`, `content` and `source` becomes a frozen, detached `Message` with exactly that id.
+#[pyfunction]
+pub fn freeze_message<'py>(message: &Bound<'py, PyAny>) -> PyResult<Bound<'py, Message>> {
+    let py = message.py();
+    if let Ok(existing) = message.cast::<Message>() {
+        return Ok(existing.clone());
+    }
+    if message.is_instance_of::<FrozenDict>() || message.is_instance_of::<PyDict>() || is_mapping(message) {
+        return import_mapping(py, message);
+    }
+    Err(PyTypeError::new_err(format!(
+        "freeze_message() takes a Message or a mapping with id, role, content and source, not {}",
+        type_name(message)
+    )))
+}
+
+fn freeze_message_function(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
+    static FUNCTION: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    FUNCTION
+        .get_or_try_init(py, || Ok::<_, PyErr>(py.import("dshkit._core")?.getattr("freeze_message")?.unbind()))
+        .map(|f| f.bind(py))
+}
+
+#[pymethods]
+impl Message {
+    #[new]
+    #[pyo3(signature = (*_args, **_kwargs))]
+    fn py_new(_args: &Bound<'_, PyTuple>, _kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
+        Err(PyTypeError::new_err(
+            "Message cannot be constructed directly: use create_message() (or create_user_message(), \
+             create_assistant_message(), create_tool_result_message()) to create a new message, \
+             or freeze_message() to import one whose id already exists",
+        ))
+    }
+
+    #[classattr]
+    fn __match_args__() -> (&'static str, &'static str, &'static str, &'static str) {
+        ("id", "role", "content", "source")
+    }
+
+    #[getter]
+    fn id<'py>(&self, py: Python<'py>) -> Bound<'py, PyString> {
+        self.id.bind(py).clone()
+    }
+
+    #[getter]
+    fn role<'py>(&self, py: Python<'py>) -> Bound<'py, PyString> {
+        self.role.bind(py).clone()
+    }
+
+    #[getter]
+    fn content<'py>(&self, py: Python<'py>) -> Bound<'py, PyTuple> {
+        self.content.bind(py).clone()
+    }
+
+    #[getter]
+    fn source<'py>(&self, py: Python<'py>) -> Bound<'py, FrozenDict> {
+        self.source.bind(py).clone()
+    }
+
+    /// The text of the top-level `text` blocks, concatenated without separators.
+    #[getter]
+    fn text(&self, py: Python<'_>) -> PyResult<String> {
+        let mut out = String::new();
+        for block in self.content.bind(py).iter() {
+            let block = block.cast::<FrozenDict>()?;
+            let is_text = block
+                .get()
+                .get_item(py, intern!(py, "type").as_any())
+                .map(|t| t.eq(intern!(py, "text")).unwrap_or(false))
+                .unwrap_or(false);
+            if is_text {
+                if let Some(text) = block.get().get_item(py, intern!(py, "text").as_any()) {
+                    out.push_str(&text.cast::<PyString>()?.to_cow()?);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The `tool_call` blocks, in order.
+    #[getter]
+    fn tool_calls<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        let mut calls = Vec::new();
+        for block in self.content.bind(py).iter() {
+            let frozen = block.cast::<FrozenDict>()?;
+            let is_call = frozen
+                .get()
+                .get_item(py, intern!(py, "type").as_any())
+                .map(|t| t.eq(intern!(py, "tool_call")).unwrap_or(false))
+                .unwrap_or(false);
+            if is_call {
+                calls.push(block);
+            }
+        }
+        PyTuple::new(py, calls)
+    }
+
+    /// Same id, role and source with new content: a representation change keeps identity.
+    fn with_content<'py>(&self, py: Python<'py>, content: &Bound<'py, PyAny>) -> PyResult<Bound<'py, Message>> {
+        let content = freeze_content(py, content, "content")?;
+        Message::build(py, self.id.bind(py).clone(), self.role.bind(py).clone(), content, self.source.bind(py).clone())
+    }
+
+    /// A plain, mutable, detached dict of the four fields.
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        crate::freeze::thaw(self.as_dict(py).as_any())
+    }
+
+    /// Compact JSON text with the four fields.
+    fn to_json<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyString>> {
+        let mut out = Vec::with_capacity(256);
+        self.write_json(&mut out, &mut Walk::new()).map_err(|e| e.into_pyerr("message"))?;
+        Ok(bytes_to_pystring(py, &out))
+    }
+
+    /// Import a message from its JSON text, keeping its id.
+    #[classmethod]
+    fn from_json<'py>(cls: &Bound<'py, pyo3::types::PyType>, text: &Bound<'py, PyAny>) -> PyResult<Bound<'py, Message>> {
+        let py = cls.py();
+        let value = parse(py, text_bytes(text)?)?;
+        if !value.is_instance_of::<FrozenDict>() {
+            return Err(PyValueError::new_err(format!(
+                "Message.from_json() needs a JSON object, got {}",
+                type_name(&value)
+            )));
+        }
+        import_mapping(py, &value)
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        Ok(format!(
+            "Message(id={}, role={}, content={}, source={})",
+            self.id.bind(py).repr()?,
+            self.role.bind(py).repr()?,
+            self.content.bind(py).repr()?,
+            self.source.bind(py).repr()?
+        ))
+    }
+
+    fn __richcmp__<'py>(slf: &Bound<'py, Self>, other: &Bound<'py, PyAny>, op: CompareOp) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        let Ok(other) = other.cast::<Message>() else {
+            return Ok(py.NotImplemented().into_bound(py));
+        };
+        let equal = match op {
+            CompareOp::Eq | CompareOp::Ne => {
+                let (a, b) = (slf.get(), other.get());
+                slf.is(other)
+                    || (a.id.bind(py).as_any().eq(b.id.bind(py))?
+                        && a.role.bind(py).as_any().eq(b.role.bind(py))?
+                        && a.source.bind(py).as_any().eq(b.source.bind(py))?
+                        && a.content.bind(py).as_any().eq(b.content.bind(py))?)
+            }
+            _ => return Ok(py.NotImplemented().into_bound(py)),
+        };
+        let result = if matches!(op, CompareOp::Eq) { equal } else { !equal };
+        Ok(PyBool::new(py, result).to_owned().into_any())
+    }
+
+    fn __hash__(&self, py: Python<'_>) -> PyResult<isize> {
+        if let Some(hash) = self.hash.get() {
+            return Ok(*hash);
+        }
+        let fields = PyTuple::new(
+            py,
+            [
+                self.id.bind(py).as_any(),
+                self.role.bind(py).as_any(),
+                self.content.bind(py).as_any(),
+                self.source.bind(py).as_any(),
+            ],
+        )?;
+        let hash = fields.hash()?;
+        Ok(*self.hash.get_or_init(|| hash))
+    }
+
+    fn __copy__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
+        slf
+    }
+
+    fn __deepcopy__<'py>(slf: Bound<'py, Self>, _memo: &Bound<'py, PyAny>) -> Bound<'py, Self> {
+        slf
+    }
+
+    /// Pickles as an import of the same identity.
+    fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        let function = freeze_message_function(py)?;
+        PyTuple::new(py, [function.clone(), PyTuple::new(py, [self.as_dict(py)])?.into_any()])
+    }
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Message>()?;
+    m.add_function(wrap_pyfunction!(create_message, m)?)?;
+    m.add_function(wrap_pyfunction!(create_user_message, m)?)?;
+    m.add_function(wrap_pyfunction!(create_assistant_message, m)?)?;
+    m.add_function(wrap_pyfunction!(create_tool_result_message, m)?)?;
+    m.add_function(wrap_pyfunction!(freeze_message, m)?)?;
+    Ok(())
+}
