@@ -41,13 +41,24 @@ _TARGETS_KEY = pytest.StashKey[list]()
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Module | None:
     if file_path.suffix != ".py" or not file_path.name.startswith("bench_"):
         return None
-    # If `python_files` already names bench files, pytest collects them itself: not twice.
-    if any(fnmatch(file_path.name, pattern) for pattern in parent.config.getini("python_files")):
+    # pytest collects a file itself when it is named on the command line or `python_files`
+    # matches it: not twice.
+    if parent.session.isinitpath(file_path) or any(
+        fnmatch(file_path.name, pattern) for pattern in parent.config.getini("python_files")
+    ):
         return None
     return pytest.Module.from_parent(parent, path=file_path)
 
 
+# pytest-benchmark's own table, unless --benchmark-columns says otherwise: the columns that
+# matter here, so it fits a terminal (report.py prints the ratios).
+TERMINAL_COLUMNS = ["median", "mean", "iqr", "rounds", "iterations"]
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    # Runs before pytest-benchmark's own (trylast) configure reads the option.
+    if hasattr(config.option, "benchmark_columns") and not config.option.benchmark_columns:
+        config.option.benchmark_columns = TERMINAL_COLUMNS
     # pytest-benchmark opens the JSON path as is; `make bench` points it into bench-results/.
     json_path = config.getoption("benchmark_json", None)
     if json_path is not None:

@@ -114,11 +114,13 @@ def stat(bench: Mapping[str, Any], name: str = "median") -> float:
 
 
 def format_time(seconds: float) -> str:
-    """Three significant digits in ns, µs, ms or s."""
-    for unit, scale in (("ns", 1e-9), ("µs", 1e-6), ("ms", 1e-3)):
-        if abs(seconds) < scale * 1000:
-            return f"{seconds / scale:.3g} {unit}"
-    return f"{seconds:.3g} s"
+    """About three significant digits in ns, µs, ms or s."""
+    for unit, scale in (("ns", 1e-9), ("µs", 1e-6), ("ms", 1e-3), ("s", 1.0)):
+        value = seconds / scale
+        if abs(value) < 999.5 or unit == "s":
+            decimals = 0 if abs(value) >= 99.5 else 1 if abs(value) >= 9.95 else 2
+            return f"{value:.{decimals}f} {unit}"
+    raise AssertionError("unreachable")
 
 
 def format_ratio(ratio: float) -> str:
@@ -133,23 +135,32 @@ def _format_note(key: str, value: object) -> str:
     return f"{key}={value}"
 
 
+def _short_labels(rows: Sequence[Mapping[str, Any]]) -> tuple[str, dict[int, str]]:
+    """The test function the rows share (if one) and each row's label without it."""
+    functions = {str(row.get("name", "")).split("[")[0] for row in rows}
+    if len(functions) == 1 and all(row.get("param") for row in rows):
+        return functions.pop(), {id(row): str(row["param"]) for row in rows}
+    return "", {id(row): row_label(row) for row in rows}
+
+
 def print_group(name: str, rows: Sequence[Mapping[str, Any]], out: TextIO) -> None:
     reference, _ = find_row(rows, REFERENCE_ROW)
     ordered = sorted(rows, key=stat)
-    width = max(len(row_label(row)) for row in ordered)
-    print(f"\n== {name}", file=out)
+    function, labels = _short_labels(ordered)
+    width = max(len("row"), *(len(label) for label in labels.values()))
+    print(f"\n== {name}" + (f"  ({function})" if function else ""), file=out)
     print(f"   {'row':<{width}}  {'median':>9}  {'mean':>9}  {'rounds':>7}  {'vs dshkit':>9}", file=out)
     for row in ordered:
-        if reference is None:
+        if reference is None or stat(reference) <= 0:
             ratio = "-"
         else:
-            ratio = format_ratio(stat(row) / stat(reference)) if stat(reference) > 0 else "-"
+            ratio = format_ratio(stat(row) / stat(reference))
         notes = "  ".join(
             _format_note(key, value) for key, value in (row.get("extra_info") or {}).items() if key != "targets"
         )
         marker = "*" if row is reference else " "
         print(
-            f" {marker} {row_label(row):<{width}}  {format_time(stat(row)):>9}  "
+            f" {marker} {labels[id(row)]:<{width}}  {format_time(stat(row)):>9}  "
             f"{format_time(stat(row, 'mean')):>9}  {row['stats'].get('rounds', '?'):>7}  {ratio:>9}"
             + (f"  {notes}" if notes else ""),
             file=out,
@@ -165,13 +176,17 @@ def collect_targets(results: Mapping[str, Any]) -> list[dict[str, Any]]:
     for bench in results.get("benchmarks") or ():
         for target in (bench.get("extra_info") or {}).get("targets") or ():
             if isinstance(target, Mapping):
-                target = {"group": bench.get("group"), "row": bench.get("name"), **target}
+                defaults = {"group": bench.get("group"), "row": bench.get("name"), "declared_in": bench.get("name")}
+                target = {**defaults, **target}
             targets.append(target)
     return targets
 
 
 def evaluate(target: Mapping[str, Any], groups: Mapping[str, Sequence[Mapping[str, Any]]]) -> tuple[str, str, str]:
-    """(status, measured, required) for one target; status is PASS, MISS, SKIP or ERROR."""
+    """(status, measured, required) for one target; status is PASS, MISS, SKIP or ERROR.
+
+    For SKIP and ERROR, `measured` says why.
+    """
     problem = check_target(target)
     if problem:
         return "ERROR", problem, ""
@@ -194,18 +209,19 @@ def evaluate(target: Mapping[str, Any], groups: Mapping[str, Sequence[Mapping[st
         if "min_speedup" in target:
             checks.append(ratio > 0 and 1 / ratio >= target["min_speedup"])
             required.append(f">= {target['min_speedup']:g}x faster")
-        speed = f"{1 / ratio:.1f}x faster" if ratio < 1 else f"{ratio:.2f}x slower" if ratio > 1 else "same"
-        measured = f"{format_ratio(ratio)} ({speed})"
+        measured = format_ratio(ratio)
+        if "min_speedup" in target and ratio > 0:
+            measured += f" ({1 / ratio:.1f}x faster)" if ratio < 1 else " (slower)"
         return ("PASS" if all(checks) else "MISS"), measured, ", ".join(required)
 
     if "max_seconds" in target:
         per = target.get("per", 1)
+        unit = "" if per == 1 else f" per {per}" if isinstance(per, str) else " per unit"
         if isinstance(per, str):
             per = (row.get("extra_info") or {}).get(per)
-            if not _is_number(per) or per <= 0:
-                return "ERROR", f"extra_info[{target['per']!r}] is {per!r}, not a positive number", ""
-        seconds = stat(row, statistic) / per
-        unit = " per unit" if per != 1 else ""
+        if not _is_number(per) or per <= 0:
+            return "ERROR", f"extra_info[{target['per']!r}] is {per!r}, not a positive number", ""
+        seconds = stat(row, statistic) / float(per)
         return (
             ("PASS" if seconds <= target["max_seconds"] else "MISS"),
             f"{format_time(seconds)}{unit}",
@@ -243,13 +259,16 @@ def print_targets(targets: Sequence[Mapping[str, Any]], groups: Mapping[str, Any
         return 0
     failures = 0
     evaluated = [(target, *evaluate(target, groups)) for target in targets]
-    width = max(len(measured) for _, _, measured, _ in evaluated)
+    measured_width = max([1, *(len(measured) for _, status, measured, _ in evaluated if status in ("PASS", "MISS"))])
     for target, status, measured, required in evaluated:
         failures += status in ("MISS", "ERROR")
-        name = target.get("name", "?") if isinstance(target, Mapping) else "?"
-        where = target.get("declared_in", "extra_info") if isinstance(target, Mapping) else "?"
-        needs = f"needs {required}" if required else ""
-        print(f"   {status:<5}  {measured:<{width}}  {needs:<24}  {name}  [{where}]", file=out)
+        name = target.get("name", "?") if isinstance(target, Mapping) else repr(target)
+        where = target.get("declared_in", "?") if isinstance(target, Mapping) else "?"
+        if status in ("PASS", "MISS"):
+            needs = f"needs {required}"
+            print(f"   {status:<5}  {measured:<{measured_width}}  {needs:<22}  {name}  [{where}]", file=out)
+        else:
+            print(f"   {status:<5}  {'-':<{measured_width}}  {'':<22}  {name}  [{where}]: {measured}", file=out)
     return failures
 
 
@@ -262,7 +281,7 @@ def print_report(results: Mapping[str, Any], out: TextIO) -> int:
     build = results.get("dshkit_build") or {}
     cpu = (machine.get("cpu") or {}).get("brand_raw", machine.get("processor", "?"))
     print(
-        f"dshkit benchmarks  {results.get('datetime', '?')}  Python {machine.get('python_version', '?')}"
+        f"dshkit benchmarks  {str(results.get('datetime', '?'))[:19]}  Python {machine.get('python_version', '?')}"
         f"  {cpu}  dshkit {build.get('version', '?')} ({build.get('profile', 'unknown')} build)",
         file=out,
     )
@@ -280,7 +299,7 @@ def print_report(results: Mapping[str, Any], out: TextIO) -> int:
 def main(argv: Sequence[str]) -> int:
     arguments = [argument for argument in argv if argument != "--strict"]
     if len(arguments) != 1 or arguments[0].startswith("-"):
-        print(__doc__.strip().splitlines()[2], file=sys.stderr)
+        print(next(line for line in __doc__.splitlines() if line.startswith("Usage:")), file=sys.stderr)
         return 2
     path = arguments[0]
     try:

@@ -3,7 +3,8 @@
 //! `freeze` detaches and deep-freezes: mappings with `str` keys become `FrozenDict`, lists and
 //! tuples become tuples, JSON leaves (`str`, 64-bit `int`, finite `float`, `bool`, `None`) stay.
 //! Parts that are already frozen are returned as they are, so re-freezing a frozen tree
-//! allocates nothing. Subclasses of `str`/`int`/`float` become the plain type: a subclass could
+//! allocates nothing. A `Message` inside a tree is kept as it is (it is frozen by construction).
+//! Subclasses of `str`/`int`/`float` become the plain type: a subclass could
 //! carry mutable state or change how it serialises.
 
 use pyo3::ffi;
@@ -133,7 +134,7 @@ pub fn freeze_value<'py>(obj: &Bound<'py, PyAny>, walk: &mut Walk) -> FreezeResu
             return freeze_list(obj.cast_unchecked::<PyList>(), walk);
         }
     }
-    if obj.is_exact_instance_of::<FrozenDict>() {
+    if obj.is_exact_instance_of::<FrozenDict>() || obj.is_exact_instance_of::<Message>() {
         return Ok(obj.clone());
     }
     freeze_uncommon(py, obj, walk)
@@ -170,9 +171,8 @@ fn freeze_uncommon<'py>(py: Python<'py>, obj: &Bound<'py, PyAny>, walk: &mut Wal
         }
     }
     if obj.is_instance_of::<Message>() {
-        return Err(PathError::type_error(
-            "Message is not a JSON value (use message.to_dict() or store the Message itself)",
-        ));
+        // A Message is an immutable value: event data may hold one beside envelope facts.
+        return Ok(obj.clone());
     }
     if is_mapping(obj) {
         walk.enter(obj)?;
@@ -318,6 +318,7 @@ pub fn freeze_at<'py>(obj: &Bound<'py, PyAny>, root: &str) -> PyResult<Bound<'py
 
 /// Deep-freeze and detach a JSON-like tree.
 #[pyfunction]
+#[pyo3(signature = (value, /))]
 pub fn freeze<'py>(value: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
     freeze_at(value, "value")
 }
@@ -389,6 +390,7 @@ fn thaw_pairs<'py>(
 
 /// A plain, mutable, detached `dict`/`list` tree (a `Message` becomes its dict form).
 #[pyfunction]
+#[pyo3(signature = (value, /))]
 pub fn thaw<'py>(value: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
     thaw_value(value, &mut Walk::new()).map_err(|e| e.into_pyerr("value"))
 }

@@ -118,7 +118,7 @@ impl FrozenDict {
         self.dict.bind(py).call_method0("__reversed__")
     }
 
-    #[pyo3(signature = (key, default=None))]
+    #[pyo3(signature = (key, default=None, /))]
     fn get<'py>(
         &self,
         py: Python<'py>,
@@ -223,7 +223,7 @@ impl FrozenDict {
     }
 
     #[classmethod]
-    #[pyo3(signature = (iterable, value=None))]
+    #[pyo3(signature = (iterable, value=None, /))]
     fn fromkeys<'py>(
         cls: &Bound<'py, PyType>,
         iterable: &Bound<'py, PyAny>,
@@ -235,6 +235,7 @@ impl FrozenDict {
     }
 
     #[classmethod]
+    #[pyo3(signature = (item, /))]
     fn __class_getitem__<'py>(cls: &Bound<'py, PyType>, item: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
         static GENERIC_ALIAS: PyOnceLock<Py<PyType>> = PyOnceLock::new();
         GENERIC_ALIAS.import(cls.py(), "types", "GenericAlias")?.call1((cls, item))

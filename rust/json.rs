@@ -245,6 +245,7 @@ pub fn bytes_to_pystring<'py>(py: Python<'py>, bytes: &[u8]) -> Bound<'py, PyStr
 
 /// Compact JSON text of a frozen or plain JSON tree, or of a `Message`.
 #[pyfunction]
+#[pyo3(signature = (value, /))]
 pub fn to_json<'py>(value: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyString>> {
     let mut out = Vec::with_capacity(128);
     write_value(&mut out, value, &mut Walk::new()).map_err(|e| e.into_pyerr("value"))?;
@@ -255,6 +256,7 @@ pub fn to_json<'py>(value: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyString>>
 /// values are handed back to the encoder, which calls the hook again for nested ones), a
 /// `Message` its four fields.
 #[pyfunction]
+#[pyo3(signature = (value, /))]
 pub fn json_default<'py>(value: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
     let py = value.py();
     if let Ok(frozen) = value.cast::<FrozenDict>() {
@@ -381,6 +383,7 @@ pub fn text_bytes<'a>(text: &'a Bound<'_, PyAny>) -> PyResult<&'a [u8]> {
 
 /// Parse JSON text straight into a frozen tree (`FrozenDict`, tuples, leaves).
 #[pyfunction]
+#[pyo3(signature = (text, /))]
 pub fn from_json<'py>(text: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
     parse(text.py(), text_bytes(text)?)
 }

@@ -284,7 +284,7 @@ fn required<'a, 'py>(function: &str, name: &str, value: Option<&'a Bound<'py, Py
 
 /// Mint an id, detach and deep-freeze: a new message of any role.
 #[pyfunction]
-#[pyo3(signature = (*, role=None, content=None, source=None, **kwargs))]
+#[pyo3(signature = (*, role=None, content=None, source=None, **kwargs), text_signature = "(*, role, content, source)")]
 pub fn create_message<'py>(
     py: Python<'py>,
     role: Option<&Bound<'py, PyAny>>,
@@ -301,7 +301,7 @@ pub fn create_message<'py>(
 
 /// A new user-role message (a prompt, or context a plugin produced: see `source`).
 #[pyfunction]
-#[pyo3(signature = (content, *, source=None, **kwargs))]
+#[pyo3(signature = (content, *, source=None, **kwargs), text_signature = "(content, *, source)")]
 pub fn create_user_message<'py>(
     py: Python<'py>,
     content: &Bound<'py, PyAny>,
@@ -316,7 +316,7 @@ pub fn create_user_message<'py>(
 
 /// A new assistant message; its source is `{"kind": "model", "provider", "model", "replay_state"?}`.
 #[pyfunction]
-#[pyo3(signature = (content, *, provider=None, model=None, replay_state=None, **kwargs))]
+#[pyo3(signature = (content, *, provider=None, model=None, replay_state=None, **kwargs), text_signature = "(content, *, provider, model, replay_state=None)")]
 pub fn create_assistant_message<'py>(
     py: Python<'py>,
     content: &Bound<'py, PyAny>,
@@ -352,7 +352,7 @@ pub fn create_assistant_message<'py>(
 
 /// A new user-role message holding exactly one `tool_result` block for `call_id`.
 #[pyfunction]
-#[pyo3(signature = (call_id, content, *, is_error=None, **kwargs), text_signature = "(call_id, content, *, is_error=False, **kwargs)")]
+#[pyo3(signature = (call_id, content, *, is_error=None, **kwargs), text_signature = "(call_id, content, *, is_error=False)")]
 pub fn create_tool_result_message<'py>(
     py: Python<'py>,
     call_id: &Bound<'py, PyAny>,
@@ -440,6 +440,7 @@ fn import_mapping<'py>(py: Python<'py>, mapping: &Bound<'py, PyAny>) -> PyResult
 /// Import boundary: a `Message` is returned as it is (already frozen); a mapping with `id`,
 /// `role`, `content` and `source` becomes a frozen, detached `Message` with exactly that id.
 #[pyfunction]
+#[pyo3(signature = (message, /))]
 pub fn freeze_message<'py>(message: &Bound<'py, PyAny>) -> PyResult<Bound<'py, Message>> {
     let py = message.py();
     if let Ok(existing) = message.cast::<Message>() {
@@ -556,6 +557,7 @@ impl Message {
 
     /// Import a message from its JSON text, keeping its id.
     #[classmethod]
+    #[pyo3(signature = (text, /))]
     fn from_json<'py>(cls: &Bound<'py, pyo3::types::PyType>, text: &Bound<'py, PyAny>) -> PyResult<Bound<'py, Message>> {
         let py = cls.py();
         let value = parse(py, text_bytes(text)?)?;

@@ -10,7 +10,7 @@ __version__: str
 _V = TypeVar("_V")
 _T = TypeVar("_T")
 
-JSONValue = Any  # str | int | float | bool | None | FrozenDict[str, JSONValue] | tuple[JSONValue, ...]
+_JSONValue = Any  # str | int | float | bool | None | FrozenDict[str, _JSONValue] | tuple[_JSONValue, ...]
 
 @final
 class FrozenDict(Mapping[str, _V]):
@@ -39,7 +39,7 @@ class FrozenDict(Mapping[str, _V]):
     def __reduce__(self) -> tuple[Any, ...]: ...
     def __class_getitem__(cls, item: Any, /) -> Any: ...
     @overload
-    def get(self, key: str, /) -> _V | None: ...
+    def get(self, key: str, default: None = None, /) -> _V | None: ...
     @overload
     def get(self, key: str, default: _V | _T, /) -> _V | _T: ...
     def keys(self) -> KeysView[str]: ...
@@ -57,7 +57,7 @@ class FrozenDict(Mapping[str, _V]):
     def setdefault(self, *args: object) -> None: ...
     def clear(self) -> None: ...
 
-Role = Literal["system", "user", "assistant"]
+_Role = Literal["system", "user", "assistant"]
 
 @final
 class Message:
@@ -68,7 +68,7 @@ class Message:
     @property
     def id(self) -> MessageId: ...
     @property
-    def role(self) -> Role: ...
+    def role(self) -> _Role: ...
     @property
     def content(self) -> tuple[FrozenDict[Any], ...]: ...
     @property
@@ -92,7 +92,7 @@ class Message:
 def new_message_id() -> MessageId:
     """A new monotonic ULID (26 characters, Crockford base32)."""
 
-def freeze(value: object, /) -> JSONValue:
+def freeze(value: object, /) -> _JSONValue:
     """Deep-freeze and detach a JSON-like tree."""
 
 def thaw(value: object, /) -> Any:
@@ -101,14 +101,14 @@ def thaw(value: object, /) -> Any:
 def to_json(value: object, /) -> str:
     """Compact JSON text of a (frozen or plain) JSON tree or a `Message`."""
 
-def from_json(text: str | bytes, /) -> JSONValue:
+def from_json(text: str | bytes, /) -> _JSONValue:
     """Parse JSON text straight into a frozen tree."""
 
 def json_default(value: object, /) -> Any:
     """`default=` hook that lets `json.dumps` and `orjson.dumps` serialise frozen values."""
 
 def create_message(
-    *, role: Role, content: str | Sequence[Mapping[str, Any]], source: Mapping[str, Any]
+    *, role: _Role, content: str | Sequence[Mapping[str, Any]], source: Mapping[str, Any]
 ) -> Message:
     """Mint an id, detach and deep-freeze: a new message of any role."""
 

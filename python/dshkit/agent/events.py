@@ -41,7 +41,7 @@ class AgentEvent:
     turn: int | None = None
     step: int | None = None
     message: Message | None = None
-    data: Mapping[str, Any] = field(default=_EMPTY)
+    data: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
 
 
 Subscriber = Callable[[AgentEvent], object]

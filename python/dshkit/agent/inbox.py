@@ -58,17 +58,9 @@ class Inbox:
         self._rebuild()
 
     def _rebuild(self) -> None:
-        for event in self._session.events:
-            if event.type != INBOX_SPLICED:
-                continue
-            data = event.data
-            target = data["target"]
-            pending = self._lists[target]
-            start, removed = data["start"], data["removed_count"]
-            inserted = [item if isinstance(item, Message) else freeze_message(item) for item in data["inserted"]]
-            pending[start : start + removed] = inserted
-        for target in _TARGETS:
-            for message in self._lists[target]:
+        for target, messages in inbox_snapshot(self._session.events).items():
+            self._lists[target][:] = messages
+            for message in messages:
                 self._pending[message.id] = target
 
     @property
@@ -144,25 +136,19 @@ class Inbox:
         follow-up). An empty claim logs nothing.
         """
         batch: list[tuple[Message, int]] = []
+        claimed: list[tuple[str, int, Message]] = []
         step_items = self._lists[NEXT_STEP]
         if step_items:
             seq, removed = self._splice(NEXT_STEP, 0, len(step_items), (), "claimed")
-            batch.extend((message, seq) for message in removed)
+            claimed.extend((NEXT_STEP, seq, message) for message in removed)
         if first_step and self._lists[NEXT_TURN]:
             seq, removed = self._splice(NEXT_TURN, 0, 1, (), "claimed")
-            batch.extend((message, seq) for message in removed)
-        if self._hub.active:
-            for message, seq in batch:
-                self._hub.emit("claimed", message=message, target=self._target_of_claim(message, batch), seq=seq)
+            claimed.extend((NEXT_TURN, seq, message) for message in removed)
+        for target, seq, message in claimed:
+            batch.append((message, seq))
+            if self._hub.active:
+                self._hub.emit("claimed", message=message, target=target, seq=seq)
         return batch
-
-    @staticmethod
-    def _target_of_claim(message: Message, batch: list[tuple[Message, int]]) -> str:
-        # Only the last item of a first-step claim can come from next_turn; seqs tell them apart.
-        seqs = {seq for _, seq in batch}
-        if len(seqs) == 2 and batch[-1][0] is message:
-            return NEXT_TURN
-        return NEXT_STEP if len(seqs) == 2 or batch[0][1] == batch[-1][1] and not _only_turn(batch) else NEXT_TURN
 
     def remove(self, message_id: str, *, cause: str = "removed") -> bool:
         """Discard a pending message by id; False when no such id is pending."""
@@ -203,10 +189,6 @@ class Inbox:
             if self._hub.active:
                 for message in removed:
                     self._hub.emit("discarded", message=message, target=target, seq=seq, cause=cause)
-
-
-def _only_turn(batch: list[tuple[Message, int]]) -> bool:
-    return False
 
 
 def inbox_snapshot(events: Any) -> Mapping[str, tuple[Message, ...]]:

@@ -116,13 +116,16 @@ def chat_tools(tools: Iterable[Mapping[str, Any]] | None) -> list[dict[str, Any]
 def chat_messages(
     messages: Iterable[Message],
     *,
-    system: str | None = None,
+    system: str | Sequence[Mapping[str, Any]] | None = None,
     reasoning_field: str | None = "reasoning_content",
 ) -> list[dict[str, Any]]:
     """The ``messages`` array: the system prompt, then each message in order."""
     projected: list[dict[str, Any]] = []
-    if system:
-        projected.append({"role": "system", "content": system})
+    if isinstance(system, str):
+        if system:
+            projected.append({"role": "system", "content": system})
+    elif system is not None:
+        projected.append({"role": "system", "content": _system_parts(system)})
     # Images returned by tools wait here until the run of tool messages ends: a user message
     # between the tool messages answering one assistant message is refused by providers.
     tool_images: list[dict[str, Any]] = []
@@ -143,6 +146,22 @@ def chat_messages(
     if tool_images:
         projected.append({"role": "user", "content": tool_images})
     return projected
+
+
+def _system_parts(system: object) -> str | list[dict[str, Any]]:
+    """A system prompt given as text blocks (the header may hold blocks instead of a str)."""
+    if isinstance(system, Sequence) and not isinstance(system, (str, bytes)):
+        texts: list[str] = []
+        for index, block in enumerate(system):
+            if not isinstance(block, Mapping) or block.get("type") != "text" or not isinstance(block.get("text"), str):
+                raise UnsupportedContentError(f"request system[{index}]: only text blocks can be a system prompt")
+            texts.append(block["text"])
+        if len(texts) == 1:
+            return texts[0]
+        return [{"type": "text", "text": text} for text in texts]
+    raise UnsupportedContentError(
+        f"request system: expected a str or a list of text blocks, got {type(system).__name__}"
+    )
 
 
 def _project_user(message: Message, out: list[dict[str, Any]], tool_images: list[dict[str, Any]]) -> None:

@@ -163,6 +163,10 @@ def _check_known(event_type: str, data: FrozenDict[Any]) -> None:
     elif event_type == TOOL_CALL:
         for key in ("call_id", "name", "arguments"):
             _require_str(event_type, data, key)
+    elif event_type == INBOX_SPLICED:
+        inserted = data.get("inserted", ())
+        if not isinstance(inserted, tuple) or not all(isinstance(item, Message) for item in inserted):
+            raise TypeError(f"{_where(event_type, 'inserted')} must be a list of Message values")
     elif event_type == REQUEST_HEADER:
         if not isinstance(data.get("header"), Mapping):
             raise TypeError(f"{_where(event_type, 'header')} must be a mapping (the full request snapshot)")

@@ -101,6 +101,8 @@ class Surface:
             if self._pairing is not None:
                 self._pairing.add(message, position)
             return
+        if op["op"] != "replace":
+            raise ValueError(f"unknown surface operation {op['op']!r}")
         start, end = op["start"], op["end"]
         if not (type(start) is int and type(end) is int and 0 <= start < end <= len(self.nodes)):
             raise ValueError(f"replace range {start}..{end} is outside the surface (0..{len(self.nodes)})")

@@ -1,0 +1,47 @@
+"""`dshkit.agent`: the agent loop (asyncio) over a durable session log.
+
+`Agent(model, *, session=None, tools=(), system=None, hooks=None)` runs turns: it claims queued
+input (`followup`, `steer`, `inject`), lets the `pre_step` hook `Enter` or `Reject` it, logs it,
+builds each request from the log, streams the model, runs `Tool`s and honours `cancel`.
+"""
+
+from __future__ import annotations
+
+from dshkit.agent.assembly import StreamAssembler
+from dshkit.agent.cancel import CancelToken
+from dshkit.agent.events import AgentEvent, EventStream
+from dshkit.agent.hooks import (
+    HOOK_NAMES,
+    Enter,
+    PreStepContext,
+    Reject,
+    RequestContext,
+    RequestErrorContext,
+    TurnStoppingContext,
+)
+from dshkit.agent.inbox import NEXT_STEP, NEXT_TURN, Inbox
+from dshkit.agent.loop import IDLE, RUNNING, Agent
+from dshkit.agent.tools import Tool, ToolContext, ToolOutput
+
+__all__ = [
+    "HOOK_NAMES",
+    "IDLE",
+    "NEXT_STEP",
+    "NEXT_TURN",
+    "RUNNING",
+    "Agent",
+    "AgentEvent",
+    "CancelToken",
+    "Enter",
+    "EventStream",
+    "Inbox",
+    "PreStepContext",
+    "Reject",
+    "RequestContext",
+    "RequestErrorContext",
+    "StreamAssembler",
+    "Tool",
+    "ToolContext",
+    "ToolOutput",
+    "TurnStoppingContext",
+]

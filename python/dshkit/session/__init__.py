@@ -1,0 +1,54 @@
+"""`dshkit.session`: the durable, append-only log behind every model request.
+
+The log is the authority for every model-visible input: `Session.messages()` folds its message
+events into the history, and `project_request` turns that history plus the latest
+`request/header` into the frozen `ModelRequest`, so any request can be rebuilt from the log alone.
+See DESIGN section 3 and `docs/session.md`.
+"""
+
+from __future__ import annotations
+
+from .errors import (
+    SessionClosedError,
+    SessionCorruptError,
+    SessionError,
+    SessionRecoveryWarning,
+    UnknownEventError,
+)
+from .events import (
+    KNOWN_EVENT_TYPES,
+    MESSAGE_EVENT_TYPES,
+    Event,
+    is_ignorable,
+    replace_op,
+)
+from .repair import closer_message_id
+from .request import ModelRequest, derive_messages, project_request
+from .session import EventsView, Session
+from .store import DURABILITY_MODES, SessionStore, store_for_path
+from .store_jsonl import JsonlStore
+from .store_sqlite import SqliteStore
+
+__all__ = [
+    "DURABILITY_MODES",
+    "KNOWN_EVENT_TYPES",
+    "MESSAGE_EVENT_TYPES",
+    "Event",
+    "EventsView",
+    "JsonlStore",
+    "ModelRequest",
+    "Session",
+    "SessionClosedError",
+    "SessionCorruptError",
+    "SessionError",
+    "SessionRecoveryWarning",
+    "SessionStore",
+    "SqliteStore",
+    "UnknownEventError",
+    "closer_message_id",
+    "derive_messages",
+    "is_ignorable",
+    "project_request",
+    "replace_op",
+    "store_for_path",
+]

@@ -1,0 +1,62 @@
+"""`dshkit log show|verify|messages PATH`: inspect a session log without changing it."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+from typing import TextIO
+
+from .errors import SessionError, SessionRecoveryWarning
+from .session import Session
+from .transcript import render
+from .verify import check_events, format_problems
+
+
+def _open(path: str, problems: list[str]) -> Session:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", SessionRecoveryWarning)
+        session = Session.open(path, read_only=True)
+    problems.extend(str(warning.message) for warning in caught if issubclass(warning.category, SessionRecoveryWarning))
+    return session
+
+
+def run(command: str, path: str, out: TextIO, err: TextIO) -> int:
+    """Run one log command; returns the exit code (0 ok, 1 problem found or unreadable log)."""
+    problems: list[str] = []
+    try:
+        session = _open(path, problems)
+    except (OSError, SessionError, ValueError) as error:
+        print(f"dshkit log {command}: {error}", file=err)
+        return 1
+    with session:
+        if command == "show":
+            for line in render(session.events, session_id=session.id, created_at=session.created_at, where=path):
+                print(line, file=out)
+            for problem in problems:
+                print(f"warning: {problem}", file=err)
+            return 0
+        if command == "messages":
+            try:
+                messages = session.messages()
+            except SessionError as error:
+                print(f"dshkit log messages: {error}", file=err)
+                return 1
+            for message in messages:
+                print(message.to_json(), file=out)
+            return 0
+        if command == "verify":
+            store = session.store
+            problems.extend(format_problems(check_events(session.events), store.describe, path))
+            for problem in problems:
+                print(problem, file=out)
+            if problems:
+                return 1
+            print(f"{path}: ok ({len(session.events)} events, {len(session.messages())} messages)", file=out)
+            return 0
+    raise ValueError(f"unknown log command {command!r}")
+
+
+def main(args: argparse.Namespace) -> int:
+    """Entry point used by `dshkit.cli`: `args.log_command` and `args.path`."""
+    return run(args.log_command, args.path, sys.stdout, sys.stderr)

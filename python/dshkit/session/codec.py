@@ -1,0 +1,144 @@
+"""The durable encoding of events: one compact JSON object per event, shared by every store.
+
+    {"seq": 4, "time": 1764520000000, "type": "assistant/message",
+     "data": {"turn": 1, "step": 1, "message": {"id": ..., "role": ..., "content": [...], "source": {...}}},
+     "surface_op": "append", "source_event_seqs": [3]}
+
+`surface_op` and `source_event_seqs` are written for the three message-carrying types only. A
+`user/message` event's data is the message mapping itself; `assistant/message` and `tool/result`
+hold it under `"message"` beside the envelope facts; `agent/inbox/spliced` holds a list of them
+under `"inserted"`. Messages are written as their `{"id", "role", "content", "source"}` mapping
+and come back as `Message` values with the same ids. Decoding is the hot path of opening a log:
+it parses each record straight into frozen values, rebuilds each `Message` with its stored id,
+and folds the surface as it goes, with no per-event validation beyond what keeps the fold sound.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from dshkit import FrozenDict, freeze_message, from_json, to_json
+
+from .errors import SessionCorruptError
+from .events import (
+    ASSISTANT_MESSAGE,
+    INBOX_SPLICED,
+    KNOWN_EVENT_TYPES,
+    MESSAGE_EVENT_TYPES,
+    TOOL_RESULT,
+    USER_MESSAGE,
+    Event,
+    is_ignorable,
+)
+from .surface import Surface
+
+HEADER_TYPE = "session"
+FORMAT_VERSION = 1
+
+
+def encode_event(event: Event) -> str:
+    """The JSON text of one event (no newline)."""
+    record: dict[str, Any] = {"seq": event.seq, "time": event.time, "type": event.type, "data": event.data}
+    if event.surface_op is not None:
+        record["surface_op"] = event.surface_op
+        record["source_event_seqs"] = event.source_event_seqs
+    return to_json(record)
+
+
+def encode_header(session_id: str, created_at: int) -> str:
+    """The JSON text of a log's header record."""
+    return to_json({"type": HEADER_TYPE, "version": FORMAT_VERSION, "id": session_id, "created_at": created_at})
+
+
+def decode_header(text: str | bytes, where: str) -> FrozenDict[Any]:
+    """Parse and check a header record; `SessionCorruptError` if it is not a dshkit log header."""
+    try:
+        header = from_json(text)
+    except Exception:  # the parser's own error type is an implementation detail
+        header = None
+    if not isinstance(header, FrozenDict) or header.get("type") != HEADER_TYPE:
+        raise SessionCorruptError(f"{where}: not a dshkit session log (no session header)")
+    version = header.get("version")
+    if type(version) is not int:
+        raise SessionCorruptError(f"{where}: session header has no int 'version'")
+    if version != FORMAT_VERSION:
+        raise SessionCorruptError(f"{where}: log format version {version} is not supported (this dshkit reads version {FORMAT_VERSION})")
+    if not isinstance(header.get("id"), str) or type(header.get("created_at")) is not int:
+        raise SessionCorruptError(f"{where}: session header needs a str 'id' and an int 'created_at'")
+    return header
+
+
+def _reason(record: object, seq: int) -> str:
+    """Why a record failed to decode: a precise message for the slow (error) path."""
+    if not isinstance(record, FrozenDict):
+        return "not a JSON object"
+    for key, kind in (("seq", int), ("time", int), ("type", str)):
+        if type(record.get(key)) is not kind:
+            return f"{key!r} must be {'an int' if kind is int else 'a str'}"
+    if record["seq"] != seq:
+        return f"seq {record['seq']} where {seq} was expected (seqs are contiguous from 0)"
+    if "data" not in record:
+        return "no 'data'"
+    if record["type"] in MESSAGE_EVENT_TYPES:
+        if "surface_op" not in record or "source_event_seqs" not in record:
+            return "a message event needs 'surface_op' and 'source_event_seqs'"
+        if type(record["source_event_seqs"]) is not tuple:
+            return "'source_event_seqs' must be a list"
+    return ""
+
+
+def decode_events(
+    records: Sequence[str | bytes],
+    describe: Callable[[int], str],
+    events: list[Event],
+    surface: Surface,
+) -> None:
+    """Decode stored records into `events` and fold them into `surface`.
+
+    `describe(index)` names where record `index` lives (`"/x/log.jsonl: line 7"`); every error is
+    a `SessionCorruptError` carrying that name.
+    """
+    make = tuple.__new__
+    event_class = Event
+    apply = surface.apply
+    add = events.append
+    user_message, assistant_message, tool_result = USER_MESSAGE, ASSISTANT_MESSAGE, TOOL_RESULT
+    known = KNOWN_EVENT_TYPES
+    seq = len(events)
+    for index, text in enumerate(records):
+        record: Any = None
+        try:
+            record = from_json(text)
+            event_type = record["type"]
+            time = record["time"]
+            data = record["data"]
+            if record["seq"] != seq or type(time) is not int or type(seq) is not int:
+                raise ValueError
+            if event_type == user_message:
+                data = message = freeze_message(data)
+            elif event_type == assistant_message or event_type == tool_result:
+                message = freeze_message(data["message"])
+                data = data | {"message": message}
+            else:
+                if type(event_type) is not str:
+                    raise ValueError
+                if event_type not in known and not is_ignorable(event_type, data):
+                    surface.block(seq, event_type)
+                elif event_type == INBOX_SPLICED and data.get("inserted"):
+                    data = data | {"inserted": tuple(map(freeze_message, data["inserted"]))}
+                add(make(event_class, (event_type, seq, time, data, None, ())))
+                seq += 1
+                continue
+            op = record["surface_op"]
+            source_seqs = record["source_event_seqs"]
+            if type(source_seqs) is not tuple:
+                raise ValueError
+            apply(message, seq, op)
+            add(make(event_class, (event_type, seq, time, data, op, source_seqs)))
+            seq += 1
+        except Exception as error:
+            reason = _reason(record, seq) if record is not None else "not valid JSON"
+            if not reason:
+                reason = f"bad {record.get('type')} event: {error}" if str(error) else f"bad {record.get('type')} event"
+            raise SessionCorruptError(f"{describe(index)}: {reason}") from None

@@ -1,0 +1,151 @@
+"""The model request as a pure function of the log: `ModelRequest` and `project_request`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from dshkit import FrozenDict, Message, freeze, thaw
+
+from .events import MESSAGE_EVENT_TYPES, REQUEST_HEADER, USER_MESSAGE, Event, is_ignorable, KNOWN_EVENT_TYPES
+from .surface import Surface
+
+if TYPE_CHECKING:
+    from .session import Session
+
+_EMPTY: FrozenDict[Any] = FrozenDict()
+
+
+class ModelRequest:
+    """A frozen model request: the derived messages plus the request header's facts.
+
+    `messages` holds the same `Message` objects the session derived (same ids); `system`,
+    `tools` and `config` are deep-frozen; `header_seq` is the seq of the `request/header` event
+    they came from (`None` when none was logged).
+    """
+
+    __slots__ = ("messages", "system", "tools", "config", "header_seq")
+    messages: tuple[Message, ...]
+    system: Any
+    tools: tuple[FrozenDict[Any], ...]
+    config: FrozenDict[Any]
+    header_seq: int | None
+
+    def __init__(
+        self,
+        messages: Sequence[Message],
+        *,
+        system: Any = None,
+        tools: Sequence[Mapping[str, Any]] = (),
+        config: Mapping[str, Any] | None = None,
+        header_seq: int | None = None,
+    ) -> None:
+        messages = tuple(messages)
+        for index, message in enumerate(messages):
+            if not isinstance(message, Message):
+                raise TypeError(f"messages[{index}] must be a Message, not {type(message).__name__}")
+        if isinstance(tools, (str, bytes, Mapping)):
+            raise TypeError("tools must be a sequence of tool specs (mappings)")
+        frozen_tools = freeze(tuple(tools))
+        for index, tool in enumerate(frozen_tools):
+            if not isinstance(tool, Mapping):
+                raise TypeError(f"tools[{index}] must be a mapping, not {type(tool).__name__}")
+        if config is not None and not isinstance(config, Mapping):
+            raise TypeError(f"config must be a mapping, not {type(config).__name__}")
+        setattr_ = object.__setattr__
+        setattr_(self, "messages", messages)
+        setattr_(self, "system", freeze(system))
+        setattr_(self, "tools", frozen_tools)
+        setattr_(self, "config", _EMPTY if config is None else freeze(config))
+        setattr_(self, "header_seq", header_seq)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"ModelRequest is immutable: cannot set {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"ModelRequest is immutable: cannot delete {name!r}")
+
+    def _key(self) -> tuple[Any, ...]:
+        return (self.messages, self.system, self.tools, self.config)
+
+    def __eq__(self, other: object) -> bool:
+        """Equal when messages, system, tools and config are equal (`header_seq` is provenance)."""
+        if not isinstance(other, ModelRequest):
+            return NotImplemented
+        return self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return (
+            f"ModelRequest(messages=<{len(self.messages)} messages>, system={self.system!r}, "
+            f"tools=<{len(self.tools)} tools>, config={self.config!r}, header_seq={self.header_seq!r})"
+        )
+
+    def __copy__(self) -> ModelRequest:
+        return self
+
+    def __deepcopy__(self, memo: object) -> ModelRequest:
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        """A plain, mutable, detached dict (messages as `Message.to_dict()` mappings)."""
+        return {
+            "messages": [message.to_dict() for message in self.messages],
+            "system": thaw(self.system),
+            "tools": thaw(self.tools),
+            "config": thaw(self.config),
+        }
+
+
+def derive_messages(events: Sequence[Event]) -> tuple[Message, ...]:
+    """Fold a sequence of events (for example a log prefix) into its model-visible messages."""
+    surface = Surface()
+    for event in events:
+        if event.type in MESSAGE_EVENT_TYPES:
+            message = event.data if event.type == USER_MESSAGE else event.data["message"]
+            surface.apply(message, event.seq, event.surface_op)
+        elif event.type not in KNOWN_EVENT_TYPES and not is_ignorable(event.type, event.data):
+            surface.block(event.seq, event.type)
+    return surface.messages()
+
+
+def _latest_header(events: Sequence[Event]) -> Event | None:
+    for index in range(len(events) - 1, -1, -1):
+        if events[index].type == REQUEST_HEADER:
+            return events[index]
+    return None
+
+
+def project_request(
+    session: Session,
+    *,
+    system: Any = None,
+    tools: Sequence[Mapping[str, Any]] = (),
+    config: Mapping[str, Any] | None = None,
+    at_seq: int | None = None,
+) -> ModelRequest:
+    """The frozen request the log defines: derived messages plus the latest `request/header`.
+
+    The header's `system`, `tools` and `config` are the base; a `system` or `config` that is not
+    `None`, or non-empty `tools`, overrides that field. `at_seq` projects the log as it was
+    right after event `at_seq` (to rebuild a request that was sent earlier).
+    """
+    if at_seq is None:
+        messages = session.messages()
+        header_event = session.request_header
+    else:
+        if type(at_seq) is not int or not 0 <= at_seq < len(session.events):
+            raise ValueError(f"at_seq {at_seq!r} is not the seq of an event in the log (0..{len(session.events) - 1})")
+        prefix = session.events[: at_seq + 1]
+        messages = derive_messages(prefix)
+        header_event = _latest_header(prefix)
+    header: Mapping[str, Any] = header_event.data["header"] if header_event is not None else _EMPTY
+    return ModelRequest(
+        messages,
+        system=system if system is not None else header.get("system"),
+        tools=tools if tools else header.get("tools", ()),
+        config=config if config is not None else header.get("config"),
+        header_seq=header_event.seq if header_event is not None else None,
+    )

@@ -1,0 +1,436 @@
+"""`Session`: the append-only log that is the authority for every model-visible input."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, overload
+
+from dshkit import Message, new_message_id
+
+from .codec import decode_events, decode_header, encode_event, encode_header
+from .errors import SessionClosedError
+from .events import (
+    COMPACTION_END,
+    COMPACTION_START,
+    REQUEST_HEADER,
+    USER_MESSAGE,
+    Event,
+    prepare_data,
+    prepare_source_seqs,
+    prepare_surface_op,
+    replace_op,
+)
+from .repair import plan_closers
+from .store import check_durability, store_for_path
+from .surface import Surface
+
+logger = logging.getLogger("dshkit.session")
+
+Observer = Callable[[Event], object]
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class EventsView(Sequence[Event]):
+    """A read-only, live view of a session's events (`session.events`)."""
+
+    __slots__ = ("_events",)
+
+    def __init__(self, events: list[Event]) -> None:
+        self._events = events
+
+    @overload
+    def __getitem__(self, index: int) -> Event: ...
+    @overload
+    def __getitem__(self, index: slice) -> tuple[Event, ...]: ...
+    def __getitem__(self, index: int | slice) -> Event | tuple[Event, ...]:
+        if isinstance(index, slice):
+            return tuple(self._events[index])
+        return self._events[index]
+
+    def __len__(self) -> int:
+        return len(self._events)
+
+    def __iter__(self) -> Iterator[Event]:
+        return iter(self._events)
+
+    def __repr__(self) -> str:
+        return f"<EventsView of {len(self._events)} events>"
+
+
+class Session:
+    """An append-only session log and the history derived from it.
+
+    `Session()` lives in memory; `Session.create(path)` starts a durable log and
+    `Session.open(path)` loads one, closing a turn that a crash left open. Appends are
+    synchronous: when `append` returns, the event is in the store (and on disk, per the
+    durability mode) and every observer has seen it.
+    """
+
+    def __init__(self) -> None:
+        """A new session held in memory only."""
+        self._init(store=None, durability="none", read_only=False, session_id=new_message_id(), created_at=_now_ms())
+
+    def _init(self, *, store: Any, durability: str, read_only: bool, session_id: str, created_at: int) -> None:
+        self._store = store
+        self._durability = durability
+        self._read_only = read_only
+        self._closed = False
+        self._id = session_id
+        self._created_at = created_at
+        self._events: list[Event] = []
+        self._events_view = EventsView(self._events)
+        self._surface = Surface()
+        self._observers: tuple[tuple[Observer, Callable[[BaseException, Event], object] | None], ...] = ()
+        self._lock = threading.RLock()
+        self._publishing: int | None = None  # thread ident while observers run
+        self._last_time = created_at
+        self._header: Event | None = None
+
+    # -- construction ---------------------------------------------------------------------
+
+    @classmethod
+    def create(
+        cls, path: str | os.PathLike[str] | None = None, *, durability: str = "checkpoint", store: Any = None
+    ) -> Session:
+        """Start a new log at `path` (`.jsonl`, `.sqlite` or `.db`) or in `store`.
+
+        `FileExistsError` if the path already exists: an existing log is never overwritten.
+        """
+        check_durability(durability)
+        store = cls._resolve_store(path, store)
+        if store is None:
+            return cls()
+        session = cls.__new__(cls)
+        session_id, created_at = new_message_id(), _now_ms()
+        store.create(encode_header(session_id, created_at), durability)
+        session._init(store=store, durability=durability, read_only=False, session_id=session_id, created_at=created_at)
+        return session
+
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        durability: str = "checkpoint",
+        store: Any = None,
+        read_only: bool = False,
+    ) -> Session:
+        """Load the log at `path` (or in `store`), repairing a turn left open by a crash.
+
+        `read_only=True` loads without repairing, locking or ever writing (for inspection).
+        Raises `FileNotFoundError` if there is no log and `SessionCorruptError` if it cannot be read.
+        """
+        check_durability(durability)
+        store = cls._resolve_store(path, store)
+        if store is None:
+            raise ValueError("Session.open needs a path or a store")
+        header_text, records = store.load(durability, read_only=read_only)
+        session = cls.__new__(cls)
+        try:
+            header = decode_header(header_text, store.describe(-1))
+            session._init(
+                store=store,
+                durability=durability,
+                read_only=read_only,
+                session_id=header["id"],
+                created_at=header["created_at"],
+            )
+            decode_events(records, store.describe, session._events, session._surface)
+            session._after_load()
+            if not read_only:
+                session._repair()
+        except BaseException:
+            store.close()
+            raise
+        return session
+
+    @staticmethod
+    def _resolve_store(path: str | os.PathLike[str] | None, store: Any) -> Any:
+        if store is not None and path is not None:
+            raise ValueError("pass a path or a store, not both")
+        if path is not None:
+            return store_for_path(path)
+        return store
+
+    def _after_load(self) -> None:
+        events = self._events
+        if events:
+            self._last_time = max(self._last_time, events[-1].time)
+        for index in range(len(events) - 1, -1, -1):
+            if events[index].type == REQUEST_HEADER:
+                self._header = events[index]
+                break
+
+    def _repair(self) -> None:
+        closers = plan_closers(self._events, self._surface)
+        if not closers:
+            return
+        closer_time = self._events[-1].time
+        for event_type, data, source_seqs in closers:
+            self._append(event_type, data, None, source_seqs, closer_time)
+        self.sync()
+
+    # -- properties -----------------------------------------------------------------------
+
+    @property
+    def id(self) -> str:
+        """The log's id (from its header)."""
+        return self._id
+
+    @property
+    def created_at(self) -> int:
+        """When the log was created, in ms since the epoch."""
+        return self._created_at
+
+    @property
+    def store(self) -> Any:
+        """The store holding the log (`None` in memory)."""
+        return self._store
+
+    @property
+    def durability(self) -> str:
+        """`"always"`, `"checkpoint"` or `"none"`."""
+        return self._durability
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def events(self) -> EventsView:
+        """Every event, in seq order (a read-only, live sequence)."""
+        return self._events_view
+
+    @property
+    def request_header(self) -> Event | None:
+        """The latest `request/header` event, if any."""
+        return self._header
+
+    # -- derivation -----------------------------------------------------------------------
+
+    def messages(self) -> tuple[Message, ...]:
+        """The derived, model-visible history: the same `Message` objects that were appended.
+
+        Cached: unchanged after reads, extended by appends, re-derived only where a replace
+        touched it. Raises `UnknownEventError` if the log holds an unknown, non-ignorable event.
+        """
+        with self._lock:
+            return self._surface.messages()
+
+    def message(self, message_id: str) -> Message:
+        """The message with this id on the surface (its latest replacement); `KeyError` if none."""
+        surface = self._surface
+        position = surface.positions.get(message_id)
+        if position is None:
+            raise KeyError(message_id)
+        return surface.nodes[position]
+
+    def has_message(self, message_id: str) -> bool:
+        """Whether any event ever logged this message id (on the surface or replaced away)."""
+        return message_id in self._surface.seen
+
+    def message_event(self, message_id: str) -> Event:
+        """The event that put the message with this id on the surface; `KeyError` if none."""
+        surface = self._surface
+        position = surface.positions.get(message_id)
+        if position is None:
+            raise KeyError(message_id)
+        return self._events[surface.node_seqs[position]]
+
+    def pending_tool_calls(self) -> tuple[str, ...]:
+        """Ids of tool calls on the surface that have no result yet, in order."""
+        with self._lock:
+            return tuple(self._surface.pending_calls())
+
+    # -- appending ------------------------------------------------------------------------
+
+    def append(
+        self,
+        type: str,  # noqa: A002 - the contract's name
+        data: Any,
+        *,
+        surface_op: Any = None,
+        source_event_seqs: Iterable[int] = (),
+    ) -> Event:
+        """Validate, freeze, number, store, then publish one event; returns it.
+
+        For `user/message` `data` is the `Message`; for `assistant/message` and `tool/result` a
+        mapping holding `message` beside the envelope facts. A bad append raises
+        (`TypeError`/`ValueError`) and writes nothing; an append from an observer raises
+        `RuntimeError`.
+        """
+        return self._append(type, data, surface_op, source_event_seqs, None)
+
+    def _append(
+        self, event_type: Any, data: Any, surface_op: Any, source_event_seqs: Iterable[int], at: int | None
+    ) -> Event:
+        if self._publishing == threading.get_ident():
+            raise RuntimeError("an observer cannot append to the session it observes (appends are not re-entrant)")
+        with self._lock:
+            if self._closed or self._read_only:
+                raise SessionClosedError("the session is closed" if self._closed else "the session was opened read-only")
+            frozen = prepare_data(event_type, data)
+            op = prepare_surface_op(event_type, surface_op)
+            seq = len(self._events)
+            source_seqs = prepare_source_seqs(source_event_seqs, seq)
+            if op is None and source_seqs:
+                raise ValueError(f"{event_type} events carry no source_event_seqs (only message events do)")
+            surface = self._surface
+            if op is not None:
+                surface.check(event_type, frozen, op, self._events)
+            now = at if at is not None else max(_now_ms(), self._last_time)
+            event = Event(event_type, seq, now, frozen, op, source_seqs)
+            if self._store is not None:
+                self._store.append(event, encode_event(event))
+            # Committed: from here on nothing may fail and undo the append.
+            self._events.append(event)
+            self._last_time = now
+            if op is not None:
+                surface.apply(frozen if event_type == USER_MESSAGE else frozen["message"], seq, op)
+            elif event_type == REQUEST_HEADER:
+                self._header = event
+            self._publish(event)
+            return event
+
+    def _publish(self, event: Event) -> None:
+        if not self._observers:
+            return
+        self._publishing = threading.get_ident()
+        try:
+            for observer, on_error in self._observers:
+                try:
+                    observer(event)
+                except Exception as error:  # contained: an observer never undoes an append
+                    self._report(observer, on_error, error, event)
+        finally:
+            self._publishing = None
+
+    @staticmethod
+    def _report(observer: Observer, on_error: Any, error: Exception, event: Event) -> None:
+        if on_error is not None:
+            try:
+                on_error(error, event)
+                return
+            except Exception:
+                logger.exception("session observer error handler %r failed", on_error)
+        logger.error("session observer %r failed on event %d (%s)", observer, event.seq, event.type, exc_info=error)
+
+    def subscribe(
+        self, callback: Observer, *, on_error: Callable[[BaseException, Event], object] | None = None
+    ) -> Callable[[], None]:
+        """Call `callback(event)` after every append; returns a function that unsubscribes.
+
+        A failing observer is reported to `on_error(error, event)` if given, else logged on the
+        `dshkit.session` logger; it never undoes the append nor stops other observers.
+        """
+        entry = (callback, on_error)
+        with self._lock:
+            self._observers = (*self._observers, entry)
+
+        def unsubscribe() -> None:
+            with self._lock:
+                self._observers = tuple(other for other in self._observers if other is not entry)
+
+        return unsubscribe
+
+    # -- surface changes ------------------------------------------------------------------
+
+    def replace(self, message: Message) -> Event:
+        """Replace the surface message with `message.id` by `message` (same id: a rewrite).
+
+        Appends a new event of the replaced one's type (envelope facts kept) whose surface_op
+        replaces that node. `ValueError` if the session holds no message with that id on its
+        surface, or if the replacement changes more than the content.
+        """
+        if not isinstance(message, Message):
+            raise TypeError(f"replace needs a Message, not {type(message).__name__}")
+        with self._lock:
+            surface = self._surface
+            position = surface.positions.get(message.id)
+            if position is None:
+                if message.id in surface.seen:
+                    raise ValueError(f"message {message.id} is no longer on the surface (it was replaced by a range)")
+                raise ValueError(f"the session holds no message with id {message.id}")
+            old = self._events[surface.node_seqs[position]]
+            data = message if old.type == USER_MESSAGE else {**old.data, "message": message}
+            return self.append(old.type, data, surface_op=replace_op(position, position + 1), source_event_seqs=(old.seq,))
+
+    def compact(self, start_id: str, end_id: str, summary: Message) -> Event:
+        """Replace the surface from `start_id` to `end_id` (both included) with `summary`.
+
+        `summary` is a new user message (its id must not be in the session). The range must not
+        separate a tool call from its result. Appends `compaction/start`, the summary's
+        `user/message`, `compaction/end`, and returns the summary's event. Every replaced event
+        stays in the log.
+        """
+        if not isinstance(summary, Message):
+            raise TypeError(f"compact needs a Message summary, not {type(summary).__name__}")
+        with self._lock:
+            surface = self._surface
+            positions = []
+            for name, message_id in (("start_id", start_id), ("end_id", end_id)):
+                position = surface.positions.get(message_id)
+                if position is None:
+                    raise ValueError(f"{name}: the session holds no message {message_id!r} on its surface")
+                positions.append(position)
+            start, last = positions
+            if start > last:
+                raise ValueError(f"start_id {start_id} comes after end_id {end_id} on the surface")
+            if summary.id in surface.seen:
+                raise ValueError(f"summary {summary.id} is already in the session: a summary is a new message with a new id")
+            op = replace_op(start, last + 1)
+            surface.check(USER_MESSAGE, prepare_data(USER_MESSAGE, summary), op, self._events)
+            replaced = [self._events[seq] for seq in surface.node_seqs[start : last + 1]]
+            begin = self.append(
+                COMPACTION_START,
+                {
+                    "start_id": start_id,
+                    "end_id": end_id,
+                    "message_ids": [event.message.id for event in replaced],  # type: ignore[union-attr]
+                },
+            )
+            event = self.append(
+                USER_MESSAGE, summary, surface_op=op, source_event_seqs=[replaced_event.seq for replaced_event in replaced]
+            )
+            self.append(COMPACTION_END, {"summary_id": summary.id, "start_seq": begin.seq})
+            return event
+
+    # -- durability and lifetime ----------------------------------------------------------
+
+    def sync(self) -> None:
+        """Make every event appended so far durable (the `"checkpoint"` durability point)."""
+        with self._lock:
+            if self._closed:
+                raise SessionClosedError("the session is closed")
+            if self._store is not None and not self._read_only:
+                self._store.sync()
+
+    def close(self) -> None:
+        """Sync and release the store. Idempotent; events and messages stay readable."""
+        with self._lock:
+            if self._closed:
+                return
+            try:
+                if self._store is not None and not self._read_only:
+                    self._store.sync()
+            finally:
+                self._closed = True
+                if self._store is not None:
+                    self._store.close()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        where = f" store={self._store!r}" if self._store is not None else " in memory"
+        return f"<Session {self._id}{where} events={len(self._events)}{' closed' if self._closed else ''}>"

@@ -1,0 +1,64 @@
+"""What a session store is, and which store a path selects.
+
+A store keeps the header and the encoded events of one log. The session validates, encodes and
+numbers events; the store only persists them, honouring the durability mode:
+
+- `"always"`: an append returns only once the event is on stable storage (fsync);
+- `"checkpoint"`: `sync()` makes everything appended so far durable (the agent calls it before
+  each model call and before each tool body);
+- `"none"`: never forces anything to disk (the OS writes when it likes).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from .events import Event
+
+DURABILITY_MODES = ("always", "checkpoint", "none")
+
+
+def check_durability(durability: object) -> str:
+    """`durability` itself if it names a mode, else `ValueError`."""
+    if durability not in DURABILITY_MODES:
+        raise ValueError(f"durability must be one of {', '.join(map(repr, DURABILITY_MODES))}, not {durability!r}")
+    return durability  # type: ignore[return-value]
+
+
+class SessionStore(Protocol):
+    """Persistence of one session log (JSON Lines and SQLite ship; anything else may implement it)."""
+
+    def create(self, header: str, durability: str) -> None:
+        """Start a new, empty log holding `header` (JSON text); `FileExistsError` if one exists."""
+
+    def load(self, durability: str, *, read_only: bool) -> tuple[str | bytes, Sequence[str | bytes]]:
+        """The header text and every stored event record, in seq order (repairing a torn tail)."""
+
+    def describe(self, index: int) -> str:
+        """Where event record `index` (0-based; -1: the header) lives: `"/x/log.jsonl: line 7"`."""
+
+    def append(self, event: Event, record: str) -> None:
+        """Persist one encoded event; on failure persist nothing of it and raise."""
+
+    def sync(self) -> None:
+        """Make every appended event durable (a no-op with durability `"none"`)."""
+
+    def close(self) -> None:
+        """Release the storage; idempotent."""
+
+
+def store_for_path(path: str | os.PathLike[str]) -> Any:
+    """The store a path's suffix selects: `.jsonl` JSON Lines, `.sqlite`/`.db` SQLite."""
+    suffix = Path(path).suffix.lower()
+    if suffix == ".jsonl":
+        from .store_jsonl import JsonlStore
+
+        return JsonlStore(path)
+    if suffix in (".sqlite", ".db"):
+        from .store_sqlite import SqliteStore
+
+        return SqliteStore(path)
+    raise ValueError(f"cannot tell the store from {str(path)!r}: use a .jsonl, .sqlite or .db path, or pass store=")

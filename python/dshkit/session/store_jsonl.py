@@ -1,0 +1,191 @@
+"""The JSON Lines store: the embedded default.
+
+Line 1 is the header, then one event per line, each written with a single `write` on a file
+opened with `O_APPEND`. A writer holds an exclusive `flock` on the file, so two processes (or two
+sessions in one process) never interleave appends. On open, a torn last line (no newline, or not
+JSON: an append that never completed) is cut off with a `SessionRecoveryWarning`; a bad line
+anywhere else is a `SessionCorruptError` naming the file and line.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from pathlib import Path
+from dshkit import from_json
+
+from .errors import SessionCorruptError, SessionError, SessionRecoveryWarning
+from .events import Event
+from .store import check_durability
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: no advisory lock, single writer by convention
+    fcntl = None  # type: ignore[assignment]
+
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    written = os.write(fd, data)
+    while written < len(data):  # a short write on a regular file: finish it
+        written += os.write(fd, data[written:])
+
+
+def _read_all(fd: int) -> bytes:
+    chunks = []
+    while True:
+        chunk = os.read(fd, 1 << 20)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+
+
+def _fsync_directory(path: Path) -> None:
+    fd = os.open(path.parent, os.O_RDONLY | _CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class JsonlStore:
+    """A session log in a JSON Lines file."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self._fd: int | None = None
+        self._durability = "checkpoint"
+        self._size = 0  # bytes of complete lines: where a failed append is cut back to
+        self._dirty = False
+        self._broken: str | None = None
+
+    def __repr__(self) -> str:
+        return f"JsonlStore({str(self.path)!r})"
+
+    def describe(self, index: int) -> str:
+        return f"{self.path}: line {index + 2}"
+
+    def _lock(self, fd: int) -> None:
+        if fcntl is None:
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise SessionError(f"{self.path} is already open for writing (by this or another process)") from None
+
+    def create(self, header: str, durability: str) -> None:
+        self._durability = check_durability(durability)
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | _CLOEXEC, 0o644)
+        try:
+            self._lock(fd)
+            data = (header + "\n").encode()
+            _write_all(fd, data)
+            if durability != "none":
+                os.fsync(fd)
+                _fsync_directory(self.path)
+        except BaseException:
+            os.close(fd)
+            os.unlink(self.path)
+            raise
+        self._fd, self._size = fd, len(data)
+
+    def load(self, durability: str, *, read_only: bool) -> tuple[bytes, list[bytes]]:
+        self._durability = check_durability(durability)
+        fd = os.open(self.path, (os.O_RDONLY if read_only else os.O_RDWR | os.O_APPEND) | _CLOEXEC)
+        try:
+            if not read_only:
+                self._lock(fd)
+            header, lines, torn = self._split(_read_all(fd))
+            if torn is not None:
+                self._cut(fd, torn, len(lines), read_only)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
+        return header, lines
+
+    def _split(self, content: bytes) -> tuple[bytes, list[bytes], tuple[int, str] | None]:
+        """Header, complete event lines, and (size to keep, why) when the last line is torn."""
+        if not content:
+            raise SessionCorruptError(f"{self.path}: line 1: empty file, not a dshkit session log")
+        header_end = content.find(b"\n")
+        if header_end < 0:
+            raise SessionCorruptError(f"{self.path}: line 1: not a dshkit session log (no complete header line)")
+        lines = content[header_end + 1 :].split(b"\n")
+        tail = lines.pop()  # what follows the last newline: b"" when the file ends cleanly
+        keep = len(content) - len(tail)
+        torn: tuple[int, str] | None = None
+        if tail:
+            torn = (keep, "no newline")
+        elif lines:
+            try:
+                from_json(lines[-1])
+            except Exception:
+                last = lines.pop()
+                keep -= len(last) + 1
+                torn = (keep, "not JSON")
+        self._size = keep
+        return content[:header_end], lines, torn
+
+    def _cut(self, fd: int, torn: tuple[int, str], line_count: int, read_only: bool) -> None:
+        keep, why = torn
+        line = line_count + 2
+        if read_only:
+            action = "ignored (read-only; it is cut when the log is opened for writing)"
+        else:
+            os.ftruncate(fd, keep)
+            if self._durability != "none":
+                os.fsync(fd)
+            action = "cut off; every line before it is intact"
+        warnings.warn(
+            SessionRecoveryWarning(f"{self.path}: line {line}: torn last line ({why}: an unfinished append) {action}"),
+            stacklevel=4,
+        )
+
+    def append(self, event: Event, record: str) -> None:
+        fd = self._writable()
+        data = (record + "\n").encode()
+        try:
+            _write_all(fd, data)
+            if self._durability == "always":
+                os.fsync(fd)
+        except BaseException as error:
+            self._undo_partial_write(fd, error)
+            raise
+        self._size += len(data)
+        self._dirty = self._durability == "checkpoint"
+
+    def _undo_partial_write(self, fd: int, error: BaseException) -> None:
+        try:
+            os.ftruncate(fd, self._size)
+        except OSError:
+            self._broken = f"an append failed ({error!r}) and could not be cut back"
+
+    def _writable(self) -> int:
+        if self._broken is not None:
+            raise SessionError(f"{self.path}: no further appends: {self._broken}")
+        if self._fd is None:
+            raise SessionError(f"{self.path}: store is closed")
+        return self._fd
+
+    def sync(self) -> None:
+        if not self._dirty or self._fd is None:
+            return
+        try:
+            os.fsync(self._fd)
+        except OSError as error:
+            # After a failed fsync the kernel may have dropped the pages: nothing later can be trusted.
+            self._broken = f"fsync failed ({error!r})"
+            raise
+        self._dirty = False
+
+    def close(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
+
+    @property
+    def size(self) -> int:
+        """Bytes of the file that hold complete lines."""
+        return self._size

@@ -1,0 +1,327 @@
+"""JSON: `to_json`, `from_json`, and the `json_default` hook for `json` and `orjson`."""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+import sys
+import types
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import orjson
+import pytest
+
+from dshkit import (
+    FrozenDict,
+    create_assistant_message,
+    create_user_message,
+    freeze,
+    from_json,
+    json_default,
+    thaw,
+    to_json,
+)
+
+USER = {"kind": "user"}
+
+
+class PlainMapping(Mapping[str, Any]):
+    def __init__(self, data: dict[str, Any]) -> None:
+        self._data = dict(data)
+
+    def __getitem__(self, key: str) -> Any:
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+
+def bits(value: float) -> bytes:
+    return struct.pack("<d", value)
+
+
+SAMPLE = {"a": [1, 2.5, True, False, None, "s"], "b": {"c": {"d": []}}, "e": {}}
+
+
+# --- to_json ---------------------------------------------------------------------------------
+
+
+def test_to_json_is_compact() -> None:
+    assert to_json(freeze(SAMPLE)) == '{"a":[1,2.5,true,false,null,"s"],"b":{"c":{"d":[]}},"e":{}}'
+
+
+@pytest.mark.parametrize(
+    "value",
+    [SAMPLE, freeze(SAMPLE), types.MappingProxyType(SAMPLE), PlainMapping(SAMPLE)],
+    ids=["plain", "frozen", "mappingproxy", "custom-mapping"],
+)
+def test_to_json_accepts_frozen_and_plain_trees(value: Any) -> None:
+    assert json.loads(to_json(value)) == SAMPLE
+    assert to_json(value) == to_json(freeze(SAMPLE))
+
+
+@pytest.mark.parametrize(
+    ("leaf", "text"),
+    [(None, "null"), (True, "true"), (False, "false"), (0, "0"), (-7, "-7"), (2**63 - 1, str(2**63 - 1)),
+     (-(2**63), str(-(2**63))), ("", '""'), ("x", '"x"'), ((), "[]"), ([], "[]"), ({}, "{}")],
+)
+def test_to_json_of_leaves(leaf: Any, text: str) -> None:
+    assert to_json(leaf) == text
+
+
+def test_to_json_keeps_bool_distinct_from_int() -> None:
+    assert to_json([1, True, 0, False]) == "[1,true,0,false]"
+
+
+def test_to_json_of_a_message_matches_its_method() -> None:
+    message = create_assistant_message(
+        [{"type": "text", "text": "a"}], provider="p", model="m", replay_state={"x": [1.5]}
+    )
+    assert to_json(message) == message.to_json()
+    assert json.loads(to_json(message)) == message.to_dict()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "plain",
+        'quote " and backslash \\ and slash /',
+        "\x00\x01\x02\x07\x08\t\n\x0b\x0c\r\x0e\x1f",
+        "\x7f\x80\x9f",
+        "é ü ß ñ",
+        "漢字かなカナ",
+        "😀 𝄞 \U0010ffff",
+        "\u2028\u2029",
+        "\ufeff bom",
+        "".join(chr(c) for c in range(0x20)),
+    ],
+    ids=["plain", "quotes", "controls", "c1", "latin", "cjk", "astral", "separators", "bom", "all-controls"],
+)
+def test_string_escaping_round_trips(text: str) -> None:
+    encoded = to_json({text: [text]})
+    assert json.loads(encoded) == {text: [text]}
+    assert orjson.loads(encoded) == {text: [text]}
+    assert from_json(encoded) == {text: (text,)}
+    # Control characters never appear raw in the output.
+    assert not any(ord(c) < 0x20 for c in encoded)
+
+
+def test_string_escapes_are_the_short_forms_where_json_has_them() -> None:
+    assert to_json("\"\\\n\r\t\b\f") == '"\\"\\\\\\n\\r\\t\\b\\f"'
+    assert to_json("\x00\x1f") == '"\\u0000\\u001f"'
+
+
+def test_non_ascii_is_written_as_utf8_not_escaped() -> None:
+    """Pinned: like orjson, text is UTF-8 rather than \\u escapes."""
+    assert to_json("é😀") == '"é😀"'
+
+
+@pytest.mark.parametrize(
+    "value",
+    [0.0, -0.0, 0.1, 1.0, -1.5, 1e16, 1e22, 1e23, 1e-7, 5e-324, 2.2250738585072014e-308,
+     sys.float_info.max, -sys.float_info.max, 1 / 3, 9007199254740993.0, 123456789.123456789],
+)
+def test_floats_round_trip_exactly(value: float) -> None:
+    encoded = to_json([value])
+    assert bits(json.loads(encoded)[0]) == bits(value)
+    assert bits(from_json(encoded)[0]) == bits(value)
+    assert type(from_json(encoded)[0]) is float
+
+
+def test_whole_floats_stay_floats() -> None:
+    assert type(json.loads(to_json(1.0))) is float
+    assert type(from_json(to_json(1.0))) is float
+    assert type(from_json(to_json(1e20))) is float
+
+
+@pytest.mark.parametrize(
+    ("value", "error", "prefix"),
+    [
+        ({"a": [1, {2}]}, TypeError, "value['a'][1]: set is not a JSON value"),
+        ({"a": b"x"}, TypeError, "value['a']: bytes is not a JSON value"),
+        ({"a": float("nan")}, ValueError, "value['a']: "),
+        ({"a": [float("inf")]}, ValueError, "value['a'][0]: "),
+        ({"a": 2**63}, ValueError, "value['a']: "),
+        ({"a": -(2**63) - 1}, ValueError, "value['a']: "),
+        ({"a": {"b": {1: 2}}}, TypeError, "value['a']['b']: "),
+    ],
+)
+def test_to_json_bad_values_name_the_path(value: Any, error: type[Exception], prefix: str) -> None:
+    with pytest.raises(error) as caught:
+        to_json(value)
+    assert str(caught.value).startswith(prefix), str(caught.value)
+
+
+def test_to_json_refuses_cycles() -> None:
+    loop: dict[str, Any] = {}
+    loop["again"] = [loop]
+    with pytest.raises(ValueError, match="cycle"):
+        to_json(loop)
+
+
+@pytest.mark.parametrize("surrogate", ["\ud800", "\udfff", "a\udc80b"])
+def test_lone_surrogates_raise_value_error_naming_the_path(surrogate: str) -> None:
+    with pytest.raises(ValueError) as caught:
+        to_json({"a": ["ok", surrogate]})
+    assert str(caught.value).startswith("value['a'][1]: ")
+    assert "surrogate" in str(caught.value)
+
+
+def test_a_lone_surrogate_in_a_key_is_refused() -> None:
+    with pytest.raises(ValueError, match="surrogate"):
+        to_json({"k\ud800": 1})
+
+
+def test_a_lone_surrogate_in_a_message_names_the_message_path() -> None:
+    """Pinned: freezing keeps any str; writing JSON refuses the lone surrogate with its path."""
+    message = create_user_message("bad \ud800", source=USER)
+    with pytest.raises(ValueError) as caught:
+        message.to_json()
+    assert "['content'][0]['text']" in str(caught.value)
+
+
+# --- from_json -------------------------------------------------------------------------------
+
+
+def test_from_json_builds_a_frozen_tree() -> None:
+    value = from_json('{"a":[1,{"b":[2.5,null,true]}],"c":"x"}')
+    assert type(value) is FrozenDict
+    assert type(value["a"]) is tuple and type(value["a"][1]) is FrozenDict
+    assert value == freeze({"a": [1, {"b": [2.5, None, True]}], "c": "x"})
+    assert value["a"][1]["b"][2] is True
+    assert freeze(value) is value
+
+
+def test_from_json_accepts_str_and_bytes_and_whitespace() -> None:
+    assert from_json(' \n{ "a" : [ 1 , 2 ] }\t') == {"a": (1, 2)}
+    assert from_json(b'{"a":1}') == {"a": 1}
+    assert from_json('"\\u00e9\\ud83d\\ude00"') == "é😀"
+
+
+def test_from_json_keeps_key_order_and_last_duplicate_wins() -> None:
+    """Pinned to `json.loads`: a repeated key keeps its first position and its last value."""
+    text = '{"z":1,"a":2,"z":3}'
+    value = from_json(text)
+    assert list(value.items()) == list(json.loads(text).items())
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["", "{", "[1,]", '{"a":1,}', "nul", "NaN", "Infinity", "-Infinity", "[1] [2]", "{'a': 1}", '"\\x"', "01",
+     '"unterminated', '{"a" 1}', "\ufeff{}"],
+)
+def test_from_json_rejects_invalid_json_with_value_error(text: str) -> None:
+    with pytest.raises(ValueError):
+        from_json(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["9223372036854775808", "18446744073709551616", "-9223372036854775809", "100000000000000000000000000"],
+)
+def test_from_json_refuses_integers_outside_64_bits(text: str) -> None:
+    """Ints are 64-bit signed everywhere; a huge literal must not silently become a float."""
+    with pytest.raises(ValueError):
+        from_json(text)
+
+
+@pytest.mark.parametrize("text", ["9223372036854775807", "-9223372036854775808", "0", "-0"])
+def test_from_json_reads_64_bit_integers_exactly(text: str) -> None:
+    value = from_json(text)
+    assert type(value) is int and value == int(text)
+
+
+@pytest.mark.parametrize("text", ["1e400", "-1e400"])
+def test_from_json_refuses_floats_that_overflow(text: str) -> None:
+    with pytest.raises(ValueError):
+        from_json(text)
+
+
+def test_from_json_lone_surrogate_escape_is_refused() -> None:
+    with pytest.raises(ValueError):
+        from_json('"\\ud800"')
+
+
+def test_from_json_depth_limit() -> None:
+    assert from_json("[" * 256 + "]" * 256) is not None
+    with pytest.raises(ValueError, match="256"):
+        from_json("[" * 257 + "]" * 257)
+    with pytest.raises(ValueError):
+        from_json('{"a":' * 300 + "1" + "}" * 300)
+    with pytest.raises(ValueError):
+        from_json("[" * 100_000)
+
+
+@pytest.mark.parametrize("bad", [123, None, ["{}"], bytearray(b"{}")])
+def test_from_json_refuses_non_text(bad: Any) -> None:
+    with pytest.raises(TypeError):
+        from_json(bad)
+
+
+def test_from_json_refuses_invalid_utf8_bytes() -> None:
+    with pytest.raises(ValueError):
+        from_json(b'"\xff"')
+
+
+# --- json_default ----------------------------------------------------------------------------
+
+
+def test_stdlib_json_refuses_frozendict_without_the_hook() -> None:
+    with pytest.raises(TypeError):
+        json.dumps(freeze(SAMPLE))
+
+
+def test_json_dumps_with_the_hook() -> None:
+    frozen = freeze(SAMPLE)
+    assert json.dumps(frozen, default=json_default) == json.dumps(SAMPLE)
+    assert json.loads(json.dumps({"wrapped": frozen}, default=json_default)) == {"wrapped": SAMPLE}
+
+
+def test_orjson_dumps_with_the_hook() -> None:
+    frozen = freeze(SAMPLE)
+    with pytest.raises(TypeError):
+        orjson.dumps(frozen)
+    assert orjson.dumps(frozen, default=json_default) == orjson.dumps(SAMPLE)
+    assert orjson.loads(orjson.dumps([frozen, {"x": frozen}], default=json_default)) == [SAMPLE, {"x": SAMPLE}]
+
+
+def test_the_hook_serialises_messages() -> None:
+    message = create_user_message([{"type": "custom", "n": [1, {"k": None}]}], source=USER)
+    assert json.loads(json.dumps(message, default=json_default)) == message.to_dict()
+    assert orjson.loads(orjson.dumps(message, default=json_default)) == message.to_dict()
+    assert json.loads(json.dumps([message], default=json_default)) == [message.to_dict()]
+
+
+def test_the_hook_agrees_with_to_json() -> None:
+    frozen = freeze(SAMPLE)
+    assert json.dumps(frozen, default=json_default, separators=(",", ":")) == to_json(frozen)
+    assert orjson.dumps(frozen, default=json_default).decode() == to_json(frozen)
+
+
+@pytest.mark.parametrize("other", [object(), {1, 2}, b"x", 1 + 1j])
+def test_the_hook_refuses_other_objects_with_type_error(other: Any) -> None:
+    with pytest.raises(TypeError):
+        json_default(other)
+    with pytest.raises(TypeError):
+        json.dumps({"x": other}, default=json_default)
+
+
+def test_the_hook_does_not_expose_internal_state() -> None:
+    frozen = FrozenDict({"a": 1})
+    handed_out = json_default(frozen)
+    if isinstance(handed_out, dict):
+        handed_out["a"] = "changed"
+    assert frozen == {"a": 1}
+
+
+def test_json_loads_of_to_json_matches_json_dumps_semantics() -> None:
+    tree = {"n": [0, -1, 2**53 + 1, 1.25, -0.0, 1e300], "s": "é\n\"", "t": [True, None], "o": {"": ""}}
+    ours = json.loads(to_json(freeze(tree)))
+    theirs = json.loads(json.dumps(tree))
+    assert ours == theirs
+    assert math.copysign(1, ours["n"][4]) == -1

@@ -1,0 +1,268 @@
+"""A real HTTP server on 127.0.0.1 that plays scripted chat-completions responses.
+
+`loopback` is a threaded `http.server` (HTTP/1.1, keep-alive, chunked bodies) that answers each
+POST with the next scripted `Reply` and records what it received, so tests observe the real bytes
+on the wire: retries, request bodies, and whether the client dropped a stalled connection.
+`wire` builds recorded-shape SSE bodies (the event shapes DeepSeek / OpenAI / vLLM send).
+"""
+
+from __future__ import annotations
+
+import json
+import select
+import socket
+import threading
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Union
+
+import pytest
+
+STALL_LIMIT = 30.0  # seconds a stalled reply waits for the client at most (then the test failed)
+
+
+class Stall:
+    """Stop sending and wait until the client closes the connection (recorded as a disconnect)."""
+
+
+class Truncate:
+    """Cut the connection here, without ending the body properly."""
+
+
+Piece = Union[bytes, Stall, Truncate]
+
+
+@dataclass
+class Reply:
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=lambda: {"Content-Type": "text/event-stream"})
+    pieces: list[Piece] = field(default_factory=list)
+    stall_before_headers: bool = False
+    chunked: bool = True  # else: no length, the body ends when the connection closes
+
+
+@dataclass
+class Received:
+    path: str
+    headers: dict[str, str]
+    body: bytes
+    client: tuple[str, int]  # the client's address: equal for requests on one kept-alive connection
+
+    @property
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+class LoopbackServer:
+    """Serves `replies` in order (one per POST) and records every request in `received`."""
+
+    def __init__(self) -> None:
+        self.replies: deque[Reply] = deque()
+        self.received: list[Received] = []
+        self.disconnected = threading.Event()
+        self.stalled = threading.Event()
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length", "0"))
+                body = self.rfile.read(length)
+                with server._lock:
+                    server.received.append(Received(self.path, dict(self.headers.items()), body, self.client_address[:2]))
+                    reply = server.replies.popleft() if server.replies else Reply(
+                        status=500, headers={"Content-Type": "text/plain"}, pieces=[b"no reply scripted"]
+                    )
+                server._play(self, reply)
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, name="loopback-http", daemon=True
+        )
+
+    @property
+    def base_url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def reply(self, *replies: Reply) -> None:
+        self.replies.extend(replies)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(5)
+
+    def _play(self, handler: BaseHTTPRequestHandler, reply: Reply) -> None:
+        if reply.stall_before_headers:
+            self._stall(handler)
+            handler.close_connection = True
+            return
+        handler.send_response(reply.status)
+        for name, value in reply.headers.items():
+            handler.send_header(name, value)
+        if reply.chunked:
+            handler.send_header("Transfer-Encoding", "chunked")
+        else:
+            handler.send_header("Connection", "close")
+            handler.close_connection = True
+        handler.end_headers()
+        try:
+            for piece in reply.pieces:
+                if isinstance(piece, Stall):
+                    handler.wfile.flush()
+                    self._stall(handler)
+                    handler.close_connection = True
+                    return
+                if isinstance(piece, Truncate):
+                    handler.wfile.flush()
+                    handler.close_connection = True
+                    return
+                if reply.chunked:
+                    handler.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+                else:
+                    handler.wfile.write(piece)
+                handler.wfile.flush()
+            if reply.chunked:
+                handler.wfile.write(b"0\r\n\r\n")
+            handler.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            self.disconnected.set()
+            handler.close_connection = True
+
+    def _stall(self, handler: BaseHTTPRequestHandler) -> None:
+        """Wait until the client closes its end (readable with EOF), the server stops, or the limit."""
+        self.stalled.set()
+        connection: socket.socket = handler.connection
+        waited = 0.0
+        while not self._stop.is_set() and waited < STALL_LIMIT:
+            readable, _, _ = select.select([connection], [], [], 0.05)
+            waited += 0.05
+            if readable:
+                try:
+                    if connection.recv(1, socket.MSG_PEEK) == b"":
+                        self.disconnected.set()
+                        return
+                except OSError:
+                    self.disconnected.set()
+                    return
+                # Data from the client (a pipelined request) is not expected here; keep waiting.
+
+
+class Wire:
+    """Builders for recorded-shape chat-completions SSE bodies (and the reply types)."""
+
+    Reply = Reply
+    Stall = Stall
+    Truncate = Truncate
+
+    @staticmethod
+    def event(payload: Any) -> bytes:
+        return b"data: " + json.dumps(payload).encode() + b"\n\n"
+
+    DONE = b"data: [DONE]\n\n"
+
+    @staticmethod
+    def chunk(
+        *,
+        content: str | None = None,
+        reasoning: str | None = None,
+        tool_calls: list[dict[str, Any]] | None = None,
+        finish: str | None = None,
+        role: str | None = None,
+        response_id: str = "chatcmpl-1",
+    ) -> bytes:
+        delta: dict[str, Any] = {}
+        if role is not None:
+            delta["role"] = role
+        if content is not None:
+            delta["content"] = content
+        if reasoning is not None:
+            delta["reasoning_content"] = reasoning
+        if tool_calls is not None:
+            delta["tool_calls"] = tool_calls
+        return Wire.event(
+            {
+                "id": response_id,
+                "object": "chat.completion.chunk",
+                "created": 1700000000,
+                "model": "test-model",
+                "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+            }
+        )
+
+    @staticmethod
+    def usage(usage: dict[str, Any], response_id: str = "chatcmpl-1") -> bytes:
+        return Wire.event(
+            {"id": response_id, "object": "chat.completion.chunk", "model": "test-model", "choices": [], "usage": usage}
+        )
+
+    @staticmethod
+    def answer(text: str, *, response_id: str = "chatcmpl-1") -> list[bytes]:
+        """A plain streamed answer: role, words, stop, usage, [DONE]."""
+        words = text.split(" ")
+        pieces = [Wire.chunk(role="assistant", content="", response_id=response_id)]
+        pieces += [
+            Wire.chunk(content=word if i == 0 else " " + word, response_id=response_id) for i, word in enumerate(words)
+        ]
+        pieces.append(Wire.chunk(finish="stop", response_id=response_id))
+        pieces.append(Wire.usage({"prompt_tokens": 10, "completion_tokens": len(words), "total_tokens": 10 + len(words)}))
+        pieces.append(Wire.DONE)
+        return pieces
+
+    @staticmethod
+    def tool_call_start(index: int, call_id: str, name: str) -> dict[str, Any]:
+        return {"index": index, "id": call_id, "type": "function", "function": {"name": name, "arguments": ""}}
+
+    @staticmethod
+    def tool_call_args(index: int, arguments: str) -> dict[str, Any]:
+        return {"index": index, "function": {"arguments": arguments}}
+
+    @staticmethod
+    def sse_reply(pieces: list[Piece], **options: Any) -> Reply:
+        return Reply(pieces=pieces, **options)
+
+    @staticmethod
+    def error_reply(status: int, message: str, *, headers: dict[str, str] | None = None, kind: str = "error") -> Reply:
+        body = json.dumps({"error": {"message": message, "type": kind, "param": None, "code": None}}).encode()
+        all_headers = {"Content-Type": "application/json", "x-request-id": f"req-{status}"}
+        all_headers.update(headers or {})
+        return Reply(status=status, headers=all_headers, pieces=[body])
+
+
+@pytest.fixture
+def loopback() -> Iterator[LoopbackServer]:
+    server = LoopbackServer()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def wire() -> type[Wire]:
+    return Wire
+
+
+@pytest.fixture
+def closed_port() -> int:
+    """A port on 127.0.0.1 that nothing listens on (connections are refused)."""
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()
+    return port
