@@ -16,6 +16,9 @@ TARGETS = [
         "name": "new_message_id() no slower than uuid_utils.uuid7()",
         "group": "new-message-id",
         "versus": "uuid7",
+        # A ~100-300 ns call: the least disturbed of ~1000 rounds of 100 µs is the stable estimate
+        # on a busy machine (rows run at different moments, so their medians see different loads).
+        "stat": "min",
         "max_ratio": 1.0,
     },
     {

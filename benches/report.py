@@ -209,14 +209,15 @@ def evaluate(target: Mapping[str, Any], groups: Mapping[str, Sequence[Mapping[st
         if "min_speedup" in target:
             checks.append(ratio > 0 and 1 / ratio >= target["min_speedup"])
             required.append(f">= {target['min_speedup']:g}x faster")
-        measured = format_ratio(ratio)
+        measured = format_ratio(ratio) + ("" if statistic == "median" else f" of {statistic}s")
         if "min_speedup" in target and ratio > 0:
-            measured += f" ({1 / ratio:.1f}x faster)" if ratio < 1 else " (slower)"
+            measured += f" ({1 / ratio:.2f}x faster)" if ratio < 1 else " (slower)"
         return ("PASS" if all(checks) else "MISS"), measured, ", ".join(required)
 
     if "max_seconds" in target:
         per = target.get("per", 1)
-        unit = "" if per == 1 else f" per {per}" if isinstance(per, str) else " per unit"
+        # "per": "steps" reads as "per step"
+        unit = "" if per == 1 else f" per {per.removesuffix('s')}" if isinstance(per, str) else " per unit"
         if isinstance(per, str):
             per = (row.get("extra_info") or {}).get(per)
         if not _is_number(per) or per <= 0:
@@ -224,7 +225,7 @@ def evaluate(target: Mapping[str, Any], groups: Mapping[str, Sequence[Mapping[st
         seconds = stat(row, statistic) / float(per)
         return (
             ("PASS" if seconds <= target["max_seconds"] else "MISS"),
-            f"{format_time(seconds)}{unit}",
+            f"{format_time(seconds)}{unit}" + ("" if statistic == "median" else f" ({statistic})"),
             f"<= {format_time(target['max_seconds'])}",
         )
 

@@ -24,18 +24,12 @@ import uuid_utils
 
 from dshkit import Message
 
-USER_TEXT = "hello there"
 PROVIDER = "scripted"
 MODEL = "bench-model-1"
 TOOL_CALL_ID = "call_0001"
 
 
 # --- workloads -------------------------------------------------------------------------------
-
-
-def user_source() -> dict[str, Any]:
-    """The source of a person's prompt."""
-    return {"kind": "user"}
 
 
 def assistant_blocks() -> list[dict[str, Any]]:

@@ -12,10 +12,12 @@ pub enum Segment {
     Index(usize),
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum ErrorKind {
     Type,
     Value,
+    /// An exception raised by the caller's own code (a custom Mapping): re-raised unchanged.
+    Raised(PyErr),
 }
 
 #[derive(Debug)]
@@ -24,15 +26,21 @@ pub struct PathError {
     pub message: String,
     /// Innermost segment first (pushed while unwinding).
     pub reversed_path: Vec<Segment>,
+    /// Report only this many outermost segments (a cycle is named where it first closes).
+    pub outer_segments: Option<usize>,
 }
 
 impl PathError {
     pub fn type_error(message: impl Into<String>) -> Self {
-        PathError { kind: ErrorKind::Type, message: message.into(), reversed_path: Vec::new() }
+        PathError { kind: ErrorKind::Type, message: message.into(), reversed_path: Vec::new(), outer_segments: None }
     }
 
     pub fn value_error(message: impl Into<String>) -> Self {
-        PathError { kind: ErrorKind::Value, message: message.into(), reversed_path: Vec::new() }
+        PathError { kind: ErrorKind::Value, message: message.into(), reversed_path: Vec::new(), outer_segments: None }
+    }
+
+    pub fn raised(err: PyErr) -> Self {
+        PathError { kind: ErrorKind::Raised(err), message: String::new(), reversed_path: Vec::new(), outer_segments: None }
     }
 
     pub fn at_key(mut self, key: &str) -> Self {
@@ -48,7 +56,8 @@ impl PathError {
     /// `root[2]['arguments']`
     pub fn path(&self, root: &str) -> String {
         let mut out = String::from(root);
-        for segment in self.reversed_path.iter().rev() {
+        let shown = self.outer_segments.unwrap_or(usize::MAX);
+        for segment in self.reversed_path.iter().rev().take(shown) {
             match segment {
                 Segment::Index(i) => {
                     out.push('[');
@@ -77,6 +86,7 @@ impl PathError {
         match self.kind {
             ErrorKind::Type => PyTypeError::new_err(text),
             ErrorKind::Value => PyValueError::new_err(text),
+            ErrorKind::Raised(err) => err,
         }
     }
 }
@@ -89,6 +99,13 @@ mod tests {
     fn path_is_built_outermost_first() {
         let err = PathError::type_error("set is not a JSON value").at_key("arguments").at_index(2);
         assert_eq!(err.path("content"), "content[2]['arguments']");
+    }
+
+    #[test]
+    fn a_cycle_is_named_where_it_closes() {
+        let mut err = PathError::value_error("cycle").at_index(0).at_index(0).at_index(0);
+        err.outer_segments = Some(1);
+        assert_eq!(err.path("value"), "value[0]");
     }
 
     #[test]

@@ -16,31 +16,76 @@ use crate::errors::PathError;
 use crate::frozendict::FrozenDict;
 use crate::message::Message;
 
+/// Take a container the walk built out of the cyclic GC. Frozen values only reference values
+/// that existed before them, so they can never be part of a cycle; tracking them would only
+/// make every collection walk them (it dominated the cost of freezing large trees).
+pub fn untrack(obj: &Bound<'_, PyAny>) {
+    unsafe {
+        if ffi::PyObject_IS_GC(obj.as_ptr()) != 0 {
+            ffi::PyObject_GC_UnTrack(obj.as_ptr().cast());
+        }
+    }
+}
+
 /// Containers may nest this deep (the root container is level 1).
 pub const MAX_DEPTH: usize = 256;
 
-pub type FreezeResult<'py> = Result<Bound<'py, PyAny>, PathError>;
+/// Reserve this much stack before recursing into a container, growing onto the heap when less
+/// is left: 256 levels must also fit on small thread stacks.
+pub const STACK_RED_ZONE: usize = 64 * 1024;
+pub const STACK_GROWTH: usize = 1024 * 1024;
+
+/// A frozen value and its nesting depth (0 for a leaf, 1 for a container of leaves, ...).
+pub struct Frozen<'py> {
+    pub value: Bound<'py, PyAny>,
+    pub depth: usize,
+}
+
+impl<'py> Frozen<'py> {
+    fn leaf(value: Bound<'py, PyAny>) -> Self {
+        Frozen { value, depth: 0 }
+    }
+}
+
+pub type FreezeResult<'py> = Result<Frozen<'py>, PathError>;
+
+fn too_deep() -> PathError {
+    PathError::value_error(format!("nesting deeper than {MAX_DEPTH} levels"))
+}
 
 /// Walk state: the containers on the current path, to tell a cycle from deep nesting.
 pub struct Walk {
     path: Vec<*mut ffi::PyObject>,
+    /// Levels above the walk's root (a message's content sits one level below the message).
+    outer_levels: usize,
 }
 
 impl Walk {
     pub fn new() -> Self {
-        Walk { path: Vec::new() }
+        Walk { path: Vec::with_capacity(16), outer_levels: 0 }
+    }
+
+    pub fn below(outer_levels: usize) -> Self {
+        Walk { path: Vec::with_capacity(16), outer_levels }
+    }
+
+    fn level(&self) -> usize {
+        self.outer_levels + self.path.len()
     }
 
     /// Enter a container; errors when nesting exceeds `MAX_DEPTH` (reporting a cycle if the
     /// container is already on the path).
     pub fn enter(&mut self, obj: &Bound<'_, PyAny>) -> Result<(), PathError> {
-        if self.path.len() >= MAX_DEPTH {
-            if self.path.contains(&obj.as_ptr()) {
-                return Err(PathError::value_error("cycle detected: a container contains itself"));
+        if self.level() >= MAX_DEPTH {
+            let ptr = obj.as_ptr();
+            if let Some(first) = self.path.iter().position(|p| *p == ptr) {
+                // Name the path to the container's second appearance: where the cycle closes.
+                let second = self.path[first + 1..].iter().position(|p| *p == ptr).map(|i| first + 1 + i);
+                let mut err = PathError::value_error("cycle detected: a container contains itself");
+                err.outer_segments = Some(second.unwrap_or(self.path.len()));
+                return Err(err);
             }
-            return Err(PathError::value_error(format!(
-                "nesting deeper than {MAX_DEPTH} levels"
-            )));
+            return Err(too_deep());
         }
         self.path.push(obj.as_ptr());
         Ok(())
@@ -48,6 +93,26 @@ impl Walk {
 
     pub fn leave(&mut self) {
         self.path.pop();
+    }
+
+    /// An already-frozen part of `depth` levels placed here must still respect the limit.
+    fn reuse<'py>(&self, value: &Bound<'py, PyAny>, depth: usize) -> FreezeResult<'py> {
+        if self.level() + depth > MAX_DEPTH {
+            return Err(too_deep());
+        }
+        Ok(Frozen { value: value.clone(), depth })
+    }
+
+    /// Run `inside` with `obj` entered as a container, on enough stack.
+    pub fn within<'py, T>(
+        &mut self,
+        obj: &Bound<'py, PyAny>,
+        inside: impl FnOnce(&mut Walk) -> Result<T, PathError>,
+    ) -> Result<T, PathError> {
+        self.enter(obj)?;
+        let result = stacker::maybe_grow(STACK_RED_ZONE, STACK_GROWTH, || inside(self));
+        self.leave();
+        result
     }
 }
 
@@ -88,8 +153,7 @@ fn check_int(obj: &Bound<'_, PyAny>) -> Result<i64, PathError> {
         )));
     }
     if value == -1 && unsafe { !ffi::PyErr_Occurred().is_null() } {
-        unsafe { ffi::PyErr_Clear() };
-        return Err(PathError::type_error("int could not be read"));
+        return Err(PathError::raised(PyErr::fetch(obj.py())));
     }
     Ok(value)
 }
@@ -114,28 +178,32 @@ pub fn freeze_value<'py>(obj: &Bound<'py, PyAny>, walk: &mut Walk) -> FreezeResu
             || ty == std::ptr::addr_of_mut!(ffi::PyBool_Type)
             || obj.is_none()
         {
-            return Ok(obj.clone());
+            return Ok(Frozen::leaf(obj.clone()));
         }
         if ty == std::ptr::addr_of_mut!(ffi::PyLong_Type) {
             check_int(obj)?;
-            return Ok(obj.clone());
+            return Ok(Frozen::leaf(obj.clone()));
         }
         if ty == std::ptr::addr_of_mut!(ffi::PyFloat_Type) {
             check_float(obj)?;
-            return Ok(obj.clone());
+            return Ok(Frozen::leaf(obj.clone()));
         }
         if ty == std::ptr::addr_of_mut!(ffi::PyDict_Type) {
             return freeze_dict(obj.cast_unchecked::<PyDict>(), walk);
         }
         if ty == std::ptr::addr_of_mut!(ffi::PyTuple_Type) {
-            return freeze_tuple(obj.cast_unchecked::<PyTuple>(), walk);
+            return walk.within(obj, |walk| freeze_items(obj.cast_unchecked::<PyTuple>(), walk));
         }
         if ty == std::ptr::addr_of_mut!(ffi::PyList_Type) {
             return freeze_list(obj.cast_unchecked::<PyList>(), walk);
         }
     }
-    if obj.is_exact_instance_of::<FrozenDict>() || obj.is_exact_instance_of::<Message>() {
-        return Ok(obj.clone());
+    if let Ok(frozen) = obj.cast_exact::<FrozenDict>() {
+        return walk.reuse(obj, frozen.get().depth());
+    }
+    if let Ok(message) = obj.cast_exact::<Message>() {
+        // A Message is an immutable value: event data may hold one beside envelope facts.
+        return walk.reuse(obj, message.get().depth());
     }
     freeze_uncommon(py, obj, walk)
 }
@@ -148,37 +216,29 @@ fn freeze_uncommon<'py>(py: Python<'py>, obj: &Bound<'py, PyAny>, walk: &mut Wal
         if ffi::PyUnicode_Check(ptr) != 0 {
             // A str subclass: keep only the characters.
             let copy = ffi::PyUnicode_FromObject(ptr);
-            return Bound::from_owned_ptr_or_err(py, copy).map_err(|_| not_json(obj));
+            return Bound::from_owned_ptr_or_err(py, copy).map(Frozen::leaf).map_err(PathError::raised);
         }
         if ffi::PyLong_Check(ptr) != 0 {
             let value = check_int(obj)?;
-            return Ok(Bound::from_owned_ptr(py, ffi::PyLong_FromLongLong(value)));
+            return Ok(Frozen::leaf(Bound::from_owned_ptr(py, ffi::PyLong_FromLongLong(value))));
         }
         if ffi::PyFloat_Check(ptr) != 0 {
             let value = check_float(obj)?;
-            return Ok(Bound::from_owned_ptr(py, ffi::PyFloat_FromDouble(value)));
+            return Ok(Frozen::leaf(Bound::from_owned_ptr(py, ffi::PyFloat_FromDouble(value))));
         }
         if ffi::PyDict_Check(ptr) != 0 {
             return freeze_dict(obj.cast_unchecked::<PyDict>(), walk);
         }
         if ffi::PyTuple_Check(ptr) != 0 || ffi::PyList_Check(ptr) != 0 {
-            let items = Bound::from_owned_ptr_or_err(py, ffi::PySequence_Tuple(ptr))
-                .map_err(|_| not_json(obj))?;
-            walk.enter(obj)?;
-            let frozen = freeze_items(items.cast_unchecked::<PyTuple>(), walk);
-            walk.leave();
-            return frozen;
+            let items = Bound::from_owned_ptr_or_err(py, ffi::PySequence_Tuple(ptr)).map_err(PathError::raised)?;
+            return owned_tuple(walk.within(obj, |walk| freeze_items(items.cast_unchecked::<PyTuple>(), walk)));
         }
     }
-    if obj.is_instance_of::<Message>() {
-        // A Message is an immutable value: event data may hold one beside envelope facts.
-        return Ok(obj.clone());
+    if let Ok(message) = obj.cast::<Message>() {
+        return walk.reuse(obj, message.get().depth());
     }
     if is_mapping(obj) {
-        walk.enter(obj)?;
-        let frozen = freeze_mapping_items(obj, walk);
-        walk.leave();
-        return frozen;
+        return walk.within(obj, |walk| freeze_mapping_items(obj, walk));
     }
     Err(not_json(obj))
 }
@@ -199,17 +259,17 @@ fn key_text(key: &Bound<'_, PyAny>) -> String {
 /// ours alone, so nothing another thread does to the caller's dict can disturb the walk.
 fn freeze_dict<'py>(dict: &Bound<'py, PyDict>, walk: &mut Walk) -> FreezeResult<'py> {
     let py = dict.py();
-    walk.enter(dict.as_any())?;
-    let result = (|| {
+    walk.within(dict.as_any(), |walk| {
         let copy = unsafe {
             Bound::from_owned_ptr_or_err(py, ffi::PyDict_Copy(dict.as_ptr()))
-                .map_err(|_| PathError::type_error("dict could not be copied"))?
+                .map_err(PathError::raised)?
                 .cast_into_unchecked::<PyDict>()
         };
         let mut pos: ffi::Py_ssize_t = 0;
         let mut key_ptr: *mut ffi::PyObject = std::ptr::null_mut();
         let mut value_ptr: *mut ffi::PyObject = std::ptr::null_mut();
         let mut rebuilt_keys = false;
+        let mut depth = 0;
         while unsafe { ffi::PyDict_Next(copy.as_ptr(), &mut pos, &mut key_ptr, &mut value_ptr) } != 0 {
             let key = unsafe { Bound::from_borrowed_ptr(py, key_ptr) };
             let value = unsafe { Bound::from_borrowed_ptr(py, value_ptr) };
@@ -221,35 +281,49 @@ fn freeze_dict<'py>(dict: &Bound<'py, PyDict>, walk: &mut Walk) -> FreezeResult<
                 }
             }
             let frozen = freeze_value(&value, walk).map_err(|e| e.at_key(&key_text(&key)))?;
-            if !frozen.is(&value) {
+            depth = depth.max(frozen.depth);
+            if !frozen.value.is(&value) {
                 // Same key set: replacing a value during PyDict_Next is allowed.
-                unsafe { ffi::PyDict_SetItem(copy.as_ptr(), key_ptr, frozen.as_ptr()) };
+                unsafe { ffi::PyDict_SetItem(copy.as_ptr(), key_ptr, frozen.value.as_ptr()) };
             }
         }
-        if rebuilt_keys {
+        let entries = if rebuilt_keys {
             let plain = PyDict::new(py);
             for (key, value) in copy.iter() {
                 let key = unsafe { Bound::from_owned_ptr(py, ffi::PyUnicode_FromObject(key.as_ptr())) };
-                plain.set_item(key, value).map_err(|_| PathError::type_error("dict could not be built"))?;
+                plain.set_item(key, value).map_err(PathError::raised)?;
             }
-            return Ok(FrozenDict::wrap(py, plain).into_any());
-        }
-        Ok(FrozenDict::wrap(py, copy).into_any())
-    })();
-    walk.leave();
-    result
+            plain
+        } else {
+            copy
+        };
+        Ok(Frozen { value: FrozenDict::wrap(py, entries, depth + 1).into_any(), depth: depth + 1 })
+    })
+}
+
+/// The `(key, value)` pairs of a non-`dict` `Mapping`, from its own `items()`. An exception its
+/// code raises (even KeyboardInterrupt) propagates unchanged.
+pub fn mapping_pairs<'py>(obj: &Bound<'py, PyAny>) -> Result<Vec<(Bound<'py, PyAny>, Bound<'py, PyAny>)>, PathError> {
+    let py = obj.py();
+    let items = unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyMapping_Items(obj.as_ptr())) }
+        .map_err(PathError::raised)?;
+    let mut pairs = Vec::new();
+    for pair in items.try_iter().map_err(PathError::raised)? {
+        let pair = pair.map_err(PathError::raised)?;
+        let pair = pair
+            .extract::<(Bound<'py, PyAny>, Bound<'py, PyAny>)>()
+            .map_err(|_| PathError::type_error("the mapping's items() must give (key, value) pairs"))?;
+        pairs.push(pair);
+    }
+    Ok(pairs)
 }
 
 /// Freeze any other `Mapping` through its `items()`.
 fn freeze_mapping_items<'py>(obj: &Bound<'py, PyAny>, walk: &mut Walk) -> FreezeResult<'py> {
     let py = obj.py();
-    let items = unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyMapping_Items(obj.as_ptr())) }
-        .map_err(|e| PathError::type_error(format!("mapping items() failed: {e}")))?;
-    let items = items.cast_into::<PyList>().map_err(|_| PathError::type_error("items() is not a list"))?;
     let dict = PyDict::new(py);
-    for pair in items.iter() {
-        let (key, value): (Bound<'py, PyAny>, Bound<'py, PyAny>) =
-            pair.extract().map_err(|_| PathError::type_error("mapping items() must be pairs"))?;
+    let mut depth = 0;
+    for (key, value) in mapping_pairs(obj)? {
         if !key.is_instance_of::<PyString>() {
             return Err(key_error(&key));
         }
@@ -260,25 +334,24 @@ fn freeze_mapping_items<'py>(obj: &Bound<'py, PyAny>, walk: &mut Walk) -> Freeze
             unsafe { Bound::from_owned_ptr(py, ffi::PyUnicode_FromObject(key.as_ptr())) }
         };
         let frozen = freeze_value(&value, walk).map_err(|e| e.at_key(&key_text))?;
-        dict.set_item(key, frozen).map_err(|_| PathError::type_error("dict could not be built"))?;
+        depth = depth.max(frozen.depth);
+        dict.set_item(key, frozen.value).map_err(PathError::raised)?;
     }
-    Ok(FrozenDict::wrap(py, dict).into_any())
+    Ok(Frozen { value: FrozenDict::wrap(py, dict, depth + 1).into_any(), depth: depth + 1 })
+}
+
+/// A tuple this walk made (a snapshot or a fresh one) leaves the cyclic GC.
+fn owned_tuple(frozen: FreezeResult<'_>) -> FreezeResult<'_> {
+    if let Ok(frozen) = &frozen {
+        untrack(&frozen.value);
+    }
+    frozen
 }
 
 /// Freeze a list: snapshot it as a tuple first (the caller may mutate the list meanwhile).
 fn freeze_list<'py>(list: &Bound<'py, PyList>, walk: &mut Walk) -> FreezeResult<'py> {
     let tuple = list.to_tuple();
-    walk.enter(list.as_any())?;
-    let frozen = freeze_items(&tuple, walk);
-    walk.leave();
-    frozen
-}
-
-fn freeze_tuple<'py>(tuple: &Bound<'py, PyTuple>, walk: &mut Walk) -> FreezeResult<'py> {
-    walk.enter(tuple.as_any())?;
-    let frozen = freeze_items(tuple, walk);
-    walk.leave();
-    frozen
+    owned_tuple(walk.within(list.as_any(), |walk| freeze_items(&tuple, walk)))
 }
 
 /// Freeze the items of a tuple the walk owns or may reuse: returns the same tuple when every
@@ -287,10 +360,12 @@ fn freeze_items<'py>(tuple: &Bound<'py, PyTuple>, walk: &mut Walk) -> FreezeResu
     let py = tuple.py();
     let len = tuple.len();
     let mut fresh: Option<Bound<'py, PyTuple>> = None;
+    let mut depth = 0;
     for i in 0..len {
         let item = unsafe { tuple.get_borrowed_item_unchecked(i) };
         let frozen = freeze_value(&item, walk).map_err(|e| e.at_index(i))?;
-        if fresh.is_none() && !frozen.is(&*item) {
+        depth = depth.max(frozen.depth);
+        if fresh.is_none() && !frozen.value.is(&*item) {
             // First change: copy the unchanged prefix into a new tuple.
             let new = unsafe {
                 Bound::from_owned_ptr(py, ffi::PyTuple_New(len as ffi::Py_ssize_t)).cast_into_unchecked::<PyTuple>()
@@ -302,18 +377,28 @@ fn freeze_items<'py>(tuple: &Bound<'py, PyTuple>, walk: &mut Walk) -> FreezeResu
             fresh = Some(new);
         }
         if let Some(new) = &fresh {
-            unsafe { ffi::PyTuple_SET_ITEM(new.as_ptr(), i as ffi::Py_ssize_t, frozen.into_ptr()) };
+            unsafe { ffi::PyTuple_SET_ITEM(new.as_ptr(), i as ffi::Py_ssize_t, frozen.value.into_ptr()) };
         }
     }
-    Ok(match fresh {
-        Some(new) => new.into_any(),
+    let value = match fresh {
+        Some(new) => {
+            untrack(new.as_any());
+            new.into_any()
+        }
         None => tuple.clone().into_any(),
-    })
+    };
+    Ok(Frozen { value, depth: depth + 1 })
 }
 
-/// Freeze with errors reported under `root` (`content[2]['arguments']: ...`).
+/// Freeze with errors reported under `root` (`content[2]['arguments']: ...`), `outer_levels`
+/// below the top of the tree it will sit in.
+pub fn freeze_below<'py>(obj: &Bound<'py, PyAny>, root: &str, outer_levels: usize) -> PyResult<Frozen<'py>> {
+    freeze_value(obj, &mut Walk::below(outer_levels)).map_err(|e| e.into_pyerr(root))
+}
+
+/// Freeze with errors reported under `root`.
 pub fn freeze_at<'py>(obj: &Bound<'py, PyAny>, root: &str) -> PyResult<Bound<'py, PyAny>> {
-    freeze_value(obj, &mut Walk::new()).map_err(|e| e.into_pyerr(root))
+    freeze_below(obj, root, 0).map(|frozen| frozen.value)
 }
 
 /// Deep-freeze and detach a JSON-like tree.
@@ -323,7 +408,9 @@ pub fn freeze<'py>(value: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
     freeze_at(value, "value")
 }
 
-fn thaw_value<'py>(obj: &Bound<'py, PyAny>, walk: &mut Walk) -> FreezeResult<'py> {
+type ThawResult<'py> = Result<Bound<'py, PyAny>, PathError>;
+
+fn thaw_value<'py>(obj: &Bound<'py, PyAny>, walk: &mut Walk) -> ThawResult<'py> {
     let py = obj.py();
     if let Ok(frozen) = obj.cast::<FrozenDict>() {
         return thaw_pairs(obj, frozen.get().dict(py).iter(), walk);
@@ -332,36 +419,31 @@ fn thaw_value<'py>(obj: &Bound<'py, PyAny>, walk: &mut Walk) -> FreezeResult<'py
         return thaw_value(&message.get().as_dict(py).into_any(), walk);
     }
     if let Ok(dict) = obj.cast::<PyDict>() {
-        let snapshot = dict.copy().map_err(|_| PathError::type_error("dict could not be copied"))?;
+        let snapshot = dict.copy().map_err(PathError::raised)?;
         return thaw_pairs(obj, snapshot.iter(), walk);
     }
     if obj.is_instance_of::<PyTuple>() || obj.is_instance_of::<PyList>() {
         let items = unsafe { Bound::from_owned_ptr_or_err(py, ffi::PySequence_Tuple(obj.as_ptr())) }
-            .map_err(|_| not_json(obj))?;
-        walk.enter(obj)?;
-        let list = PyList::empty(py);
-        let result = (|| {
+            .map_err(PathError::raised)?;
+        return walk.within(obj, |walk| {
+            let list = PyList::empty(py);
             for (i, item) in unsafe { items.cast_unchecked::<PyTuple>() }.iter().enumerate() {
                 let thawed = thaw_value(&item, walk).map_err(|e| e.at_index(i))?;
-                list.append(thawed).map_err(|_| PathError::type_error("list could not be built"))?;
+                list.append(thawed).map_err(PathError::raised)?;
             }
             Ok(list.into_any())
-        })();
-        walk.leave();
-        return result;
+        });
     }
-    if obj.is_instance_of::<PyString>() || obj.is_none() || obj.is_instance_of::<pyo3::types::PyBool>() {
-        return freeze_value(obj, walk);
-    }
-    if obj.is_instance_of::<pyo3::types::PyInt>() || obj.is_instance_of::<pyo3::types::PyFloat>() {
-        return freeze_value(obj, walk);
+    if obj.is_instance_of::<PyString>()
+        || obj.is_none()
+        || obj.is_instance_of::<pyo3::types::PyBool>()
+        || obj.is_instance_of::<pyo3::types::PyInt>()
+        || obj.is_instance_of::<pyo3::types::PyFloat>()
+    {
+        return freeze_value(obj, walk).map(|frozen| frozen.value);
     }
     if is_mapping(obj) {
-        let items = unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyMapping_Items(obj.as_ptr())) }
-            .map_err(|e| PathError::type_error(format!("mapping items() failed: {e}")))?;
-        let pairs: Vec<(Bound<'py, PyAny>, Bound<'py, PyAny>)> =
-            items.extract().map_err(|_| PathError::type_error("mapping items() must be pairs"))?;
-        return thaw_pairs(obj, pairs.into_iter(), walk);
+        return thaw_pairs(obj, mapping_pairs(obj)?.into_iter(), walk);
     }
     Err(not_json(obj))
 }
@@ -370,22 +452,19 @@ fn thaw_pairs<'py>(
     container: &Bound<'py, PyAny>,
     pairs: impl Iterator<Item = (Bound<'py, PyAny>, Bound<'py, PyAny>)>,
     walk: &mut Walk,
-) -> FreezeResult<'py> {
+) -> ThawResult<'py> {
     let py = container.py();
-    walk.enter(container)?;
-    let dict = PyDict::new(py);
-    let result = (|| {
+    walk.within(container, |walk| {
+        let dict = PyDict::new(py);
         for (key, value) in pairs {
             if !key.is_instance_of::<PyString>() {
                 return Err(key_error(&key));
             }
             let thawed = thaw_value(&value, walk).map_err(|e| e.at_key(&key_text(&key)))?;
-            dict.set_item(key, thawed).map_err(|_| PathError::type_error("dict could not be built"))?;
+            dict.set_item(key, thawed).map_err(PathError::raised)?;
         }
         Ok(dict.into_any())
-    })();
-    walk.leave();
-    result
+    })
 }
 
 /// A plain, mutable, detached `dict`/`list` tree (a `Message` becomes its dict form).

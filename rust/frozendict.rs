@@ -14,20 +14,31 @@ use pyo3::pyclass::CompareOp;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyAny, PyDict, PyFrozenSet, PyMapping, PyTuple, PyType};
 
-use crate::freeze::{freeze_at, is_mapping};
+use crate::freeze::{freeze_at, is_mapping, untrack, STACK_GROWTH, STACK_RED_ZONE};
 
 #[pyclass(frozen, mapping, module = "dshkit._core", name = "FrozenDict")]
 pub struct FrozenDict {
     dict: Py<PyDict>,
     hash: OnceLock<isize>,
+    /// Nesting depth of this mapping (1 + its deepest value): lets a frozen part be reused
+    /// inside a new tree without walking it, while the depth limit still holds.
+    depth: u16,
 }
 
 impl FrozenDict {
     /// Wrap a dict whose keys are `str` and whose values are already frozen. The dict must not
     /// be reachable by anyone else.
-    pub fn wrap<'py>(py: Python<'py>, dict: Bound<'py, PyDict>) -> Bound<'py, FrozenDict> {
-        Bound::new(py, FrozenDict { dict: dict.unbind(), hash: OnceLock::new() })
-            .expect("allocating a FrozenDict failed")
+    pub fn wrap<'py>(py: Python<'py>, dict: Bound<'py, PyDict>, depth: usize) -> Bound<'py, FrozenDict> {
+        untrack(dict.as_any());
+        let depth = depth as u16; // never above MAX_DEPTH
+        let frozen = Bound::new(py, FrozenDict { dict: dict.unbind(), hash: OnceLock::new(), depth })
+            .expect("allocating a FrozenDict failed");
+        untrack(frozen.as_any());
+        frozen
+    }
+
+    pub fn depth(&self) -> usize {
+        self.depth as usize
     }
 
     pub fn dict<'py>(&self, py: Python<'py>) -> &Bound<'py, PyDict> {
@@ -56,10 +67,48 @@ impl FrozenDict {
         for part in [first, second] {
             match part.cast::<FrozenDict>() {
                 Ok(frozen) => dict.update(frozen.get().dict.bind(py).as_mapping())?,
-                Err(_) => dict.update(part.cast::<PyMapping>()?)?,
+                Err(_) if part.is_instance_of::<PyDict>() => dict.update(part.cast::<PyMapping>()?)?,
+                Err(_) => dict.call_method1("update", (part,)).map(drop)?,
             }
         }
         freeze_at(dict.as_any(), "FrozenDict")
+    }
+}
+
+fn view<'py>(frozen: &Bound<'py, FrozenDict>, name: &str) -> PyResult<Bound<'py, PyAny>> {
+    static VIEWS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    let module = VIEWS.get_or_try_init(frozen.py(), || {
+        Ok::<_, PyErr>(frozen.py().import("collections.abc")?.into_any().unbind())
+    })?;
+    module.bind(frozen.py()).getattr(name)?.call1((frozen,))
+}
+
+/// Iterator over the keys, in insertion order. Holds the `FrozenDict`, never its private dict.
+#[pyclass(module = "dshkit._core", name = "FrozenDictKeyIterator")]
+pub struct FrozenDictKeys {
+    frozen: Py<FrozenDict>,
+    position: ffi::Py_ssize_t,
+}
+
+#[pymethods]
+impl FrozenDictKeys {
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__<'py>(&mut self, py: Python<'py>) -> Option<Bound<'py, PyAny>> {
+        let dict = self.frozen.bind(py).get().dict.bind(py);
+        let mut key: *mut ffi::PyObject = std::ptr::null_mut();
+        let mut value: *mut ffi::PyObject = std::ptr::null_mut();
+        // The dict never changes after construction, so a saved position stays valid.
+        if unsafe { ffi::PyDict_Next(dict.as_ptr(), &mut self.position, &mut key, &mut value) } == 0 {
+            return None;
+        }
+        Some(unsafe { Bound::from_borrowed_ptr(py, key) })
+    }
+
+    fn __length_hint__(&self, py: Python<'_>) -> usize {
+        self.frozen.bind(py).get().dict.bind(py).len()
     }
 }
 
@@ -92,7 +141,8 @@ impl FrozenDict {
         }
         let frozen = freeze_at(dict.as_any(), "FrozenDict")?;
         let frozen = frozen.cast_into::<FrozenDict>()?;
-        Ok(FrozenDict { dict: frozen.get().dict.clone_ref(py), hash: OnceLock::new() })
+        // The new object itself is tracked by the allocator; harmless for the rare direct call.
+        Ok(FrozenDict { dict: frozen.get().dict.clone_ref(py), hash: OnceLock::new(), depth: frozen.get().depth })
     }
 
     fn __getitem__<'py>(&self, py: Python<'py>, key: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
@@ -110,12 +160,15 @@ impl FrozenDict {
         self.dict.bind(py).contains(key)
     }
 
-    fn __iter__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        Ok(self.dict.bind(py).as_any().try_iter()?.into_any())
+    fn __iter__(slf: &Bound<'_, Self>) -> PyResult<Py<FrozenDictKeys>> {
+        Py::new(slf.py(), FrozenDictKeys { frozen: slf.clone().unbind(), position: 0 })
     }
 
     fn __reversed__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        self.dict.bind(py).call_method0("__reversed__")
+        // A reversed snapshot of the keys: a list of our own, not a view of the private dict.
+        let keys = self.dict.bind(py).keys();
+        keys.reverse()?;
+        Ok(keys.as_any().try_iter()?.into_any())
     }
 
     #[pyo3(signature = (key, default=None, /))]
@@ -131,16 +184,18 @@ impl FrozenDict {
         }
     }
 
-    fn keys<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        self.dict.bind(py).call_method0("keys")
+    // The views are the `collections.abc` ones over this mapping: a `dict` view would reach the
+    // private dict (through `.mapping` or the garbage collector's referents).
+    fn keys<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        view(slf, "KeysView")
     }
 
-    fn values<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        self.dict.bind(py).call_method0("values")
+    fn values<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        view(slf, "ValuesView")
     }
 
-    fn items<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        self.dict.bind(py).call_method0("items")
+    fn items<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        view(slf, "ItemsView")
     }
 
     fn __richcmp__<'py>(
@@ -180,7 +235,8 @@ impl FrozenDict {
             return Ok(*hash);
         }
         let items = self.dict.bind(py).items();
-        let hash = PyFrozenSet::new(py, items.iter())?.hash()?;
+        // Hashing recurses through nested values: make sure there is stack for it.
+        let hash = stacker::maybe_grow(STACK_RED_ZONE, STACK_GROWTH, || PyFrozenSet::new(py, items.iter())?.hash())?;
         Ok(*self.hash.get_or_init(|| hash))
     }
 

@@ -13,7 +13,7 @@ use pyo3::types::{PyAny, PyBytes, PyDict, PyList, PyString, PyTuple};
 use serde::de::{DeserializeSeed, Error as _, MapAccess, SeqAccess, Visitor};
 
 use crate::errors::PathError;
-use crate::freeze::{is_mapping, not_json, Walk, MAX_DEPTH};
+use crate::freeze::{is_mapping, mapping_pairs, not_json, untrack, Walk, MAX_DEPTH, STACK_GROWTH, STACK_RED_ZONE};
 use crate::frozendict::FrozenDict;
 use crate::message::Message;
 
@@ -109,7 +109,7 @@ fn write_dict(out: &mut Vec<u8>, dict: &Bound<'_, PyDict>, walk: &mut Walk) -> R
             out.push(b',');
         }
         first = false;
-        write_key(out, &key).map_err(|e| e.at_key(&key_text(&key)))?;
+        write_key(out, &key)?;
         out.push(b':');
         write_value(out, &value, walk).map_err(|e| e.at_key(&key_text(&key)))?;
     }
@@ -180,32 +180,21 @@ pub fn write_value(out: &mut Vec<u8>, obj: &Bound<'_, PyAny>, walk: &mut Walk) -
         return Ok(());
     }
     if let Ok(frozen) = obj.cast::<FrozenDict>() {
-        walk.enter(obj)?;
-        let result = write_dict(out, frozen.get().dict(py), walk);
-        walk.leave();
-        return result;
+        return walk.within(obj, |walk| write_dict(out, frozen.get().dict(py), walk));
     }
     if let Ok(tuple) = obj.cast::<PyTuple>() {
-        walk.enter(obj)?;
-        let result = write_items(out, tuple.iter(), walk);
-        walk.leave();
-        return result;
+        return walk.within(obj, |walk| write_items(out, tuple.iter(), walk));
     }
     if let Ok(dict) = obj.cast::<PyDict>() {
-        walk.enter(obj)?;
-        let result = write_dict(out, dict, walk);
-        walk.leave();
-        return result;
+        return walk.within(obj, |walk| write_dict(out, dict, walk));
     }
     if let Ok(list) = obj.cast::<PyList>() {
-        walk.enter(obj)?;
         let snapshot = list.to_tuple();
-        let result = write_items(out, snapshot.iter(), walk);
-        walk.leave();
-        return result;
+        return walk.within(obj, |walk| write_items(out, snapshot.iter(), walk));
     }
     if let Ok(message) = obj.cast::<Message>() {
-        return message.get().write_json(out, walk);
+        // The message object is a nesting level of its own, as when its JSON is parsed back.
+        return walk.within(obj, |walk| message.get().write_json(out, walk));
     }
     if obj.is_instance_of::<PyString>() {
         return write_str(out, obj);
@@ -221,19 +210,11 @@ pub fn write_value(out: &mut Vec<u8>, obj: &Bound<'_, PyAny>, walk: &mut Walk) -
         return write_float(out, obj);
     }
     if is_mapping(obj) {
-        let items = unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyMapping_Items(obj.as_ptr())) }
-            .map_err(|e| PathError::type_error(format!("mapping items() failed: {e}")))?;
         let dict = PyDict::new(py);
-        for pair in items.try_iter().map_err(|_| not_json(obj))? {
-            let pair = pair.map_err(|_| not_json(obj))?;
-            let (key, value): (Bound<'_, PyAny>, Bound<'_, PyAny>) =
-                pair.extract().map_err(|_| PathError::type_error("mapping items() must be pairs"))?;
-            dict.set_item(key, value).map_err(|_| not_json(obj))?;
+        for (key, value) in mapping_pairs(obj)? {
+            dict.set_item(key, value).map_err(PathError::raised)?;
         }
-        walk.enter(obj)?;
-        let result = write_dict(out, &dict, walk);
-        walk.leave();
-        return result;
+        return walk.within(obj, |walk| write_dict(out, &dict, walk));
     }
     Err(not_json(obj))
 }
@@ -277,15 +258,17 @@ pub fn json_default<'py>(value: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny
 struct FrozenSeed<'py> {
     py: Python<'py>,
     depth: usize,
+    keys: *mut KeySlots,
 }
 
-struct PyValue<'py>(Bound<'py, PyAny>);
+/// A parsed value and the nesting depth of its subtree (0 for a leaf).
+struct PyValue<'py>(Bound<'py, PyAny>, usize);
 
 impl<'de, 'py> DeserializeSeed<'de> for FrozenSeed<'py> {
     type Value = PyValue<'py>;
 
     fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
-        deserializer.deserialize_any(self)
+        stacker::maybe_grow(STACK_RED_ZONE, STACK_GROWTH, || deserializer.deserialize_any(self))
     }
 }
 
@@ -297,33 +280,33 @@ impl<'de, 'py> Visitor<'de> for FrozenSeed<'py> {
     }
 
     fn visit_unit<E>(self) -> Result<Self::Value, E> {
-        Ok(PyValue(self.py.None().into_bound(self.py)))
+        Ok(PyValue(self.py.None().into_bound(self.py), 0))
     }
 
     fn visit_bool<E>(self, v: bool) -> Result<Self::Value, E> {
-        Ok(PyValue(pyo3::types::PyBool::new(self.py, v).to_owned().into_any()))
+        Ok(PyValue(pyo3::types::PyBool::new(self.py, v).to_owned().into_any(), 0))
     }
 
     fn visit_i64<E>(self, v: i64) -> Result<Self::Value, E> {
-        Ok(PyValue(v.into_pyobject(self.py).expect("int").into_any()))
+        Ok(PyValue(v.into_pyobject(self.py).expect("int").into_any(), 0))
     }
 
     fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Self::Value, E> {
         if v > i64::MAX as u64 {
             return Err(E::custom(format!("integer {v} is outside the 64-bit signed range")));
         }
-        Ok(PyValue((v as i64).into_pyobject(self.py).expect("int").into_any()))
+        Ok(PyValue((v as i64).into_pyobject(self.py).expect("int").into_any(), 0))
     }
 
     fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Self::Value, E> {
         if !v.is_finite() {
             return Err(E::custom("number is out of the finite float range"));
         }
-        Ok(PyValue(v.into_pyobject(self.py).expect("float").into_any()))
+        Ok(PyValue(v.into_pyobject(self.py).expect("float").into_any(), 0))
     }
 
     fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
-        Ok(PyValue(PyString::new(self.py, v).into_any()))
+        Ok(PyValue(PyString::new(self.py, v).into_any(), 0))
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
@@ -331,34 +314,159 @@ impl<'de, 'py> Visitor<'de> for FrozenSeed<'py> {
             return Err(A::Error::custom(format!("nesting deeper than {MAX_DEPTH} levels")));
         }
         let mut items: Vec<Bound<'py, PyAny>> = Vec::with_capacity(seq.size_hint().unwrap_or(4));
-        while let Some(PyValue(item)) = seq.next_element_seed(FrozenSeed { py: self.py, depth: self.depth + 1 })? {
+        let mut height = 0;
+        while let Some(PyValue(item, item_height)) = seq.next_element_seed(FrozenSeed { py: self.py, depth: self.depth + 1, keys: self.keys })? {
+            height = height.max(item_height);
             items.push(item);
         }
-        Ok(PyValue(PyTuple::new(self.py, items).map_err(A::Error::custom)?.into_any()))
+        let tuple = PyTuple::new(self.py, items).map_err(A::Error::custom)?.into_any();
+        untrack(&tuple);
+        Ok(PyValue(tuple, height + 1))
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        if self.depth >= MAX_DEPTH {
-            return Err(A::Error::custom(format!("nesting deeper than {MAX_DEPTH} levels")));
-        }
         let dict = PyDict::new(self.py);
-        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
-            let PyValue(value) = map.next_value_seed(FrozenSeed { py: self.py, depth: self.depth + 1 })?;
-            dict.set_item(PyString::new(self.py, &key), value).map_err(A::Error::custom)?;
+        let mut first = true;
+        let mut height = 0;
+        while let Some(key) = map.next_key_seed(KeySeed { py: self.py, keys: self.keys })? {
+            let key = match key {
+                // serde_json's arbitrary_precision hands every number over as this one-entry map,
+                // so that integers and floats are told apart by their text (see `number`).
+                Key::Number if first => return number::<A::Error>(self.py, &map.next_value::<String>()?),
+                Key::Number => PyString::new(self.py, NUMBER_TOKEN),
+                Key::Str(key) => key,
+            };
+            if first && self.depth >= MAX_DEPTH {
+                return Err(A::Error::custom(format!("nesting deeper than {MAX_DEPTH} levels")));
+            }
+            first = false;
+            let PyValue(value, value_height) = map.next_value_seed(FrozenSeed { py: self.py, depth: self.depth + 1, keys: self.keys })?;
+            height = height.max(value_height);
+            let status = unsafe { ffi::PyDict_SetItem(dict.as_ptr(), key.as_ptr(), value.as_ptr()) };
+            if status != 0 {
+                return Err(A::Error::custom(PyErr::fetch(self.py)));
+            }
         }
-        Ok(PyValue(FrozenDict::wrap(self.py, dict).into_any()))
+        Ok(PyValue(FrozenDict::wrap(self.py, dict, height + 1).into_any(), height + 1))
     }
+}
+
+/// Object keys: built straight from the parser's borrowed text, through a small per-thread cache
+/// because logs repeat the same few keys on every line.
+struct KeySeed<'py> {
+    py: Python<'py>,
+    keys: *mut KeySlots,
+}
+
+enum Key<'py> {
+    Str(Bound<'py, PyString>),
+    Number,
+}
+
+const NUMBER_TOKEN: &str = "$serde_json::private::Number";
+
+/// A JSON number from its text: an integer literal must fit in 64 signed bits (never silently
+/// becomes a float); anything with a fraction or exponent is a finite float, correctly rounded.
+fn number<'py, E: serde::de::Error>(py: Python<'py>, text: &str) -> Result<PyValue<'py>, E> {
+    if text.bytes().any(|b| matches!(b, b'.' | b'e' | b'E')) {
+        let value: f64 = text.parse().map_err(|_| E::custom(format!("invalid number {text}")))?;
+        if !value.is_finite() {
+            return Err(E::custom(format!("number {text} is out of the finite float range")));
+        }
+        return Ok(PyValue(value.into_pyobject(py).expect("float").into_any(), 0));
+    }
+    let value: i64 = text
+        .parse()
+        .map_err(|_| E::custom(format!("integer {text} is outside the 64-bit signed range")))?;
+    Ok(PyValue(value.into_pyobject(py).expect("int").into_any(), 0))
+}
+
+impl<'de, 'py> DeserializeSeed<'de> for KeySeed<'py> {
+    type Value = Key<'py>;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_str(self)
+    }
+}
+
+impl<'de, 'py> Visitor<'de> for KeySeed<'py> {
+    type Value = Key<'py>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an object key")
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+        if v == NUMBER_TOKEN {
+            return Ok(Key::Number);
+        }
+        Ok(Key::Str(cached_key(self.py, self.keys, v)))
+    }
+}
+
+const KEY_CACHE_SLOTS: usize = 512;
+const KEY_CACHE_MAX_LEN: usize = 32;
+
+/// A cached key: the text and a strong reference to its `str`.
+struct CachedKey {
+    text: Box<str>,
+    string: *mut ffi::PyObject,
+}
+
+/// Process-wide key cache: a fixed number of slots, so it never grows, and held for a whole
+/// parse (one lock per document, not per key).
+struct KeySlots(Vec<Option<CachedKey>>);
+
+// SAFETY: the strings are only touched while the mutex is held by a thread attached to Python.
+unsafe impl Send for KeySlots {}
+
+static KEY_CACHE: std::sync::Mutex<Option<KeySlots>> = std::sync::Mutex::new(None);
+
+fn key_slot(key: &str) -> usize {
+    // FNV-1a: short keys, no need for a strong hash.
+    let mut hash: u32 = 0x811c_9dc5;
+    for byte in key.bytes() {
+        hash = (hash ^ byte as u32).wrapping_mul(0x0100_0193);
+    }
+    hash as usize % KEY_CACHE_SLOTS
+}
+
+fn cached_key<'py>(py: Python<'py>, cache: *mut KeySlots, key: &str) -> Bound<'py, PyString> {
+    if cache.is_null() || key.len() > KEY_CACHE_MAX_LEN {
+        return PyString::new(py, key);
+    }
+    // SAFETY: `cache` points into the locked mutex for the duration of `parse`.
+    let slots = unsafe { &mut (*cache).0 };
+    let slot = key_slot(key);
+    if let Some(entry) = &slots[slot] {
+        if &*entry.text == key {
+            return unsafe { Bound::from_borrowed_ptr(py, entry.string).cast_into_unchecked::<PyString>() };
+        }
+    }
+    let string = PyString::new(py, key);
+    let previous = slots[slot].replace(CachedKey { text: key.into(), string: string.clone().into_ptr() });
+    if let Some(previous) = previous {
+        unsafe { ffi::Py_DECREF(previous.string) };
+    }
+    string
 }
 
 /// Parse JSON into a frozen tree; errors name the line and column.
 pub fn parse<'py>(py: Python<'py>, text: &[u8]) -> PyResult<Bound<'py, PyAny>> {
     let mut deserializer = serde_json::Deserializer::from_slice(text);
     deserializer.disable_recursion_limit();
-    let result = FrozenSeed { py, depth: 0 }
+    // try_lock: another thread may be parsing, or a finalizer run during this parse may parse
+    // again on this thread; either way that parse simply goes without the cache.
+    let mut guard = KEY_CACHE.try_lock().ok();
+    let keys: *mut KeySlots = match guard.as_deref_mut() {
+        Some(slots) => slots.get_or_insert_with(|| KeySlots((0..KEY_CACHE_SLOTS).map(|_| None).collect())),
+        None => std::ptr::null_mut(),
+    };
+    let result = FrozenSeed { py, depth: 0, keys }
         .deserialize(&mut deserializer)
         .and_then(|value| deserializer.end().map(|_| value));
     match result {
-        Ok(PyValue(value)) => Ok(value),
+        Ok(PyValue(value, _)) => Ok(value),
         Err(err) => Err(PyValueError::new_err(format!("invalid JSON: {err}"))),
     }
 }

@@ -14,7 +14,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyAny, PyBool, PyDict, PyList, PyString, PyTuple};
 
 use crate::errors::PathError;
-use crate::freeze::{freeze_at, is_mapping, Walk};
+use crate::freeze::{freeze_at, freeze_below, is_mapping, untrack, Walk};
 use crate::frozendict::FrozenDict;
 use crate::ids;
 use crate::json::{bytes_to_pystring, parse, text_bytes, write_value};
@@ -29,6 +29,8 @@ pub struct Message {
     content: Py<PyTuple>,
     source: Py<FrozenDict>,
     hash: OnceLock<isize>,
+    /// Nesting depth of the message's JSON object (see `FrozenDict::depth`).
+    depth: u16,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -119,17 +121,32 @@ fn validate_blocks(blocks: &Bound<'_, PyTuple>) -> Result<(), PathError> {
 }
 
 fn text_block<'py>(py: Python<'py>, text: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-    let text = if text.is_exact_instance_of::<PyString>() { text.clone() } else { text.str()?.into_any() };
+    // A str subclass keeps its characters only (its __str__ may say something else).
+    let text = crate::freeze::freeze_at(text, "content")?;
     let dict = PyDict::new(py);
     dict.set_item(intern!(py, "type"), intern!(py, "text"))?;
     dict.set_item(intern!(py, "text"), text)?;
-    Ok(FrozenDict::wrap(py, dict).into_any())
+    Ok(FrozenDict::wrap(py, dict, 1).into_any())
 }
 
-/// Content given as a `str` (one text block) or a sequence of block mappings.
-fn freeze_content<'py>(py: Python<'py>, content: &Bound<'py, PyAny>, root: &str) -> PyResult<Bound<'py, PyTuple>> {
+/// Frozen content blocks and the nesting depth of their tuple.
+pub struct Content<'py> {
+    blocks: Bound<'py, PyTuple>,
+    depth: usize,
+}
+
+/// Content given as a `str` (one text block) or a sequence of block mappings, frozen
+/// `outer_levels` below the top of the message's JSON object.
+fn freeze_content<'py>(
+    py: Python<'py>,
+    content: &Bound<'py, PyAny>,
+    root: &str,
+    outer_levels: usize,
+) -> PyResult<Content<'py>> {
     if content.is_instance_of::<PyString>() {
-        return PyTuple::new(py, [text_block(py, content)?]);
+        let blocks = PyTuple::new(py, [text_block(py, content)?])?;
+        untrack(blocks.as_any());
+        return Ok(Content { blocks, depth: 2 });
     }
     if !(content.is_instance_of::<PyTuple>() || content.is_instance_of::<PyList>()) {
         return Err(PyTypeError::new_err(format!(
@@ -137,10 +154,10 @@ fn freeze_content<'py>(py: Python<'py>, content: &Bound<'py, PyAny>, root: &str)
             type_name(content)
         )));
     }
-    let frozen = freeze_at(content, root)?;
-    let blocks = frozen.cast_into::<PyTuple>()?;
+    let frozen = freeze_below(content, root, outer_levels)?;
+    let blocks = frozen.value.cast_into::<PyTuple>()?;
     validate_blocks(&blocks).map_err(|e| e.into_pyerr(root))?;
-    Ok(blocks)
+    Ok(Content { blocks, depth: frozen.depth })
 }
 
 fn validate_source(source: &Bound<'_, FrozenDict>) -> Result<(), PathError> {
@@ -181,7 +198,7 @@ fn freeze_source<'py>(source: &Bound<'py, PyAny>) -> PyResult<Bound<'py, FrozenD
             type_name(source)
         )));
     }
-    let frozen = freeze_at(source, "source")?.cast_into::<FrozenDict>()?;
+    let frozen = freeze_below(source, "source", 1)?.value.cast_into::<FrozenDict>()?;
     validate_source(&frozen).map_err(|e| e.into_pyerr("source"))?;
     Ok(frozen)
 }
@@ -214,19 +231,27 @@ impl Message {
         py: Python<'py>,
         id: Bound<'py, PyString>,
         role: Bound<'py, PyString>,
-        content: Bound<'py, PyTuple>,
+        content: Content<'py>,
         source: Bound<'py, FrozenDict>,
     ) -> PyResult<Bound<'py, Message>> {
-        Bound::new(
+        let depth = 1 + content.depth.max(source.get().depth());
+        let message = Bound::new(
             py,
             Message {
                 id: id.unbind(),
                 role: role.unbind(),
-                content: content.unbind(),
+                content: content.blocks.unbind(),
                 source: source.unbind(),
                 hash: OnceLock::new(),
+                depth: depth as u16,
             },
-        )
+        )?;
+        untrack(message.as_any());
+        Ok(message)
+    }
+
+    pub fn depth(&self) -> usize {
+        self.depth as usize
     }
 
     /// The four fields in a `dict` of frozen values (shallow).
@@ -294,7 +319,7 @@ pub fn create_message<'py>(
 ) -> PyResult<Bound<'py, Message>> {
     reject_extra("create_message", kwargs, &[])?;
     let role = check_role(py, required("create_message", "role", role)?)?;
-    let content = freeze_content(py, required("create_message", "content", content)?, "content")?;
+    let content = freeze_content(py, required("create_message", "content", content)?, "content", 1)?;
     let source = freeze_source(required("create_message", "source", source)?)?;
     Message::build(py, minted_id(py)?, role, content, source)
 }
@@ -310,7 +335,7 @@ pub fn create_user_message<'py>(
 ) -> PyResult<Bound<'py, Message>> {
     reject_extra("create_user_message", kwargs, &[("role", "the role to 'user'")])?;
     let source = freeze_source(required("create_user_message", "source", source)?)?;
-    let content = freeze_content(py, content, "content")?;
+    let content = freeze_content(py, content, "content", 1)?;
     Message::build(py, minted_id(py)?, intern!(py, "user").clone(), content, source)
 }
 
@@ -336,14 +361,14 @@ pub fn create_assistant_message<'py>(
     )?;
     let provider = required("create_assistant_message", "provider", provider)?;
     let model = required("create_assistant_message", "model", model)?;
-    let content = freeze_content(py, content, "content")?;
+    let content = freeze_content(py, content, "content", 1)?;
     let source = PyDict::new(py);
     source.set_item(intern!(py, "kind"), intern!(py, "model"))?;
     source.set_item(intern!(py, "provider"), provider)?;
     source.set_item(intern!(py, "model"), model)?;
     if let Some(state) = replay_state {
         if !state.is_none() {
-            source.set_item(intern!(py, "replay_state"), freeze_at(state, "replay_state")?)?;
+            source.set_item(intern!(py, "replay_state"), freeze_below(state, "replay_state", 2)?.value)?;
         }
     }
     let source = freeze_source(source.as_any())?;
@@ -352,19 +377,28 @@ pub fn create_assistant_message<'py>(
 
 /// A new user-role message holding exactly one `tool_result` block for `call_id`.
 #[pyfunction]
-#[pyo3(signature = (call_id, content, *, is_error=None, **kwargs), text_signature = "(call_id, content, *, is_error=False)")]
+#[pyo3(signature = (call_id, content, **kwargs), text_signature = "(call_id, content, *, is_error=False)")]
 pub fn create_tool_result_message<'py>(
     py: Python<'py>,
     call_id: &Bound<'py, PyAny>,
     content: &Bound<'py, PyAny>,
-    is_error: Option<&Bound<'py, PyAny>>,
     kwargs: Option<&Bound<'py, PyDict>>,
 ) -> PyResult<Bound<'py, Message>> {
-    let no_error = PyBool::new(py, false).to_owned().into_any();
-    let is_error = is_error.unwrap_or(&no_error);
+    // `is_error` is read from the keywords so that an explicit None is refused, not defaulted.
+    let kwargs = kwargs.map(|k| k.copy()).transpose()?;
+    let is_error = match &kwargs {
+        Some(k) => {
+            let flag = k.get_item(intern!(py, "is_error"))?;
+            k.del_item(intern!(py, "is_error")).ok();
+            flag
+        }
+        None => None,
+    }
+    .unwrap_or_else(|| PyBool::new(py, false).to_owned().into_any());
+    let is_error = &is_error;
     reject_extra(
         "create_tool_result_message",
-        kwargs,
+        kwargs.as_ref(),
         &[
             ("role", "the role to 'user'"),
             ("source", "the source to {'kind': 'tool', 'call_id': call_id}"),
@@ -380,17 +414,21 @@ pub fn create_tool_result_message<'py>(
     if !is_error.is_instance_of::<PyBool>() {
         return Err(PyTypeError::new_err(format!("is_error: must be bool, not {}", type_name(is_error))));
     }
-    let inner = freeze_content(py, content, "content")?;
+    // message > content tuple > tool_result block > its content tuple
+    let inner = freeze_content(py, content, "content", 3)?;
+    let content_depth = inner.depth + 2;
     let block = PyDict::new(py);
     block.set_item(intern!(py, "type"), intern!(py, "tool_result"))?;
     block.set_item(intern!(py, "tool_call_id"), &call_id)?;
-    block.set_item(intern!(py, "content"), inner)?;
+    block.set_item(intern!(py, "content"), inner.blocks)?;
     block.set_item(intern!(py, "is_error"), is_error)?;
     let source = PyDict::new(py);
     source.set_item(intern!(py, "kind"), intern!(py, "tool"))?;
     source.set_item(intern!(py, "call_id"), &call_id)?;
-    let content = PyTuple::new(py, [FrozenDict::wrap(py, block)])?;
-    let source = FrozenDict::wrap(py, source);
+    let blocks = PyTuple::new(py, [FrozenDict::wrap(py, block, content_depth - 1)])?;
+    untrack(blocks.as_any());
+    let content = Content { blocks, depth: content_depth };
+    let source = FrozenDict::wrap(py, source, 1);
     Message::build(py, minted_id(py)?, intern!(py, "user").clone(), content, source)
 }
 
@@ -432,7 +470,7 @@ fn import_mapping<'py>(py: Python<'py>, mapping: &Bound<'py, PyAny>) -> PyResult
     let id = imported_id(fields.get_item(intern!(py, "id"))?)?;
     let missing = |name: &str| PyValueError::new_err(format!("{name}: the message has no {name}"));
     let role = check_role(py, &fields.get_item(intern!(py, "role"))?.ok_or_else(|| missing("role"))?)?;
-    let content = freeze_content(py, &fields.get_item(intern!(py, "content"))?.ok_or_else(|| missing("content"))?, "content")?;
+    let content = freeze_content(py, &fields.get_item(intern!(py, "content"))?.ok_or_else(|| missing("content"))?, "content", 1)?;
     let source = freeze_source(&fields.get_item(intern!(py, "source"))?.ok_or_else(|| missing("source"))?)?;
     Message::build(py, id, role, content, source)
 }
@@ -539,7 +577,7 @@ impl Message {
 
     /// Same id, role and source with new content: a representation change keeps identity.
     fn with_content<'py>(&self, py: Python<'py>, content: &Bound<'py, PyAny>) -> PyResult<Bound<'py, Message>> {
-        let content = freeze_content(py, content, "content")?;
+        let content = freeze_content(py, content, "content", 1)?;
         Message::build(py, self.id.bind(py).clone(), self.role.bind(py).clone(), content, self.source.bind(py).clone())
     }
 
@@ -551,7 +589,7 @@ impl Message {
     /// Compact JSON text with the four fields.
     fn to_json<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyString>> {
         let mut out = Vec::with_capacity(256);
-        self.write_json(&mut out, &mut Walk::new()).map_err(|e| e.into_pyerr("message"))?;
+        self.write_json(&mut out, &mut Walk::below(1)).map_err(|e| e.into_pyerr("message"))?;
         Ok(bytes_to_pystring(py, &out))
     }
 

@@ -1,9 +1,24 @@
-"""`dshkit demo`: an offline walk through what dshkit guarantees, with real output."""
+"""`dshkit demo`: an offline walk through what dshkit guarantees, with real output.
+
+Two parts: the message core (identity, immutability, import), then a multi-turn agent session
+over a real temporary workspace with real file tools, driven by `ScriptedModel` (no network,
+same behaviour on every run). The agent part shows a follow-up queued while busy, a steer, an
+inject, a `pre_step` hook that rewrites a prompt (same id) and adds context (new id), a turn
+cancelled mid-stream, a tool result pruned (same id) and a summary compaction (new id), then the
+path a few ids took (inbox, claim, log, request) and the command that verifies the log.
+"""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import dshkit
 
@@ -32,7 +47,7 @@ def show_message_core() -> None:
     print(f"reloaded  equal: {dshkit.Message.from_json(text) == prompt}")
 
     try:
-        prompt.content[0]["text"] = "changed"  # type: ignore[index]
+        prompt.content[0]["text"] = "changed"
     except TypeError as error:
         print(f"mutation  refused: TypeError: {error}")
     try:
@@ -42,7 +57,336 @@ def show_message_core() -> None:
     print(json.dumps(dshkit.thaw(prompt.source)))
 
 
+# -- the agent part ---------------------------------------------------------------------------
+
+TODO = "- buy milk\n- answer the review\n"
+NOTES = (
+    "# Notes\n\n"
+    "dshkit gives every message an id when it is created. The id survives the inbox, the\n"
+    "pre-step hook, the durable log and the model request, so a request can be rebuilt from\n"
+    "the log and a UI can follow one message from queueing to the answer.\n"
+)
+APP = 'print("hello")\n'
+ADDED_TODO = "- write the demo\n"
+
+
+def short(message_id: str) -> str:
+    """A short form of an id for the transcript (the random tail of a ULID)."""
+    return "…" + message_id[-6:]
+
+
+def one_line(text: str, limit: int = 72) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def make_workspace(root: Path) -> None:
+    (root / "src").mkdir(parents=True)
+    (root / "todo.txt").write_text(TODO)
+    (root / "notes.md").write_text(NOTES)
+    (root / "src" / "app.py").write_text(APP)
+
+
+def file_tools(root: Path) -> list[Any]:
+    """list_files, read_file and write_file, confined to `root` (write runs alone)."""
+    from dshkit.agent import Tool
+
+    def inside(path: str) -> Path:
+        resolved = (root / path).resolve()
+        if resolved != root and root not in resolved.parents:
+            raise PermissionError(f"{path!r} is outside the workspace")
+        return resolved
+
+    async def list_files(arguments: dict[str, Any], ctx: Any) -> str:
+        folder = inside(arguments.get("path", "."))
+        entries = sorted(p.name + ("/" if p.is_dir() else "") for p in folder.iterdir())
+        return "\n".join(entries)
+
+    async def read_file(arguments: dict[str, Any], ctx: Any) -> str:
+        return inside(arguments["path"]).read_text()
+
+    async def write_file(arguments: dict[str, Any], ctx: Any) -> str:
+        target = inside(arguments["path"])
+        target.write_text(arguments["content"])
+        return f"wrote {len(arguments['content'])} characters to {arguments['path']}"
+
+    path_schema = {"type": "object", "properties": {"path": {"type": "string"}}}
+    write_schema = {
+        "type": "object",
+        "properties": {"path": {"type": "string"}, "content": {"type": "string"}},
+        "required": ["path", "content"],
+    }
+    return [
+        Tool("list_files", "List the entries of a workspace folder.", path_schema, list_files),
+        Tool("read_file", "Read a text file of the workspace.", {**path_schema, "required": ["path"]}, read_file),
+        Tool("write_file", "Replace a text file of the workspace.", write_schema, write_file, parallel=False),
+    ]
+
+
+def call(call_id: str, name: str, arguments: dict[str, Any], text: str | None = None) -> list[dict[str, Any]]:
+    """A scripted response that calls one tool (its arguments streamed in two pieces)."""
+    raw = json.dumps(arguments)
+    half = len(raw) // 2
+    chunks: list[dict[str, Any]] = []
+    if text is not None:
+        chunks.append({"type": "text_delta", "text": text})
+    chunks += [
+        {"type": "tool_call_delta", "index": 0, "id": call_id, "name": name, "arguments": raw[:half]},
+        {"type": "tool_call_delta", "index": 0, "id": None, "name": None, "arguments": raw[half:]},
+        {"type": "usage", "usage": {"prompt_tokens": 420, "completion_tokens": 18}},
+        {"type": "finish", "reason": "tool_calls"},
+    ]
+    return chunks
+
+
+def script() -> list[Any]:
+    """What the scripted model answers, call by call."""
+    return [
+        # turn 1: what is in the workspace?
+        call("call_list", "list_files", {"path": "."}, text="Let me look."),
+        [
+            {"type": "reasoning_delta", "text": "Three entries; one is a folder. "},
+            {"type": "text_delta", "text": "The workspace holds notes.md, todo.txt and a src/ folder."},
+            {"type": "finish", "reason": "stop", "replay_state": {"scripted": "turn-1"}},
+        ],
+        # turn 2: the follow-up queued while turn 1 ran, then a steer arrives mid-tool
+        call("call_read_todo", "read_file", {"path": "todo.txt"}),
+        call("call_write_todo", "write_file", {"path": "todo.txt", "content": TODO + ADDED_TODO}, text="Adding it."),
+        "First on the list is buying milk. I also added “write the demo” at the end, as you asked.",
+        # turn 3: an injected note joins the follow-up; the answer is cancelled mid-stream
+        call("call_read_notes", "read_file", {"path": "notes.md"}),
+        "notes.md explains that every message gets its id when it is created and keeps it through "
+        "the inbox, the hook, the log and the request, which is why any request can be rebuilt.",
+        # turn 4: after maintenance (a pruned result, a summary) the queued question runs
+        "Left to do: buy milk, answer the review, write the demo.",
+    ]
+
+
+class Transcript:
+    """Prints the agent's live events as a readable transcript and records each id's path."""
+
+    def __init__(self) -> None:
+        self.paths: dict[str, list[str]] = {}
+        self.requests = 0
+        self.labels: dict[str, str] = {}
+
+    def note(self, message_id: str, step: str) -> None:
+        self.paths.setdefault(message_id, []).append(step)
+
+    def __call__(self, event: Any) -> None:
+        kind, message = event.type, event.message
+        if kind == "turn_start":
+            print(f"turn {event.turn}")
+        elif kind == "turn_end":
+            reason = dict(event.data["reason"])
+            detail = f" ({reason['cause']})" if "cause" in reason else ""
+            print(f"turn {event.turn} ended: {reason['kind']}{detail}")
+        elif kind == "inserted":
+            self.note(message.id, f"inbox {event.data['target']} (event #{event.data['seq']})")
+            print(f"  queued    {short(message.id)} to {event.data['target']}: {one_line(message.text)!r}")
+        elif kind == "discarded":
+            self.note(message.id, f"discarded (event #{event.data['seq']})")
+        elif kind == "replaced":
+            self.note(message.id, f"replaced in the inbox (event #{event.data['seq']})")
+        elif kind == "claimed":
+            self.note(message.id, f"claimed by turn {event.turn} (event #{event.data['seq']})")
+        elif kind == "request":
+            self.requests += 1
+            for sent in event.data["request"].messages:
+                self.note(sent.id, f"request {self.requests}")
+        elif kind == "message":
+            self.note(message.id, f"logged as {event.data['event_type']} (event #{event.data['seq']})")
+            print(self.describe(message, interrupted=bool(event.data.get("interrupted"))))
+
+    @staticmethod
+    def describe(message: dshkit.Message, *, interrupted: bool = False) -> str:
+        source = message.source
+        if source["kind"] == "tool":
+            block = message.content[0]
+            body = " ".join(part.get("text", "") for part in block["content"])
+            flag = " error" if block["is_error"] else ""
+            return f"    tool      {short(message.id)} result of {source['call_id']}{flag}: {one_line(body)!r}"
+        if message.role == "assistant":
+            parts = []
+            for block in message.content:
+                if block["type"] == "reasoning":
+                    parts.append(f"(thinks: {one_line(block['text'], 40)})")
+                elif block["type"] == "text":
+                    parts.append(repr(one_line(block["text"])))
+                elif block["type"] == "tool_call":
+                    parts.append(f"calls {block['name']}({block['arguments']})")
+            flag = " [interrupted]" if interrupted else ""
+            return f"    assistant {short(message.id)}{flag}: {' '.join(parts)}"
+        who = "user" if source["kind"] == "user" else f"{source['kind']}:{source.get('plugin', '')}"
+        return f"    {who:<9} {short(message.id)}: {one_line(message.text)!r}"
+
+    def collapsed(self, message_id: str) -> Iterator[str]:
+        """The recorded path of an id, with runs of requests folded into ranges."""
+        run: list[int] = []
+        for step in self.paths.get(message_id, []):
+            if step.startswith("request "):
+                run.append(int(step.split()[1]))
+                continue
+            if run:
+                yield _request_range(run)
+                run = []
+            yield step
+        if run:
+            yield _request_range(run)
+
+
+def _request_range(numbers: list[int]) -> str:
+    return f"request {numbers[0]}" if len(numbers) == 1 else f"requests {numbers[0]}-{numbers[-1]}"
+
+
+async def run_agent(workspace: Path, log_path: Path) -> tuple[Transcript, dict[str, str], Any]:
+    """The scripted session; returns the transcript, the ids worth tracing, and the session."""
+    from dshkit.agent import Agent, Enter
+    from dshkit.models import ScriptedModel
+    from dshkit.session import Session
+
+    session = Session.create(log_path)
+    transcript = Transcript()
+    traced: dict[str, str] = {}
+    state = {"turn": 0}
+
+    def pre_step(ctx: Any) -> Enter:
+        # Expands "my workspace" in place (same id: a representation change) and adds a
+        # snapshot of the workspace as context (a new message, with its own new id).
+        if ctx.turn != 1 or ctx.step != 1:
+            return Enter(ctx.messages)
+        prompt = ctx.messages[-1]
+        rewritten = prompt.with_content(prompt.text.replace("my workspace", "the workspace folder"))
+        snapshot = dshkit.create_user_message(
+            "Workspace snapshot: 3 entries, last change just now.",
+            source={"kind": "plugin", "plugin": "workspace", "form": "snapshot"},
+        )
+        traced[snapshot.id] = "context added by pre_step (new id)"
+        print(f"  pre_step  rewrote {short(prompt.id)} (same id), added context {short(snapshot.id)} (new id)")
+        return Enter([snapshot, rewritten])
+
+    # A small delay makes the stream a real stream: the cancel below lands mid-answer.
+    model = ScriptedModel(script(), provider="scripted", model="demo-1", delay=0.002)
+    agent = Agent(
+        model,
+        session=session,
+        tools=file_tools(workspace),
+        system="You are a careful assistant working in a small workspace.",
+        hooks={"pre_step": pre_step},
+    )
+    agent.subscribe(transcript)
+    followup_while_busy = dshkit.create_user_message("Read todo.txt and tell me what comes first.", source={"kind": "user"})
+    steer = dshkit.create_user_message("Also add “write the demo” to the list.", source={"kind": "user"})
+    deltas = {"count": 0}
+
+    def user_actions(event: Any) -> None:
+        # The "user" acts at precise points of the run (no timing involved).
+        if event.type == "turn_start":
+            state["turn"] = event.turn
+        if event.type == "tool_call" and event.data["name"] == "list_files":
+            print("  (the user types a follow-up while the agent is busy)")
+            agent.followup(followup_while_busy)
+        if event.type == "tool_call" and event.data["call_id"] == "call_read_todo":
+            print("  (the user steers while the tool runs: it enters after the result)")
+            agent.steer(steer)
+        if event.type == "delta" and state["turn"] == 3 and event.data["chunk"]["type"] == "text_delta":
+            deltas["count"] += 1
+            if deltas["count"] == 6:
+                print("  (the user presses stop mid-answer)")
+                agent.cancel("user pressed stop")
+
+    agent.subscribe(user_actions)
+
+    print("\n== An agent turn by turn (ScriptedModel, offline) ==")
+    print(f"workspace {workspace}")
+    first = dshkit.create_user_message("What's in my workspace?", source={"kind": "user"})
+    traced[first.id] = "prompt rewritten by pre_step (same id)"
+    traced[followup_while_busy.id] = "follow-up queued while busy"
+    traced[steer.id] = "steer"
+    agent.followup(first)
+    await agent.when_idle()
+
+    note = dshkit.create_user_message(
+        "The user prefers short answers.", source={"kind": "plugin", "plugin": "preferences", "form": "notice"}
+    )
+    traced[note.id] = "injected context (no wake)"
+    print("(idle) inject a note: it waits for the next step and wakes nothing")
+    agent.inject(note)
+    print(f"  status after inject: {agent.status}")
+    agent.followup(dshkit.create_user_message("Summarise notes.md.", source={"kind": "user"}))
+    await agent.when_idle()
+
+    question = dshkit.create_user_message("What's left on my list?", source={"kind": "user"})
+    traced[question.id] = "asked during maintenance"
+
+    def maintain() -> None:
+        print("\n== Maintenance while idle: prune a tool result, compact old turns ==")
+        agent.followup(question)  # stays queued, with its id, until maintenance is over
+        print("            (it waits: maintenance runs only while the agent is idle)")
+        result = next(m for m in session.messages() if m.source.get("call_id") == "call_read_notes")
+        block = result.content[0]
+        pruned = result.with_content(
+            [{**block, "content": [{"type": "text", "text": f"[pruned: notes.md, {len(NOTES)} characters]"}]}]
+        )
+        event = session.replace(pruned)
+        traced[result.id] = "tool result pruned (same id)"
+        transcript.note(result.id, f"pruned in place (event #{event.seq}, same id)")
+        print(f"  pruned    {short(result.id)} in place: same id, new content")
+        messages = session.messages()
+        last_of_turn_2 = max(i for i, m in enumerate(messages) if m.text.startswith("First on the list"))
+        summary = dshkit.create_user_message(
+            "Summary of earlier turns: the workspace has notes.md, todo.txt and src/; "
+            "todo.txt now also lists “write the demo”.",
+            source={"kind": "plugin", "plugin": "compact", "form": "recall"},
+        )
+        event = session.compact(messages[0].id, messages[last_of_turn_2].id, summary)
+        traced[summary.id] = "summary checkpoint (new id)"
+        transcript.note(summary.id, f"logged as user/message (event #{event.seq}), replacing {last_of_turn_2 + 1} messages")
+        print(f"  compacted {last_of_turn_2 + 1} messages into summary {short(summary.id)} (new id)")
+        print()
+
+    await agent.run_maintenance(maintain)
+    await agent.when_idle()
+    return transcript, traced, session
+
+
+def show_paths(transcript: Transcript, traced: dict[str, str]) -> None:
+    print("\n== The path each id took ==")
+    for message_id, label in traced.items():
+        print(f"{short(message_id)}  {message_id}  {label}")
+        for step in transcript.collapsed(message_id):
+            print(f"    {step}")
+
+
+def show_history(session: Any) -> None:
+    print("\n== The model-visible history now (derived from the log) ==")
+    for message in session.messages():
+        event = session.message_event(message.id)
+        interrupted = event.type == "assistant/message" and bool(event.data.get("interrupted"))
+        print(Transcript.describe(message, interrupted=interrupted))
+
+
 def main(args: argparse.Namespace) -> int:
     """Run the demonstration; returns the exit code."""
+    chosen = getattr(args, "log", None)
+    if chosen and Path(chosen).exists():
+        print(f"dshkit demo: {chosen} already exists; choose a new path with --log", file=sys.stderr)
+        return 2
     show_message_core()
+    scratch = Path(tempfile.mkdtemp(prefix="dshkit-demo-"))
+    workspace = scratch / "workspace"
+    log_path = Path(chosen) if chosen else scratch / "session.jsonl"
+    try:
+        make_workspace(workspace)
+        transcript, traced, session = asyncio.run(run_agent(workspace, log_path))
+        show_history(session)
+        show_paths(transcript, traced)
+        print(f"\ntodo.txt now reads: {(workspace / 'todo.txt').read_text().splitlines()}")
+        events = len(session.events)
+        session.close()
+    finally:
+        # The scratch folder outlives the run only when it holds the log (no --log given).
+        shutil.rmtree(workspace if not chosen else scratch, ignore_errors=True)
+    print(f"\nThe log ({events} events) is at {log_path}. Check its invariants:")
+    print(f"  dshkit log verify {log_path}")
     return 0

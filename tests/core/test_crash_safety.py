@@ -27,15 +27,20 @@ def run_isolated(script: str, timeout: float = 120) -> str:
 
 
 def test_frozendicts_composed_far_deeper_than_the_freeze_limit() -> None:
-    """`FrozenDict` reuse skips re-walking, so composition can exceed 256 levels: every
-    operation must then raise (ValueError or RecursionError) or succeed, never crash."""
+    """If composing FrozenDicts can exceed 256 levels (reuse skips re-walking), every operation
+    on the result must raise (ValueError or RecursionError) or succeed, never crash."""
     output = run_isolated(
         """
         import copy, pickle, sys
         from dshkit import FrozenDict, freeze, thaw, to_json, json_default, create_user_message
         value, twin = FrozenDict(), FrozenDict()
-        for _ in range(50_000):
-            value, twin = FrozenDict(k=value), FrozenDict(k=twin)
+        try:
+            for _ in range(50_000):
+                value, twin = FrozenDict(k=value), FrozenDict(k=twin)
+        except ValueError:
+            # The depth limit also applies to composition: nothing deep exists to misbehave on.
+            print("composition capped")
+            raise SystemExit(0)
         results = []
         for name, op in [
             ("freeze", lambda: freeze(value)),
@@ -56,17 +61,24 @@ def test_frozendicts_composed_far_deeper_than_the_freeze_limit() -> None:
         print(" ".join(results))
         """
     )
-    assert "freeze:ok" in output
-    assert "to_json:" in output and "thaw:" in output
+    assert "composition capped" in output or ("to_json:" in output and "thaw:" in output)
 
 
 def test_hash_of_a_deeply_composed_frozendict_does_not_crash() -> None:
+    """CPython hashes a tuple nested 100k deep without crashing; a FrozenDict must not do worse."""
     run_isolated(
         """
+        nested = ()
+        for _ in range(100_000):
+            nested = (nested,)
+        hash(nested)
         from dshkit import FrozenDict
         value = FrozenDict()
-        for _ in range(10_000):
-            value = FrozenDict(k=value)
+        try:
+            for _ in range(100_000):
+                value = FrozenDict(k=value)
+        except ValueError:
+            raise SystemExit(0)  # composition is capped by the depth limit
         try:
             hash(value)
         except RecursionError:

@@ -487,12 +487,18 @@ def test_an_imported_id_is_kept_through_every_boundary() -> None:
     assert freeze_message(round_tripped) is round_tripped
 
 
-def test_freeze_of_a_tree_holding_messages_is_pinned() -> None:
-    """DESIGN is silent: a Message inside a JSON tree is either kept as the same object or refused."""
+def test_a_message_inside_a_tree_is_kept_as_the_same_object() -> None:
+    """Pinned (DESIGN is silent; the session stores `{"turn": .., "message": Message}`): a Message
+    is already frozen, so freeze keeps it; JSON writes its four fields; thaw gives its dict form."""
     message = create_user_message("x", source=USER)
-    try:
-        frozen = freeze({"message": message, "turn": 1})
-    except TypeError as error:
-        assert "Message" in str(error)
-    else:
-        assert frozen["message"] is message
+    assert freeze(message) is message
+    frozen = freeze({"message": message, "turn": 1, "list": [message]})
+    assert frozen["message"] is message and frozen["list"][0] is message
+    assert FrozenDict(m=message)["m"] is message
+    assert dshkit.to_json(frozen) == '{"message":' + message.to_json() + ',"turn":1,"list":[' + message.to_json() + "]}"
+    assert dshkit.thaw(frozen) == {"message": message.to_dict(), "turn": 1, "list": [message.to_dict()]}
+    assert hash(frozen) == hash(freeze({"message": message, "turn": 1, "list": (message,)}))
+    # JSON carries no type tags: parsing gives the plain frozen mapping, freeze_message makes it a Message.
+    parsed = dshkit.from_json(dshkit.to_json(frozen))
+    assert type(parsed["message"]) is FrozenDict
+    assert freeze_message(parsed["message"]) == message

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from dshkit import FrozenDict, freeze, thaw
+from dshkit import FrozenDict, Message, create_user_message, freeze, thaw
 
 MAX_DEPTH = 256
 
@@ -295,6 +295,14 @@ def test_a_list_containing_itself_is_a_cycle() -> None:
         freeze(loop)
 
 
+def test_a_cycle_is_named_where_it_closes() -> None:
+    """Pinned: the path ends where the container appears inside itself, not 256 levels down."""
+    loop: list[Any] = [1]
+    loop.append(loop)
+    with pytest.raises(ValueError, match=r"^value\['a'\]\[1\]: cycle"):
+        freeze({"a": loop})
+
+
 def test_a_dict_containing_itself_is_a_cycle() -> None:
     loop: dict[str, Any] = {}
     loop["self"] = loop
@@ -331,6 +339,36 @@ def test_more_than_256_levels_raise_value_error(build: Any, levels: int) -> None
     with pytest.raises(ValueError, match="256") as caught:
         freeze(build(levels))
     assert "cycle" not in str(caught.value)
+
+
+def test_the_depth_limit_also_holds_for_trees_built_from_frozen_parts() -> None:
+    """Reusing a frozen part must not skip the limit: freezing gives the same outcome whether or
+    not parts were frozen first (else a Message can be created that to_json then refuses)."""
+    part = freeze(nested_dicts(MAX_DEPTH))
+    assert thaw(part) == nested_dicts(MAX_DEPTH)
+    for build in (
+        lambda p: {"k": p},
+        lambda p: [p],
+        lambda p: (p,),
+        lambda p: FrozenDict(k=p),
+    ):
+        with pytest.raises(ValueError, match="256"):
+            freeze(build(nested_dicts(MAX_DEPTH)))
+        with pytest.raises(ValueError, match="256"):
+            freeze(build(part))
+
+
+def test_a_message_cannot_hold_content_nested_deeper_than_the_limit() -> None:
+    part = freeze(nested_dicts(MAX_DEPTH))
+    for value in (nested_dicts(MAX_DEPTH), part):
+        with pytest.raises(ValueError, match="256"):
+            create_user_message([{"type": "custom", "v": value}], source={"kind": "user"})
+    # The message object, its content list and the block are three levels of its JSON.
+    fits = freeze(nested_dicts(MAX_DEPTH - 3))
+    message = create_user_message([{"type": "custom", "v": fits}], source={"kind": "user"})
+    assert Message.from_json(message.to_json()) == message
+    with pytest.raises(ValueError, match="256"):
+        create_user_message([{"type": "custom", "v": {"k": fits}}], source={"kind": "user"})
 
 
 def test_depth_counts_mixed_containers() -> None:

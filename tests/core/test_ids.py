@@ -6,6 +6,9 @@ import multiprocessing
 import os
 import queue
 import re
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 import warnings
@@ -234,6 +237,40 @@ def test_forked_children_and_parent_never_mint_the_same_id() -> None:
             assert_strictly_increasing(child_ids)
             all_ids.extend(child_ids)
     assert len(set(all_ids)) == len(all_ids), "a forked child repeated an id"
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_child_forked_within_the_same_millisecond_does_not_continue_the_parents_sequence() -> None:
+    """A small process forks fast enough that the child often mints in the parent's millisecond,
+    where an inherited "last id" would make child and parent both mint last + 1."""
+    script = textwrap.dedent(
+        """
+        import os
+        from dshkit import new_message_id
+        same_ms = collisions = 0
+        for _ in range(300):
+            read_fd, write_fd = os.pipe()
+            before = new_message_id()
+            pid = os.fork()
+            if pid == 0:
+                os.write(write_fd, new_message_id().encode())
+                os._exit(0)
+            parent_next = new_message_id()
+            os.close(write_fd)
+            child_first = os.read(read_fd, 26).decode()
+            os.close(read_fd)
+            os.waitpid(pid, 0)
+            same_ms += child_first[:10] == before[:10]  # the first 10 characters are the time part
+            collisions += child_first == parent_next
+        print(same_ms, collisions)
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    same_ms, collisions = map(int, done.stdout.split())
+    assert collisions == 0
+    if same_ms == 0:
+        pytest.skip("no fork landed in the parent's millisecond on this machine: nothing was exercised")
 
 
 def _mint_into_pipe(connection: multiprocessing.connection.Connection, count: int) -> None:

@@ -20,7 +20,6 @@ from dshkit import (
     freeze,
     from_json,
     json_default,
-    thaw,
     to_json,
 )
 
@@ -155,6 +154,21 @@ def test_to_json_bad_values_name_the_path(value: Any, error: type[Exception], pr
     with pytest.raises(error) as caught:
         to_json(value)
     assert str(caught.value).startswith(prefix), str(caught.value)
+
+
+def _nested(levels: int) -> Any:
+    value: Any = 0
+    for i in range(levels):
+        value = [value] if i % 2 else {"k": value}
+    return value
+
+
+@pytest.mark.parametrize("prepare", [lambda v: v, freeze], ids=["plain", "frozen"])
+def test_to_json_depth_limit(prepare: Any) -> None:
+    text = to_json(prepare(_nested(256)))
+    assert json.loads(text) == _nested(256)
+    with pytest.raises(ValueError, match="256"):
+        to_json(_nested(257))
 
 
 def test_to_json_refuses_cycles() -> None:

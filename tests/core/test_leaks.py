@@ -12,6 +12,7 @@ import json
 import os
 import pickle
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -117,8 +118,18 @@ OPERATIONS: dict[str, Callable[[], Any]] = {
     "error: Message()": expect_error(lambda: Message(), TypeError),  # type: ignore[call-arg]
 }
 
-# Deep recursion paths are slower per call: fewer repetitions still expose a per-call leak.
-SLOW = {"error: cycle": 10_000}
+# Slower operations repeat fewer times: a leak of one object per call still shows as thousands.
+SLOW = {
+    "error: cycle": 10_000,
+    "pickle message": 20_000,
+    "FrozenDict api": 20_000,
+    "json_default": 40_000,
+    "hash and eq": 40_000,
+    "pickle frozendict": 40_000,
+    "Message.from_json": 50_000,
+    "error: bad block": 100_000,
+    "error: non-JSON value": 100_000,
+}
 
 
 @pytest.mark.parametrize("name", OPERATIONS)
@@ -144,3 +155,30 @@ def test_repeating_an_operation_leaks_nothing(name: str) -> None:
     if rss_before is not None and rss_after is not None:
         growth_mb = (rss_after - rss_before) / 2**20
         assert growth_mb < 3, f"{name}: resident memory grew {growth_mb:.1f} MiB over {iterations} calls"
+
+
+def test_short_lived_threads_leave_nothing_behind() -> None:
+    """Per-thread state in the core (caches, id state) must be released when a thread ends:
+    servers that run each request on a fresh thread must not grow without bound."""
+    document = to_json({f"key{i}": [i, {f"inner{i}": None}] for i in range(600)})
+    message_json = MESSAGE_JSON
+
+    def work() -> None:
+        from_json(document)
+        Message.from_json(message_json)
+        freeze(TREE)
+        create_user_message("x", source=USER)
+
+    def run_threads(count: int) -> None:
+        for _ in range(count):
+            thread = threading.Thread(target=work)
+            thread.start()
+            thread.join()
+
+    run_threads(20)
+    gc.collect()
+    blocks_before = sys.getallocatedblocks()
+    run_threads(300)
+    gc.collect()
+    growth = sys.getallocatedblocks() - blocks_before
+    assert growth < 2_000, f"{growth} Python allocations kept after 300 short-lived threads"

@@ -54,7 +54,7 @@ class StreamAssembler:
         """
         if self.finished:
             return False
-        if not isinstance(chunk, Mapping):
+        if type(chunk) is not dict and not isinstance(chunk, Mapping):
             raise ModelError(f"model stream: expected a chunk mapping, got {type(chunk).__name__}", code="bad_chunk")
         kind = chunk.get("type")
         if kind == "text_delta" or kind == "reasoning_delta":

@@ -129,7 +129,7 @@ class Inbox:
                 self._hub.emit("inserted", message=message, target=target, seq=seq)
         return seq
 
-    def claim(self, *, first_step: bool) -> list[tuple[Message, int]]:
+    def claim(self, *, first_step: bool, turn: int | None = None) -> list[tuple[Message, int]]:
         """Claim a step's input: all next-step items, plus one follow-up on a turn's first step.
 
         Returns ``(message, claim seq)`` pairs in batch order (next-step items, then the
@@ -147,7 +147,7 @@ class Inbox:
         for target, seq, message in claimed:
             batch.append((message, seq))
             if self._hub.active:
-                self._hub.emit("claimed", message=message, target=target, seq=seq)
+                self._hub.emit("claimed", turn=turn, message=message, target=target, seq=seq)
         return batch
 
     def remove(self, message_id: str, *, cause: str = "removed") -> bool:

@@ -9,6 +9,7 @@ input it receives; it creates (and so mints ids for) only the assistant messages
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import logging
 from collections.abc import Iterable, Mapping
@@ -102,7 +103,11 @@ class Agent:
         hooks: Mapping[str, Hook] | None = None,
         config: Mapping[str, Any] | None = None,
     ) -> None:
-        if not callable(getattr(model, "stream", None)) or not isinstance(getattr(model, "provider", None), str) or not isinstance(getattr(model, "model", None), str):
+        if not (
+            callable(getattr(model, "stream", None))
+            and isinstance(getattr(model, "provider", None), str)
+            and isinstance(getattr(model, "model", None), str)
+        ):
             raise TypeError(
                 f"Agent model: expected a model with str 'provider' and 'model' and a stream(request, cancel) method, "
                 f"got {type(model).__name__}"
@@ -124,16 +129,19 @@ class Agent:
         self._inbox = Inbox(self._session, self._hub)
 
         self._driver: asyncio.Task[None] | None = None
-        self._idle_event: asyncio.Event | None = None
+        # Futures of coroutines waiting for the driver or a maintenance run to end. Plain
+        # futures, not an asyncio.Event or Lock: those bind to the first event loop that waits
+        # on them, and an agent may outlive one `asyncio.run`.
+        self._state_waiters: list[asyncio.Future[None]] = []
         self._token: CancelToken | None = None
         self._aborting = False
         self._latched = False
         self._maintenance = False
-        self._maintenance_lock: asyncio.Lock | None = None
         self._wake_requested = False
         self._closed = False
         self._failure: BaseException | None = None
         self._last_header: Any = None
+        self._logged_config: Any = None
         self._turn_number = max(
             (event.data["turn"] for event in self._session.events if event.type == "turn/start"), default=0
         )
@@ -188,12 +196,12 @@ class Agent:
         checked = self._inbox.check_new(message, where)
         starts_driver = wake and self._driver is None and not self._maintenance
         loop = self._running_loop(where) if starts_driver else None
-        if wake and self._aborting:
-            # A waking send while the current turn is being aborted belongs to the next turn and
-            # runs once the abort has settled.
-            target = NEXT_TURN
+        # A waking send while the current turn is being aborted belongs to the next turn and
+        # runs once the abort has settled (it is "latched").
+        latch = wake and self._aborting
+        self._inbox.insert(NEXT_TURN if latch else target, (checked,))
+        if latch:
             self._latched = True
-        self._inbox.insert(target, (checked,))
         if not wake:
             return
         if self._maintenance:
@@ -238,7 +246,7 @@ class Agent:
         is raised here, once.
         """
         while self._driver is not None:
-            await self._idle().wait()
+            await self._state_change()
         failure, self._failure = self._failure, None
         if failure is not None:
             raise failure
@@ -252,22 +260,20 @@ class Agent:
         self._check_open("run_maintenance")
         if not callable(fn):
             raise TypeError(f"run_maintenance: expected a callable, got {type(fn).__name__}")
-        if self._maintenance_lock is None:
-            self._maintenance_lock = asyncio.Lock()
-        async with self._maintenance_lock:
-            while self._driver is not None:
-                await self._idle().wait()
-            self._maintenance = True
-            try:
-                result = fn()
-                if asyncio.iscoroutine(result) or isinstance(result, asyncio.Future):
-                    result = await result
-                return result
-            finally:
-                self._maintenance = False
-                wake, self._wake_requested = self._wake_requested, False
-                if wake and len(self._inbox) and self._driver is None and not self._closed:
-                    self._start_driver(asyncio.get_running_loop())
+        while self._driver is not None or self._maintenance:
+            await self._state_change()
+        self._maintenance = True
+        try:
+            result = fn()
+            if inspect.isawaitable(result):
+                result = await result
+            return result
+        finally:
+            self._maintenance = False
+            wake, self._wake_requested = self._wake_requested, False
+            if wake and len(self._inbox) and not self._closed:
+                self._start_driver(asyncio.get_running_loop())
+            self._notify_state_change()
 
     async def close(self, cause: str = "disposed") -> None:
         """Refuse further input and abort the running turn (as `cancel(cause)` does); waits for it."""
@@ -278,7 +284,7 @@ class Agent:
         self.cancel(cause)
         self._latched = False  # a disposing cancel never latches
         while self._driver is not None:
-            await self._idle().wait()
+            await self._state_change()
 
     # -- live events --------------------------------------------------------------------------
 
@@ -306,17 +312,24 @@ class Agent:
                 "(use inject() to queue without waking)"
             ) from None
 
-    def _idle(self) -> asyncio.Event:
-        if self._idle_event is None:
-            self._idle_event = asyncio.Event()
-            if self._driver is None:
-                self._idle_event.set()
-        return self._idle_event
+    async def _state_change(self) -> None:
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._state_waiters.append(waiter)
+        try:
+            await waiter
+        finally:
+            if waiter in self._state_waiters:
+                self._state_waiters.remove(waiter)
+
+    def _notify_state_change(self) -> None:
+        waiters, self._state_waiters = self._state_waiters, []
+        for waiter in waiters:
+            if not waiter.done() and not waiter.get_loop().is_closed():
+                waiter.set_result(None)
 
     def _start_driver(self, loop: asyncio.AbstractEventLoop) -> None:
         token = CancelToken()
         self._token = token
-        self._idle().clear()
         self._driver = loop.create_task(self._drive(token))
 
     async def _drive(self, token: CancelToken) -> None:
@@ -325,10 +338,8 @@ class Agent:
                 outcome = await self._run_turn(token)
                 if outcome not in _CONTINUING_OUTCOMES:
                     break
-        except BaseException as exc:  # the loop itself failed: keep it for when_idle()
+        except Exception as exc:  # the loop itself failed (the log could not be written, ...)
             self._failure = exc
-            if not isinstance(exc, Exception):
-                raise
             _log.exception("agent loop failed")
         finally:
             relaunch = self._latched and len(self._inbox) > 0 and not self._closed
@@ -338,8 +349,7 @@ class Agent:
             self._driver = None
             if relaunch:
                 self._start_driver(asyncio.get_running_loop())
-            else:
-                self._idle().set()
+            self._notify_state_change()
 
     # -- a turn -------------------------------------------------------------------------------
 
@@ -377,7 +387,7 @@ class Agent:
         token = turn.token
         while True:
             first = turn.step == 0
-            claimed = self._inbox.claim(first_step=first)
+            claimed = self._inbox.claim(first_step=first, turn=turn.number)
             if first and not claimed:
                 return  # an empty first claim: turn/start + turn/end {completed}, no step
             batch = await self._admit(turn, claimed)
@@ -475,6 +485,8 @@ class Agent:
                 self._hub.emit("step_end", turn=number, step=step)
 
     def _log_header(self, config: Mapping[str, Any]) -> None:
+        if config is self._logged_config:
+            return  # the very settings of the header this agent logged last: nothing changed
         header = freeze({"system": self._system, "tools": list(self._tool_specs), "config": dict(config)})
         if self._last_header is None:
             logged_before = any(event.type == "request/header" for event in self._session.events)
@@ -485,6 +497,7 @@ class Agent:
             return
         self._append("request/header", {"header": header, "reason": reason})
         self._last_header = header
+        self._logged_config = config
 
     async def _call_model(self, turn: _Turn) -> _StepResult:
         token = turn.token
@@ -560,15 +573,20 @@ class Agent:
         reader = asyncio.ensure_future(self._read(turn, stream, assembler, chunk_seqs))
         unregister = token.on_cancel(reader.cancel)
         try:
-            await asyncio.wait((reader,))
+            await reader
+        except asyncio.CancelledError:
+            # Either the token cut the reader (carry on: keep the prefix) or this driver task
+            # itself is being cancelled (propagate).
+            if not token.cancelled or _being_cancelled():
+                raise
+            return _INTERRUPTED
+        except Exception as exc:
+            return exc
         finally:
             unregister()
-            if not reader.done():  # the driver itself is being cancelled
-                reader.cancel()
-                await asyncio.wait((reader,))
-        if reader.cancelled() or (token.cancelled and not assembler.finished):
-            return _INTERRUPTED
-        return reader.exception()
+        if token.cancelled and not assembler.finished:
+            return _INTERRUPTED  # the model stopped early on its own when it saw the cancel
+        return None
 
     async def _read(self, turn: _Turn, stream: Any, assembler: StreamAssembler, chunk_seqs: list[int]) -> None:
         number, step = turn.number, turn.step
@@ -764,6 +782,17 @@ class Agent:
 
 
 _INTERRUPTED = object()  # _stream's answer when the cancel token cut the response
+
+
+def _being_cancelled() -> bool:
+    """Whether the current task has a cancellation request of its own pending (Python 3.11+).
+
+    On 3.10 this cannot be told apart from the token's cancel of the reader; the turn is then
+    treated as cancelled by the token, and still closed properly.
+    """
+    task = asyncio.current_task()
+    cancelling = getattr(task, "cancelling", None)
+    return bool(cancelling()) if cancelling is not None else False
 
 
 __all__ = ["IDLE", "RUNNING", "Agent"]

@@ -22,6 +22,12 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
+from dshkit.agent import Agent
+from dshkit.llm import create_user_message
+from dshkit.models.chat_stream import usage_summary
+from dshkit.models.openai_compat import OpenAICompatibleModel
+from dshkit.session import Session, SessionError
+
 __all__ = ["default_log_path", "main"]
 
 _EXIT_COMMANDS = frozenset(("/exit", "/quit"))
@@ -45,16 +51,12 @@ def default_log_path(environ: Any = None) -> Path:
 
 def main(args: argparse.Namespace) -> int:
     """Run the chat; returns the exit code (2 when the model is not configured)."""
-    from dshkit.models.openai_compat import OpenAICompatibleModel
-
     err = sys.stderr
     try:
         model = OpenAICompatibleModel.from_env(on_retry=_RetryNotice(err))
     except ValueError as error:
         print(f"dshkit chat: {error}", file=err)
         return 2
-    from dshkit.session import Session, SessionError
-
     path = Path(args.log) if getattr(args, "log", None) else default_log_path()
     resuming = path.exists()
     try:
@@ -97,9 +99,6 @@ class _Chat:
         self._wrote_reasoning = False
 
     async def run(self, *, resuming: bool) -> int:
-        from dshkit import create_user_message
-        from dshkit.agent import Agent
-
         session = self.session
         agent = Agent(self.model, session=session, system=self.system)
         agent.subscribe(self._on_event)
@@ -115,7 +114,7 @@ class _Chat:
         try:
             while True:
                 if self.interactive:
-                    self.err.write("\n> " if history else "> ")
+                    self.err.write("> ")
                     self.err.flush()
                 line = await inputs.get()
                 if line is None or line is _INTERRUPT:
@@ -125,7 +124,6 @@ class _Chat:
                     continue
                 if text.strip() in _EXIT_COMMANDS:
                     break
-                history += 1
                 agent.followup(create_user_message(text, source={"kind": "user"}))
                 await agent.when_idle()
         finally:
@@ -170,7 +168,7 @@ class _Chat:
             reason = event.data.get("reason") or {}
             kind = reason.get("kind")
             if kind == "aborted":
-                self._note("[interrupted: the streamed part is kept]")
+                self._note("[interrupted]")
             elif kind == "error":
                 error = reason.get("error") or {}
                 self._note(f"[error: {error.get('message', error)}]")
@@ -179,8 +177,6 @@ class _Chat:
             self._wrote_text = self._wrote_reasoning = False
 
     def _usage(self, event: Any) -> str:
-        from dshkit.models.chat_stream import usage_summary
-
         seq = event.data.get("seq")
         if not isinstance(seq, int):
             return ""

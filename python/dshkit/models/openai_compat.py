@@ -254,10 +254,10 @@ class OpenAICompatibleModel:
         """How long to wait before retrying `error`, or ``None`` when it is not retried."""
         if not error.retryable or attempt >= self.max_retries:
             return None
-        retry_after = getattr(error, "retry_after", None)
+        retry_after = error.retry_after if isinstance(error, ModelHTTPError) else None
         if retry_after is not None:
             return retry_after if retry_after <= self.max_retry_wait else None
-        delay = self.retry_backoff * (2**attempt)
+        delay = self.retry_backoff * 2.0**attempt
         # Jitter spreads the retries of many clients hit by one outage.
         return min(delay * (0.75 + random.random() / 2), self.max_retry_wait)
 
@@ -513,7 +513,7 @@ def _retry_after(headers: httpx.Headers) -> float | None:
 
 def _request_id(headers: httpx.Headers) -> str | None:
     for name in _REQUEST_ID_HEADERS:
-        value = headers.get(name)
+        value: str | None = headers.get(name)
         if value:
             return value
     return None

@@ -94,28 +94,19 @@ class SSEDecoder:
             self._skip_lf = False
             if text.startswith("\n"):
                 text = text[1:]
+        if "\r" in text:
+            # A CR ending this read may be the first half of a CRLF: the LF is dropped next time.
+            self._skip_lf = text.endswith("\r")
+            text = text.replace("\r\n", "\n").replace("\r", "\n")
+        lines = text.split("\n")
+        if self._pending:
+            lines[0] = self._pending + lines[0]
+        self._pending = lines.pop()  # the text after the last line ending (maybe "")
         events: list[ServerSentEvent] = []
-        start = 0
-        length = len(text)
-        while start < length:
-            cr = text.find("\r", start)
-            lf = text.find("\n", start)
-            if cr < 0 and lf < 0:
-                self._pending += text[start:]
-                break
-            if cr < 0 or (0 <= lf < cr):
-                end, after = lf, lf + 1
-            elif cr + 1 < length:
-                end, after = cr, cr + (2 if text[cr + 1] == "\n" else 1)
-            else:
-                end, after = cr, cr + 1
-                self._skip_lf = True
-            line = self._pending + text[start:end] if self._pending else text[start:end]
-            self._pending = ""
+        for line in lines:
             event = self._interpret_line(line)
             if event is not None:
                 events.append(event)
-            start = after
         return events
 
     def _interpret_line(self, line: str) -> ServerSentEvent | None:

@@ -145,36 +145,68 @@ def _check_envelope(event_type: str, data: Mapping[str, Any]) -> None:
 
 
 def _freeze_mapping(event_type: str, data: object) -> FrozenDict[Any]:
-    if not isinstance(data, Mapping):
+    if type(data) is not dict and not isinstance(data, Mapping):
         raise TypeError(f"{_where(event_type)} must be a mapping, not {type(data).__name__}")
-    frozen = freeze(data)
-    return frozen  # type: ignore[no-any-return]
+    return freeze(data)  # type: ignore[no-any-return]
 
 
-def _check_known(event_type: str, data: FrozenDict[Any]) -> None:
-    if event_type in (TURN_START, TURN_END, STEP_START, STEP_END, TOOL_CALL, ASSISTANT_CHUNK):
+def _check_turn(event_type: str, data: FrozenDict[Any]) -> None:
+    if type(data.get("turn")) is not int:
         _require_int(event_type, data, "turn")
-    if event_type in (STEP_START, STEP_END, TOOL_CALL, ASSISTANT_CHUNK):
+
+
+def _check_step(event_type: str, data: FrozenDict[Any]) -> None:
+    if type(data.get("turn")) is not int or type(data.get("step")) is not int:
+        _require_int(event_type, data, "turn")
         _require_int(event_type, data, "step")
-    if event_type == TURN_END:
-        reason = data.get("reason")
-        if not isinstance(reason, Mapping) or not isinstance(reason.get("kind"), str):
-            raise TypeError(f"{_where(event_type, 'reason')} must be a mapping with a str 'kind'")
-    elif event_type == TOOL_CALL:
-        for key in ("call_id", "name", "arguments"):
-            _require_str(event_type, data, key)
-    elif event_type == INBOX_SPLICED:
-        inserted = data.get("inserted", ())
-        if not isinstance(inserted, tuple) or not all(isinstance(item, Message) for item in inserted):
-            raise TypeError(f"{_where(event_type, 'inserted')} must be a list of Message values")
-    elif event_type == REQUEST_HEADER:
-        if not isinstance(data.get("header"), Mapping):
-            raise TypeError(f"{_where(event_type, 'header')} must be a mapping (the full request snapshot)")
-        if data.get("reason") not in HEADER_REASONS:
-            raise ValueError(
-                f"{_where(event_type, 'reason')} must be one of {sorted(HEADER_REASONS)}, "
-                f"not {data.get('reason')!r}"
-            )
+
+
+def _check_turn_end(event_type: str, data: FrozenDict[Any]) -> None:
+    _check_turn(event_type, data)
+    reason = data.get("reason")
+    if not isinstance(reason, Mapping) or not isinstance(reason.get("kind"), str):
+        raise TypeError(f"{_where(event_type, 'reason')} must be a mapping with a str 'kind'")
+
+
+def _check_tool_call(event_type: str, data: FrozenDict[Any]) -> None:
+    _check_step(event_type, data)
+    for key in ("call_id", "name", "arguments"):
+        _require_str(event_type, data, key)
+
+
+def _check_inbox(event_type: str, data: FrozenDict[Any]) -> None:
+    inserted = data.get("inserted", ())
+    if not isinstance(inserted, tuple) or not all(isinstance(item, Message) for item in inserted):
+        raise TypeError(f"{_where(event_type, 'inserted')} must be a list of Message values")
+
+
+def _check_header(event_type: str, data: FrozenDict[Any]) -> None:
+    if not isinstance(data.get("header"), Mapping):
+        raise TypeError(f"{_where(event_type, 'header')} must be a mapping (the full request snapshot)")
+    if data.get("reason") not in HEADER_REASONS:
+        raise ValueError(
+            f"{_where(event_type, 'reason')} must be one of {sorted(HEADER_REASONS)}, not {data.get('reason')!r}"
+        )
+
+
+def _check_nothing(event_type: str, data: FrozenDict[Any]) -> None:
+    pass
+
+
+_KNOWN_CHECKS = {
+    TURN_START: _check_turn,
+    TURN_END: _check_turn_end,
+    STEP_START: _check_step,
+    STEP_END: _check_step,
+    ASSISTANT_CHUNK: _check_step,
+    TOOL_CALL: _check_tool_call,
+    REQUEST_HEADER: _check_header,
+    INBOX_SPLICED: _check_inbox,
+    COMPACTION_START: _check_nothing,
+    COMPACTION_SUMMARY: _check_nothing,
+    COMPACTION_PRUNE: _check_nothing,
+    COMPACTION_END: _check_nothing,
+}
 
 
 def prepare_data(event_type: object, data: object) -> Any:
@@ -195,8 +227,9 @@ def prepare_data(event_type: object, data: object) -> Any:
         _check_envelope(event_type, frozen)
         return frozen
     frozen = _freeze_mapping(event_type, data)
-    if event_type in KNOWN_EVENT_TYPES:
-        _check_known(event_type, frozen)
+    check = _KNOWN_CHECKS.get(event_type)
+    if check is not None:
+        check(event_type, frozen)
     elif not is_ignorable(event_type, frozen):
         raise ValueError(
             f"unknown event type {event_type!r}: readers refuse to derive history past it; if it does "
@@ -223,7 +256,9 @@ def prepare_surface_op(event_type: str, surface_op: object) -> Any:
 
 def prepare_source_seqs(source_event_seqs: Iterable[int], next_seq: int) -> tuple[int, ...]:
     """The frozen `source_event_seqs`: seqs of events already in the log."""
-    if isinstance(source_event_seqs, (str, bytes)) or not isinstance(source_event_seqs, Iterable):
+    if type(source_event_seqs) is tuple and not source_event_seqs:
+        return ()
+    if isinstance(source_event_seqs, (str, bytes, Mapping)) or not isinstance(source_event_seqs, Iterable):
         raise TypeError(f"source_event_seqs must be a sequence of ints, not {type(source_event_seqs).__name__}")
     seqs = tuple(source_event_seqs)
     for seq in seqs:

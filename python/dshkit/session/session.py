@@ -31,6 +31,7 @@ from .surface import Surface
 logger = logging.getLogger("dshkit.session")
 
 Observer = Callable[[Event], object]
+_new_event = tuple.__new__  # builds an Event without NamedTuple.__new__'s keyword handling
 
 
 def _now_ms() -> int:
@@ -286,7 +287,7 @@ class Session:
             if op is not None:
                 surface.check(event_type, frozen, op, self._events)
             now = at if at is not None else max(_now_ms(), self._last_time)
-            event = Event(event_type, seq, now, frozen, op, source_seqs)
+            event = _new_event(Event, (event_type, seq, now, frozen, op, source_seqs))
             if self._store is not None:
                 self._store.append(event, encode_event(event))
             # Committed: from here on nothing may fail and undo the append.

@@ -25,7 +25,7 @@ def check_durability(durability: object) -> str:
     """`durability` itself if it names a mode, else `ValueError`."""
     if durability not in DURABILITY_MODES:
         raise ValueError(f"durability must be one of {', '.join(map(repr, DURABILITY_MODES))}, not {durability!r}")
-    return durability  # type: ignore[return-value]
+    return durability
 
 
 class SessionStore(Protocol):

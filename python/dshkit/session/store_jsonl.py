@@ -14,6 +14,7 @@ import warnings
 from pathlib import Path
 from dshkit import from_json
 
+from .codec import decode_header
 from .errors import SessionCorruptError, SessionError, SessionRecoveryWarning
 from .events import Event
 from .store import check_durability
@@ -33,7 +34,7 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 def _read_all(fd: int) -> bytes:
-    chunks = []
+    chunks: list[bytes] = []
     while True:
         chunk = os.read(fd, 1 << 20)
         if not chunk:
@@ -112,6 +113,8 @@ class JsonlStore:
         header_end = content.find(b"\n")
         if header_end < 0:
             raise SessionCorruptError(f"{self.path}: line 1: not a dshkit session log (no complete header line)")
+        # Only a dshkit log is ever repaired: check the header before touching anything.
+        decode_header(content[:header_end], f"{self.path}: line 1")
         lines = content[header_end + 1 :].split(b"\n")
         tail = lines.pop()  # what follows the last newline: b"" when the file ends cleanly
         keep = len(content) - len(tail)

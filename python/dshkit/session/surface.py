@@ -13,7 +13,7 @@ cheap enough to run once per event when a large log is loaded.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dshkit import Message
@@ -34,7 +34,7 @@ def is_model_visible(message: Message) -> bool:
 
 
 def _call_ids(message: Message) -> tuple[str, ...]:
-    return tuple(call.get("id") for call in message.tool_calls)
+    return tuple(str(call.get("id")) for call in message.tool_calls)
 
 
 class _Pairing:
@@ -101,8 +101,8 @@ class Surface:
             if self._pairing is not None:
                 self._pairing.add(message, position)
             return
-        if op["op"] != "replace":
-            raise ValueError(f"unknown surface operation {op['op']!r}")
+        if not isinstance(op, Mapping) or op.get("op") != "replace":
+            raise ValueError(f"unknown surface operation {op!r}")
         start, end = op["start"], op["end"]
         if not (type(start) is int and type(end) is int and 0 <= start < end <= len(self.nodes)):
             raise ValueError(f"replace range {start}..{end} is outside the surface (0..{len(self.nodes)})")

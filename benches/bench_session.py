@@ -1,0 +1,261 @@
+"""The durable session log: append throughput per durability mode, opening a 100,000-event log,
+and `messages()` right after one more append.
+
+Workloads: a realistic agent log (per turn: turn/start, a prompt, streamed chunks, an assistant
+message with a tool call, tool/call, tool/result, a final answer, step and turn ends: 16 events),
+generated once per run into a temporary directory (JSON Lines and SQLite) and reused by every
+benchmark that reads it. Floors are the least a program must do for the same work:
+- append: create the message, serialise it and write the line (plus the same fsync) / insert the row;
+- open: read the file and `json.loads` every line (`orjson.loads` shown beside it);
+- messages after an append: the same append followed by a full re-derivation of the history.
+
+`messages()` returns a tuple (the contract), so after an append it is rebuilt by one pointer copy
+of the surface: no event is re-folded, but the copy grows with the history; the 1k and 100k
+groups show both effects.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+import dshkit
+from dshkit.session import Session, derive_messages
+
+EVENTS_PER_TURN = 16
+BIG = 100_000
+SMALL = 1_000
+
+TARGETS = [
+    {
+        "name": "open + derive a 100,000-event JSONL log <= 2x the json.loads floor",
+        "group": "session-open-100k-jsonl",
+        "versus": "json_loads_floor",
+        "max_ratio": 2.0,
+    },
+    {
+        "name": "open + derive a 100,000-event SQLite log <= 2x the json.loads floor",
+        "group": "session-open-100k-sqlite",
+        "versus": "json_loads_floor",
+        "max_ratio": 2.0,
+    },
+    {
+        "name": "messages() after one more append (100,000 events) does not re-derive: <= 0.1x a full re-derivation",
+        "group": "session-messages-after-append-100k",
+        "versus": "full_rederive",
+        "max_ratio": 0.1,
+    },
+]
+
+
+# --- workload ---------------------------------------------------------------------------------
+
+
+def user_message(text: str) -> dshkit.Message:
+    return dshkit.create_user_message(text, source={"kind": "user"})
+
+
+def write_agent_log(session: Session, events: int) -> None:
+    """Append whole agent turns until the log holds `events` events (a multiple of 16)."""
+    turn = 0
+    while len(session.events) < events:
+        turn += 1
+        append = session.append
+        append("turn/start", {"turn": turn})
+        append("step/start", {"turn": turn, "step": 1})
+        append("user/message", user_message(f"Please look up item {turn} and summarise what you find about it."))
+        for part in range(3):
+            append("assistant/chunk", {"turn": turn, "step": 1, "chunk": {"type": "text_delta", "index": 0, "text": f"part {part} "}})
+        call_id = f"call_{turn}"
+        arguments = json.dumps({"item": turn, "fields": ["colour", "stock"]})
+        reply = dshkit.create_assistant_message(
+            [{"type": "text", "text": "Let me look that up."}, {"type": "tool_call", "id": call_id, "name": "lookup", "arguments": arguments}],
+            provider="scripted",
+            model="bench-model-1",
+        )
+        append("assistant/message", {"turn": turn, "step": 1, "message": reply, "usage": {"input_tokens": 100 + turn, "output_tokens": 20}})
+        call = append("tool/call", {"turn": turn, "step": 1, "call_id": call_id, "name": "lookup", "arguments": arguments})
+        result = dshkit.create_tool_result_message(call_id, f"Item {turn}: a widget, blue, 3 units in stock, restocked on day {turn % 30}.")
+        append("tool/result", {"turn": turn, "step": 1, "message": result}, source_event_seqs=[call.seq])
+        append("step/end", {"turn": turn, "step": 1})
+        append("step/start", {"turn": turn, "step": 2})
+        for part in range(2):
+            append("assistant/chunk", {"turn": turn, "step": 2, "chunk": {"type": "text_delta", "index": 0, "text": f"part {part} "}})
+        answer = dshkit.create_assistant_message(f"Item {turn} is a blue widget; 3 units are in stock.", provider="scripted", model="bench-model-1")
+        append("assistant/message", {"turn": turn, "step": 2, "message": answer, "usage": {"input_tokens": 150 + turn, "output_tokens": 15}})
+        append("step/end", {"turn": turn, "step": 2})
+        append("turn/end", {"turn": turn, "reason": {"kind": "completed"}})
+
+
+@pytest.fixture(scope="session")
+def logs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The 100,000- and 1,000-event logs, written once per run (JSONL, and the same in SQLite)."""
+    folder = tmp_path_factory.mktemp("session-logs")
+    paths = {}
+    for name, events in (("big", BIG), ("small", SMALL)):
+        jsonl = folder / f"{name}.jsonl"
+        with Session.create(jsonl, durability="none") as session:
+            write_agent_log(session, events)
+        paths[f"{name}.jsonl"] = jsonl
+    sqlite_path = folder / "big.sqlite"
+    with Session.open(paths["big.jsonl"], read_only=True) as source, Session.create(sqlite_path, durability="none") as copy:
+        for event in source.events:
+            copy.append(event.type, event.data, surface_op=event.surface_op, source_event_seqs=event.source_event_seqs)
+    paths["big.sqlite"] = sqlite_path
+    return paths
+
+
+def json_lines(path: Path) -> list[bytes]:
+    return path.read_bytes().split(b"\n")[1:-1]
+
+
+# --- append throughput per durability mode ------------------------------------------------------
+
+
+def message_stream() -> Iterator[dshkit.Message]:
+    number = 0
+    while True:
+        number += 1
+        yield user_message(f"message number {number}: a short prompt of the usual length")
+
+
+APPEND_CASES = [(store, mode) for store in ("jsonl", "sqlite") for mode in ("always", "checkpoint", "none")]
+
+
+# `row` varies fastest, so the two rows of a group run back to back (fsync latency drifts with
+# whatever else the disk is doing).
+@pytest.mark.parametrize("row", ["dshkit", "floor"])
+@pytest.mark.parametrize("store, mode", APPEND_CASES, ids=[f"{store}-{mode}" for store, mode in APPEND_CASES])
+def test_append(benchmark, tmp_path: Path, store: str, mode: str, row: str) -> None:
+    benchmark.group = f"session-append-{store}-{mode}"
+    messages = message_stream()
+    if row == "dshkit":
+        session = Session.create(tmp_path / f"log.{store}", durability=mode)
+        benchmark.name = f"test_append_dshkit[{store}-{mode}]"
+
+        def append() -> None:
+            session.append("user/message", next(messages))
+
+        benchmark(append)
+        session.close()
+        return
+    benchmark.name = f"test_append_{'write_line' if store == 'jsonl' else 'sqlite_insert'}_floor[{store}-{mode}]"
+    if store == "jsonl":
+        fd = os.open(tmp_path / "floor.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        fsync = os.fsync if mode == "always" else None
+
+        def write_line() -> None:
+            os.write(fd, (dshkit.to_json(next(messages)) + "\n").encode())
+            if fsync is not None:
+                fsync(fd)
+
+        benchmark(write_line)
+        os.close(fd)
+        return
+    db = sqlite3.connect(tmp_path / "floor.sqlite", isolation_level=None)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute(f"PRAGMA synchronous={ {'always': 'FULL', 'checkpoint': 'NORMAL', 'none': 'OFF'}[mode] }")
+    db.execute("CREATE TABLE events (seq INTEGER PRIMARY KEY, body TEXT NOT NULL)")
+
+    def insert_row() -> None:
+        db.execute("INSERT INTO events (body) VALUES (?)", (dshkit.to_json(next(messages)),))
+
+    benchmark(insert_row)
+    db.close()
+
+
+@pytest.mark.benchmark(group="session-append-memory")
+@pytest.mark.parametrize("row", ["dshkit", "list_append_floor"])
+def test_append_in_memory(benchmark, row: str) -> None:
+    messages = message_stream()
+    if row == "dshkit":
+        session = Session()
+        benchmark(lambda: session.append("user/message", next(messages)))
+    else:
+        log: list[Any] = []
+        benchmark(lambda: log.append(("user/message", next(messages))))
+
+
+# --- open + derive ----------------------------------------------------------------------------
+
+
+def open_and_derive(path: Path) -> tuple[int, int]:
+    with Session.open(path, durability="none") as session:
+        return len(session.events), len(session.messages())
+
+
+def loads_every_line(loads: Callable[[bytes], Any], path: Path) -> int:
+    return len([loads(line) for line in json_lines(path)])
+
+
+@pytest.mark.benchmark(group="session-open-100k-jsonl")
+@pytest.mark.parametrize("row", ["dshkit", "json_loads_floor", "orjson_loads_floor"])
+def test_open_jsonl(benchmark, logs: dict[str, Path], row: str) -> None:
+    path = logs["big.jsonl"]
+    if row == "dshkit":
+        events, messages = benchmark.pedantic(open_and_derive, (path,), rounds=5, warmup_rounds=1)
+        assert events == BIG
+        benchmark.extra_info["messages"] = messages
+    else:
+        loads = json.loads if row == "json_loads_floor" else orjson.loads
+        assert benchmark.pedantic(loads_every_line, (loads, path), rounds=5, warmup_rounds=1) == BIG
+
+
+def select_and_loads(path: Path) -> int:
+    db = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)
+    try:
+        return len([json.loads(body) for (body,) in db.execute("SELECT body FROM dshkit_events ORDER BY seq")])
+    finally:
+        db.close()
+
+
+@pytest.mark.benchmark(group="session-open-100k-sqlite")
+@pytest.mark.parametrize("row", ["dshkit", "json_loads_floor", "sqlite_select_json_loads_floor"])
+def test_open_sqlite(benchmark, logs: dict[str, Path], row: str) -> None:
+    if row == "dshkit":
+        events, _ = benchmark.pedantic(open_and_derive, (logs["big.sqlite"],), rounds=5, warmup_rounds=1)
+        assert events == BIG
+    elif row == "json_loads_floor":
+        assert benchmark.pedantic(loads_every_line, (json.loads, logs["big.jsonl"]), rounds=5, warmup_rounds=1) == BIG
+    else:
+        assert benchmark.pedantic(select_and_loads, (logs["big.sqlite"],), rounds=5, warmup_rounds=1) == BIG
+
+
+# --- messages() right after one more append -----------------------------------------------------
+
+
+@pytest.mark.parametrize("row", ["dshkit", "full_rederive"])
+@pytest.mark.parametrize("size", ["1k", "100k"])
+def test_messages_after_append(benchmark, logs: dict[str, Path], tmp_path: Path, size: str, row: str) -> None:
+    benchmark.group = f"session-messages-after-append-{size}"
+    benchmark.name = f"test_messages_after_append_{row}[{size}]"
+    path = tmp_path / "log.jsonl"
+    shutil.copy(logs["small.jsonl" if size == "1k" else "big.jsonl"], path)
+    session = Session.open(path, durability="none")
+    messages = message_stream()
+    session.messages()
+    if row == "dshkit":
+
+        def append_then_messages() -> int:
+            session.append("user/message", next(messages))
+            return len(session.messages())
+
+    else:
+
+        def append_then_messages() -> int:
+            session.append("user/message", next(messages))
+            return len(derive_messages(session.events))
+
+    benchmark.extra_info["messages_before"] = len(session.messages())
+    # A fixed number of rounds keeps the history at (nearly) its starting size: every round grows it.
+    rounds = 300 if row == "dshkit" else 5
+    benchmark.pedantic(append_then_messages, rounds=rounds, iterations=1, warmup_rounds=5)
+    session.close()

@@ -1,0 +1,269 @@
+"""Tools: scheduling, model-order commits, error results, context, durability (notes 15, 16)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dshkit.agent import Agent, Tool, ToolOutput
+from dshkit.models import ScriptedModel
+from dshkit.session import Session
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+def drive(agent: Agent, *prompts: Any) -> None:
+    async def main() -> None:
+        for prompt in prompts:
+            agent.followup(prompt)
+        await agent.when_idle()
+
+    run(main())
+
+
+def result_texts(session: Session) -> list[str]:
+    return [e.data["message"].content[0]["content"][0]["text"] for e in session.events if e.type == "tool/result"]
+
+
+def test_results_are_committed_in_model_order_whatever_order_tools_finish(kit: Any) -> None:
+    finish_order: list[str] = []
+    gate: dict[str, asyncio.Event] = {}
+
+    async def body(arguments: Any, ctx: Any) -> str:
+        gate.setdefault("second", asyncio.Event())
+        if ctx.call_id == "first":
+            await gate["second"].wait()  # finishes only after the second call
+        else:
+            gate["second"].set()
+        finish_order.append(ctx.call_id)
+        return f"result {ctx.call_id}"
+
+    model = ScriptedModel([kit.calls_response(("first", "t", "{}"), ("second", "t", "{}")), "done"])
+    agent = Agent(model, tools=[Tool("t", "t", {"type": "object"}, body)])
+    drive(agent, kit.user("go"))
+    assert finish_order == ["second", "first"]
+    results = kit.of_type(agent.session, "tool/result")
+    calls = kit.of_type(agent.session, "tool/call")
+    assert [e.data["message"].source["call_id"] for e in results] == ["first", "second"]
+    assert [e.source_event_seqs for e in results] == [(calls[0].seq,), (calls[1].seq,)]
+    # results were created when committed: their ids are minted in model order too
+    assert results[0].data["message"].id < results[1].data["message"].id
+
+
+def test_tool_call_is_logged_when_each_call_starts_and_exclusive_tools_run_alone(kit: Any) -> None:
+    log_lengths: dict[str, int] = {}
+    holder: list[Agent] = []
+
+    async def body(arguments: Any, ctx: Any) -> str:
+        log_lengths[ctx.call_id] = len(holder[0].session.events)
+        await asyncio.sleep(0)
+        return ctx.call_id
+
+    tools = [Tool("read", "r", {"type": "object"}, body), Tool("write", "w", {"type": "object"}, body, parallel=False)]
+    model = ScriptedModel(
+        [kit.calls_response(("r1", "read", "{}"), ("r2", "read", "{}"), ("w1", "write", "{}"), ("r3", "read", "{}")), "ok"]
+    )
+    agent = Agent(model, tools=tools)
+    holder.append(agent)
+    drive(agent, kit.user("go"))
+    types = [(e.type, e.data.get("call_id") or (e.data["message"].source.get("call_id") if e.type == "tool/result" else None))
+             for e in agent.session.events if e.type in ("tool/call", "tool/result")]
+    assert types == [
+        ("tool/call", "r1"), ("tool/call", "r2"), ("tool/result", "r1"), ("tool/result", "r2"),
+        ("tool/call", "w1"), ("tool/result", "w1"),
+        ("tool/call", "r3"), ("tool/result", "r3"),
+    ]
+
+
+def test_the_log_is_synced_before_each_tool_body_and_each_model_call(tmp_path: Path, kit: Any) -> None:
+    class CountingSession(Session):
+        syncs: list[int]
+
+        def sync(self) -> None:
+            self.syncs.append(len(self.events))
+            super().sync()
+
+    session = CountingSession.create(tmp_path / "log.jsonl")
+    session.syncs = []
+    on_disk_at_call: list[bool] = []
+
+    async def body(arguments: Any, ctx: Any) -> str:
+        # The tool/call event is in the store before the body runs.
+        lines = (tmp_path / "log.jsonl").read_text().splitlines()
+        on_disk_at_call.append(any(json.loads(line).get("data", {}).get("call_id") == ctx.call_id for line in lines[1:]))
+        return "ok"
+
+    model = kit.RecordingModel([kit.calls_response(("c1", "t", "{}")), "done"])
+    agent = Agent(model, session=session, tools=[Tool("t", "t", {"type": "object"}, body)])
+    model.session = session
+    drive(agent, kit.user("go"))
+    call_seq = kit.of_type(session, "tool/call")[0].seq
+    assert on_disk_at_call == [True]
+    assert call_seq + 1 in session.syncs  # synced right after the tool/call was logged
+    for length in model.prefix_lengths:
+        assert length in session.syncs  # synced with exactly the prefix the model was given
+    session.close()
+
+
+def test_a_raising_tool_gives_an_error_result_with_type_and_message(kit: Any) -> None:
+    async def broken(arguments: Any, ctx: Any) -> str:
+        raise FileNotFoundError(f"no such file: {arguments['path']}")
+
+    model = ScriptedModel([kit.calls_response(("c1", "read", '{"path": "x.txt"}')), "sorry"])
+    agent = Agent(model, tools=[Tool("read", "r", {"type": "object"}, broken)])
+    drive(agent, kit.user("go"))
+    (event,) = kit.of_type(agent.session, "tool/result")
+    block = event.data["message"].content[0]
+    assert block["is_error"] is True
+    assert block["content"][0]["text"] == "FileNotFoundError: no such file: x.txt"
+    assert event.data["error"] == {"name": "FileNotFoundError", "code": "tool_error"}
+    assert kit.turn_ends(agent.session) == [{"kind": "completed"}]
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments", "code", "text"),
+    [
+        ("nope", "{}", "unknown_tool", "Unknown tool 'nope' (available: t)."),
+        ("t", '{"a": ', "invalid_arguments", "Invalid arguments for t: not JSON"),
+        ("t", "[1, 2]", "invalid_arguments", "expected a JSON object, got list"),
+    ],
+)
+def test_unknown_tools_and_bad_arguments_are_error_results(kit: Any, name: str, arguments: str, code: str, text: str) -> None:
+    ran: list[Any] = []
+
+    async def body(arguments: Any, ctx: Any) -> str:
+        ran.append(arguments)
+        return "ran"
+
+    agent = Agent(ScriptedModel([kit.calls_response(("c1", name, arguments)), "ok"]), tools=[Tool("t", "t", {"type": "object"}, body)])
+    drive(agent, kit.user("go"))
+    assert ran == []
+    (event,) = kit.of_type(agent.session, "tool/result")
+    assert event.data["error"]["code"] == code
+    assert text in result_texts(agent.session)[0]
+
+
+def test_empty_arguments_mean_an_empty_object(kit: Any) -> None:
+    seen: list[Any] = []
+
+    async def body(arguments: Any, ctx: Any) -> str:
+        seen.append(arguments)
+        return "ok"
+
+    agent = Agent(ScriptedModel([kit.calls_response(("c1", "t", "")), "ok"]), tools=[Tool("t", "t", {"type": "object"}, body)])
+    drive(agent, kit.user("go"))
+    assert seen == [{}]
+
+
+def test_tool_return_values_become_content(kit: Any) -> None:
+    values = {
+        "text": "plain text",
+        "blocks": [{"type": "text", "text": "a block"}],
+        "json": {"rows": [1, 2], "ok": True},
+        "none": None,
+        "output": ToolOutput("flagged", is_error=True, meta={"ui": "red"}),
+        "bad": {1, 2},
+    }
+
+    async def body(arguments: Any, ctx: Any) -> Any:
+        return values[arguments["kind"]]
+
+    calls = [(f"c{i}", "t", json.dumps({"kind": kind})) for i, kind in enumerate(values)]
+    agent = Agent(ScriptedModel([kit.calls_response(*calls), "ok"]), tools=[Tool("t", "t", {"type": "object"}, body)])
+    drive(agent, kit.user("go"))
+    results = kit.of_type(agent.session, "tool/result")
+    texts = result_texts(agent.session)
+    assert texts[:3] == ["plain text", "a block", '{"rows":[1,2],"ok":true}']
+    assert texts[3] == ""  # None is an empty answer
+    assert texts[4] == "flagged" and results[4].data["message"].content[0]["is_error"] is True
+    assert results[4].data["meta"] == {"ui": "red"} and "error" not in results[4].data
+    assert results[5].data["error"]["name"] == "TypeError" and "set" in texts[5]
+
+
+def test_context_from_a_tool_batch_enters_after_all_results_in_model_order(kit: Any) -> None:
+    first_context, second_context = kit.context("from first"), kit.context("from second")
+    gate: list[asyncio.Event] = []
+
+    async def body(arguments: Any, ctx: Any) -> ToolOutput:
+        if not gate:
+            gate.append(asyncio.Event())
+        if ctx.call_id == "a":
+            await gate[0].wait()
+            return ToolOutput("a done", context=[first_context])
+        gate[0].set()
+        return ToolOutput("b done", context=[second_context])
+
+    model = ScriptedModel([kit.calls_response(("a", "t", "{}"), ("b", "t", "{}")), "thanks"])
+    agent = Agent(model, tools=[Tool("t", "t", {"type": "object"}, body)])
+    drive(agent, kit.user("go"))
+    types = kit.types(agent.session)
+    tail = types[types.index("tool/result"):]
+    assert tail[:8] == [
+        "tool/result", "tool/result", "agent/inbox/spliced", "step/end",
+        "agent/inbox/spliced", "step/start", "user/message", "user/message",
+    ]
+    users = kit.of_type(agent.session, "user/message")
+    assert [e.data for e in users[1:]] == [first_context, second_context]
+    assert model.requests[1].messages[-2:] == (first_context, second_context)
+
+
+def test_tool_context_must_be_new_to_the_session(kit: Any) -> None:
+    prompt = kit.user("go")
+
+    async def body(arguments: Any, ctx: Any) -> ToolOutput:
+        return ToolOutput("x", context=[prompt])
+
+    agent = Agent(ScriptedModel([kit.calls_response(("c1", "t", "{}")), "ok"]), tools=[Tool("t", "t", {"type": "object"}, body)])
+    drive(agent, prompt)
+    (event,) = kit.of_type(agent.session, "tool/result")
+    assert event.data["error"]["name"] == "ValueError"
+    assert "not new to the session" in result_texts(agent.session)[0]
+
+
+def test_tool_context_receives_call_facts_and_the_session(kit: Any) -> None:
+    seen: list[Any] = []
+
+    async def body(arguments: Any, ctx: Any) -> str:
+        seen.append((ctx.call_id, ctx.name, ctx.turn, ctx.step, ctx.cancel.cancelled, ctx.session.has_message(prompt.id)))
+        return "ok"
+
+    prompt = kit.user("go")
+    agent = Agent(ScriptedModel([kit.calls_response(("c9", "t", "{}")), "ok"]), tools=[Tool("t", "t", {"type": "object"}, body)])
+    drive(agent, prompt)
+    assert seen == [("c9", "t", 1, 1, False, True)]
+
+
+def test_a_sync_tool_body_works_too(kit: Any) -> None:
+    agent = Agent(
+        ScriptedModel([kit.calls_response(("c1", "t", '{"n": 2}')), "ok"]),
+        tools=[Tool("t", "double", {"type": "object"}, lambda arguments, ctx: arguments["n"] * 2)],
+    )
+    drive(agent, kit.user("go"))
+    assert result_texts(agent.session) == ["4"]
+
+
+def test_tool_arguments_are_checked() -> None:
+    async def body(arguments: Any, ctx: Any) -> str:
+        return ""
+
+    with pytest.raises(TypeError, match="Tool name"):
+        Tool("", "d", {}, body)
+    with pytest.raises(TypeError, match="description"):
+        Tool("t", None, {}, body)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="parameters"):
+        Tool("t", "d", "object", body)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="run"):
+        Tool("t", "d", {}, "body")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="ToolOutput context"):
+        ToolOutput("x", context="text")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="user-role"):
+        import dshkit
+
+        ToolOutput("x", context=[dshkit.create_assistant_message("a", provider="p", model="m")])
+    assert Tool("t", "d", {"type": "object"}, body).spec == {"name": "t", "description": "d", "parameters": {"type": "object"}}

@@ -1,0 +1,169 @@
+"""The release artifacts in `dist/` (built by `make wheel`, which `make test` runs before pytest).
+
+The wheel is installed into a fresh virtual environment and used from there, far from the
+source tree, so a missing file in the wheel cannot hide behind the editable development install.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import sysconfig
+import tarfile
+import textwrap
+import venv
+import zipfile
+from pathlib import Path
+
+import pytest
+from packaging.tags import sys_tags
+from packaging.utils import parse_wheel_filename
+
+ROOT = Path(__file__).resolve().parents[2]
+DIST = ROOT / "dist"
+
+pytestmark = pytest.mark.slow
+
+
+def compatible_wheel() -> Path | None:
+    """The dshkit wheel in dist/ that this interpreter can install, if any."""
+    supported = list(sys_tags())
+    candidates = []
+    for wheel in sorted(DIST.glob("dshkit-*.whl")):
+        _, _, _, tags = parse_wheel_filename(wheel.name)
+        ranks = [supported.index(tag) for tag in tags if tag in supported]
+        if ranks:
+            candidates.append((min(ranks), wheel))
+    return min(candidates)[1] if candidates else None
+
+
+def require_wheel() -> Path:
+    if not any(DIST.glob("dshkit-*.whl")):
+        pytest.skip("dist/ holds no dshkit wheel: run `make wheel` (`make test` does it first)")
+    wheel = compatible_wheel()
+    if wheel is None:
+        pytest.skip(f"no wheel in dist/ matches this interpreter ({sys.implementation.cache_tag})")
+    return wheel
+
+
+def isolated_env() -> dict[str, str]:
+    """The environment without anything that would let the source tree leak into imports."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON") and k != "VIRTUAL_ENV"}
+    env["PYTHONNOUSERSITE"] = "1"
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh venv with the wheel installed (no dependencies, no index): its python."""
+    wheel = require_wheel()
+    home = tmp_path_factory.mktemp("wheel-venv")
+    # The test environment's pip installs into the new venv (`pip --python`): much faster than
+    # bootstrapping pip into it, and just as isolated.
+    outer_pip = subprocess.run([sys.executable, "-m", "pip", "--version"], capture_output=True).returncode == 0
+    venv.EnvBuilder(with_pip=not outer_pip, clear=True).create(home / "venv")
+    python = home / "venv" / ("Scripts" if os.name == "nt" else "bin") / "python"
+    pip = [sys.executable, "-m", "pip", "--python", str(python)] if outer_pip else [str(python), "-m", "pip"]
+    subprocess.run(
+        [*pip, "install", "--quiet", "--no-index", "--no-deps", "--disable-pip-version-check", str(wheel)],
+        check=True,
+        cwd=home,
+        env=isolated_env(),
+        timeout=300,
+    )
+    return python
+
+
+def run_in(python: Path, code: str, cwd: Path) -> str:
+    done = subprocess.run(
+        [str(python), "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=isolated_env(),
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+def test_the_wheel_is_per_interpreter_not_abi3() -> None:
+    wheel = require_wheel()
+    _, _, _, tags = parse_wheel_filename(wheel.name)
+    assert all(tag.abi != "abi3" for tag in tags), wheel.name
+    assert any(tag.interpreter == sys.implementation.cache_tag.replace("cpython-", "cp") for tag in tags)
+
+
+def test_the_wheel_ships_the_extension_stubs_and_marker() -> None:
+    wheel = require_wheel()
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+        metadata_name = next(n for n in names if n.endswith(".dist-info/METADATA"))
+        metadata = archive.read(metadata_name).decode()
+    suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+    assert any(n.startswith("dshkit/_core") and n.endswith(suffix) for n in names), sorted(names)
+    for required in ("dshkit/__init__.py", "dshkit/llm.py", "dshkit/_core.pyi", "dshkit/py.typed"):
+        assert required in names, required
+    assert "Name: dshkit" in metadata
+    assert "Requires-Python: >=3.10" in metadata
+    assert not any(n.startswith(("tests/", "rust/", "benches/")) for n in names)
+
+
+def test_the_installed_wheel_imports_and_creates_a_message(installed: Path, tmp_path: Path) -> None:
+    output = run_in(
+        installed,
+        """
+        import json, pathlib, sys
+        import dshkit
+        package = pathlib.Path(dshkit.__file__).resolve().parent
+        assert pathlib.Path(sys.prefix).resolve() in package.parents, package
+        message = dshkit.create_user_message("hello from the wheel", source={"kind": "user"})
+        again = dshkit.Message.from_json(message.to_json())
+        assert again == message and again.id == message.id
+        assert dshkit.freeze_message(message) is message
+        assert (package / "py.typed").is_file() and (package / "_core.pyi").is_file()
+        print(json.dumps({"id": message.id, "text": message.text, "version": dshkit.__version__}))
+        """,
+        cwd=tmp_path,
+    )
+    result = json.loads(output.strip().splitlines()[-1])
+    assert re.fullmatch(r"[0-7][0-9A-HJKMNP-TV-Z]{25}", result["id"])
+    assert result["text"] == "hello from the wheel"
+    assert result["version"] == "0.1.0"
+
+
+def test_the_installed_command_line_starts(installed: Path, tmp_path: Path) -> None:
+    done = subprocess.run(
+        [str(installed), "-m", "dshkit", "--help"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=isolated_env(),
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "demo" in done.stdout
+    script = installed.parent / ("dshkit.exe" if os.name == "nt" else "dshkit")
+    assert script.exists(), "the `dshkit` console script was not installed"
+
+
+def test_the_sdist_holds_what_a_build_needs() -> None:
+    sdists = sorted(DIST.glob("dshkit-*.tar.gz"))
+    if not sdists:
+        pytest.skip("dist/ holds no dshkit sdist: run `make wheel`")
+    with tarfile.open(sdists[-1]) as archive:
+        names = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
+    for required in (
+        "Cargo.toml",
+        "Cargo.lock",
+        "pyproject.toml",
+        "rust/lib.rs",
+        "python/dshkit/__init__.py",
+        "python/dshkit/_core.pyi",
+        "python/dshkit/py.typed",
+    ):
+        assert required in names, required
