@@ -34,6 +34,7 @@ pub const MAX_DEPTH: usize = 256;
 /// is left: 256 levels must also fit on small thread stacks.
 pub const STACK_RED_ZONE: usize = 64 * 1024;
 pub const STACK_GROWTH: usize = 1024 * 1024;
+const STACK_CHECK_EVERY: usize = 8;
 
 /// A frozen value and its nesting depth (0 for a leaf, 1 for a container of leaves, ...).
 pub struct Frozen<'py> {
@@ -110,7 +111,13 @@ impl Walk {
         inside: impl FnOnce(&mut Walk) -> Result<T, PathError>,
     ) -> Result<T, PathError> {
         self.enter(obj)?;
-        let result = stacker::maybe_grow(STACK_RED_ZONE, STACK_GROWTH, || inside(self));
+        // Checking the stack costs a thread-local read: once every few levels is enough, as the
+        // red zone covers far more than that many frames.
+        let result = if self.path.len() % STACK_CHECK_EVERY == 0 {
+            stacker::maybe_grow(STACK_RED_ZONE, STACK_GROWTH, || inside(self))
+        } else {
+            inside(self)
+        };
         self.leave();
         result
     }
@@ -143,7 +150,7 @@ pub fn is_mapping(obj: &Bound<'_, PyAny>) -> bool {
 }
 
 /// Check that an `int` fits in 64 signed bits.
-fn check_int(obj: &Bound<'_, PyAny>) -> Result<i64, PathError> {
+pub fn check_int(obj: &Bound<'_, PyAny>) -> Result<i64, PathError> {
     let mut overflow: std::os::raw::c_int = 0;
     let value = unsafe { ffi::PyLong_AsLongLongAndOverflow(obj.as_ptr(), &mut overflow) };
     if overflow != 0 {
@@ -158,7 +165,7 @@ fn check_int(obj: &Bound<'_, PyAny>) -> Result<i64, PathError> {
     Ok(value)
 }
 
-fn check_float(obj: &Bound<'_, PyAny>) -> Result<f64, PathError> {
+pub fn check_float(obj: &Bound<'_, PyAny>) -> Result<f64, PathError> {
     let value = unsafe { ffi::PyFloat_AsDouble(obj.as_ptr()) };
     if !value.is_finite() {
         return Err(PathError::value_error(format!(

@@ -16,7 +16,7 @@ use pyo3::types::{PyAny, PyDict, PyFrozenSet, PyMapping, PyTuple, PyType};
 
 use crate::freeze::{freeze_at, is_mapping, untrack, STACK_GROWTH, STACK_RED_ZONE};
 
-#[pyclass(frozen, mapping, module = "dshkit._core", name = "FrozenDict")]
+#[pyclass(frozen, mapping, freelist = 4096, module = "dshkit._core", name = "FrozenDict")]
 pub struct FrozenDict {
     dict: Py<PyDict>,
     hash: OnceLock<isize>,

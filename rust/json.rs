@@ -13,7 +13,7 @@ use pyo3::types::{PyAny, PyBytes, PyDict, PyList, PyString, PyTuple};
 use serde::de::{DeserializeSeed, Error as _, MapAccess, SeqAccess, Visitor};
 
 use crate::errors::PathError;
-use crate::freeze::{is_mapping, mapping_pairs, not_json, untrack, Walk, MAX_DEPTH, STACK_GROWTH, STACK_RED_ZONE};
+use crate::freeze::{check_float, check_int, is_mapping, mapping_pairs, not_json, untrack, Walk, MAX_DEPTH, STACK_GROWTH, STACK_RED_ZONE};
 use crate::frozendict::FrozenDict;
 use crate::message::Message;
 
@@ -134,26 +134,14 @@ fn write_items<'py>(
 }
 
 fn write_int(out: &mut Vec<u8>, obj: &Bound<'_, PyAny>) -> Result<(), PathError> {
-    let mut overflow: std::os::raw::c_int = 0;
-    let value = unsafe { ffi::PyLong_AsLongLongAndOverflow(obj.as_ptr(), &mut overflow) };
-    if overflow != 0 {
-        return Err(PathError::value_error(format!(
-            "int {} is outside the 64-bit signed range",
-            obj.str().map(|s| s.to_string()).unwrap_or_default()
-        )));
-    }
+    let value = check_int(obj)?;
     let mut buffer = itoa::Buffer::new();
     out.extend_from_slice(buffer.format(value).as_bytes());
     Ok(())
 }
 
 fn write_float(out: &mut Vec<u8>, obj: &Bound<'_, PyAny>) -> Result<(), PathError> {
-    let value = unsafe { ffi::PyFloat_AsDouble(obj.as_ptr()) };
-    if !value.is_finite() {
-        return Err(PathError::value_error(
-            "float is not a JSON value (NaN and infinities are not allowed)",
-        ));
-    }
+    let value = check_float(obj)?;
     let mut buffer = ryu::Buffer::new();
     out.extend_from_slice(buffer.format_finite(value).as_bytes());
     Ok(())

@@ -22,7 +22,7 @@ use crate::json::{bytes_to_pystring, parse, text_bytes, write_value};
 const FIELDS: [&str; 4] = ["id", "role", "content", "source"];
 const PLUGIN_FORMS: [&str; 6] = ["instructions", "catalog", "snapshot", "notice", "relay", "recall"];
 
-#[pyclass(frozen, module = "dshkit._core", name = "Message")]
+#[pyclass(frozen, freelist = 1024, module = "dshkit._core", name = "Message")]
 pub struct Message {
     id: Py<PyString>,
     role: Py<PyString>,
@@ -252,6 +252,22 @@ impl Message {
 
     pub fn depth(&self) -> usize {
         self.depth as usize
+    }
+
+    /// The content blocks whose `type` is `kind`, in order.
+    fn blocks_of_type<'py>(&self, py: Python<'py>, kind: &Bound<'py, PyString>) -> Vec<Bound<'py, PyAny>> {
+        let type_key = intern!(py, "type");
+        self.content
+            .bind(py)
+            .iter()
+            .filter(|block| {
+                block
+                    .cast::<FrozenDict>()
+                    .ok()
+                    .and_then(|b| b.get().get_item(py, type_key.as_any()))
+                    .is_some_and(|t| t.eq(kind).unwrap_or(false))
+            })
+            .collect()
     }
 
     /// The four fields in a `dict` of frozen values (shallow).
@@ -541,17 +557,9 @@ impl Message {
     #[getter]
     fn text(&self, py: Python<'_>) -> PyResult<String> {
         let mut out = String::new();
-        for block in self.content.bind(py).iter() {
-            let block = block.cast::<FrozenDict>()?;
-            let is_text = block
-                .get()
-                .get_item(py, intern!(py, "type").as_any())
-                .map(|t| t.eq(intern!(py, "text")).unwrap_or(false))
-                .unwrap_or(false);
-            if is_text {
-                if let Some(text) = block.get().get_item(py, intern!(py, "text").as_any()) {
-                    out.push_str(&text.cast::<PyString>()?.to_cow()?);
-                }
+        for block in self.blocks_of_type(py, intern!(py, "text")) {
+            if let Some(text) = block.cast::<FrozenDict>()?.get().get_item(py, intern!(py, "text").as_any()) {
+                out.push_str(&text.cast::<PyString>()?.to_cow()?);
             }
         }
         Ok(out)
@@ -560,19 +568,7 @@ impl Message {
     /// The `tool_call` blocks, in order.
     #[getter]
     fn tool_calls<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        let mut calls = Vec::new();
-        for block in self.content.bind(py).iter() {
-            let frozen = block.cast::<FrozenDict>()?;
-            let is_call = frozen
-                .get()
-                .get_item(py, intern!(py, "type").as_any())
-                .map(|t| t.eq(intern!(py, "tool_call")).unwrap_or(false))
-                .unwrap_or(false);
-            if is_call {
-                calls.push(block);
-            }
-        }
-        PyTuple::new(py, calls)
+        PyTuple::new(py, self.blocks_of_type(py, intern!(py, "tool_call")))
     }
 
     /// Same id, role and source with new content: a representation change keeps identity.
