@@ -9,11 +9,12 @@
 
 use pyo3::ffi;
 use pyo3::prelude::*;
+use pyo3::Borrowed;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyAny, PyDict, PyList, PyString, PyTuple, PyType};
 
 use crate::errors::PathError;
-use crate::frozendict::FrozenDict;
+use crate::frozendict::{EntriesBuilder, FrozenDict};
 use crate::message::Message;
 
 /// Take a container the walk built out of the cyclic GC. Frozen values only reference values
@@ -176,25 +177,36 @@ pub fn check_float(obj: &Bound<'_, PyAny>) -> Result<f64, PathError> {
     Ok(value)
 }
 
+/// Is `obj` a JSON leaf of an exact builtin type, kept as it is? Checked inline by the
+/// container loops (most values are leaves), so they skip the general dispatch.
+#[inline(always)]
+fn is_kept_leaf(obj: &Bound<'_, PyAny>) -> Result<bool, PathError> {
+    let ty = obj.get_type_ptr();
+    if ty == std::ptr::addr_of_mut!(ffi::PyUnicode_Type)
+        || ty == std::ptr::addr_of_mut!(ffi::PyBool_Type)
+        || obj.is_none()
+    {
+        return Ok(true);
+    }
+    if ty == std::ptr::addr_of_mut!(ffi::PyLong_Type) {
+        check_int(obj)?;
+        return Ok(true);
+    }
+    if ty == std::ptr::addr_of_mut!(ffi::PyFloat_Type) {
+        check_float(obj)?;
+        return Ok(true);
+    }
+    Ok(false)
+}
+
 /// Deep-freeze `obj`.
 pub fn freeze_value<'py>(obj: &Bound<'py, PyAny>, walk: &mut Walk) -> FreezeResult<'py> {
     let py = obj.py();
+    if is_kept_leaf(obj)? {
+        return Ok(Frozen::leaf(obj.clone()));
+    }
     let ty = obj.get_type_ptr();
     unsafe {
-        if ty == std::ptr::addr_of_mut!(ffi::PyUnicode_Type)
-            || ty == std::ptr::addr_of_mut!(ffi::PyBool_Type)
-            || obj.is_none()
-        {
-            return Ok(Frozen::leaf(obj.clone()));
-        }
-        if ty == std::ptr::addr_of_mut!(ffi::PyLong_Type) {
-            check_int(obj)?;
-            return Ok(Frozen::leaf(obj.clone()));
-        }
-        if ty == std::ptr::addr_of_mut!(ffi::PyFloat_Type) {
-            check_float(obj)?;
-            return Ok(Frozen::leaf(obj.clone()));
-        }
         if ty == std::ptr::addr_of_mut!(ffi::PyDict_Type) {
             return freeze_dict(obj.cast_unchecked::<PyDict>(), walk);
         }
@@ -262,49 +274,52 @@ fn key_text(key: &Bound<'_, PyAny>) -> String {
     key.cast::<PyString>().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default()
 }
 
-/// Freeze a `dict` (or subclass): copy it privately, then replace values in place. The copy is
-/// ours alone, so nothing another thread does to the caller's dict can disturb the walk.
+/// Freeze a `dict` (or subclass) in two passes: first take a snapshot of its entries (no Python
+/// code runs meanwhile, so nothing can change the dict under the walk), then freeze the values
+/// in the snapshot, which becomes the `FrozenDict`'s own storage.
 fn freeze_dict<'py>(dict: &Bound<'py, PyDict>, walk: &mut Walk) -> FreezeResult<'py> {
     let py = dict.py();
     walk.within(dict.as_any(), |walk| {
-        let copy = unsafe {
-            Bound::from_owned_ptr_or_err(py, ffi::PyDict_Copy(dict.as_ptr()))
-                .map_err(PathError::raised)?
-                .cast_into_unchecked::<PyDict>()
-        };
+        let mut entries = EntriesBuilder::with_capacity(dict.len());
+        let mut str_subclass_keys = false;
         let mut pos: ffi::Py_ssize_t = 0;
         let mut key_ptr: *mut ffi::PyObject = std::ptr::null_mut();
         let mut value_ptr: *mut ffi::PyObject = std::ptr::null_mut();
-        let mut rebuilt_keys = false;
-        let mut depth = 0;
-        while unsafe { ffi::PyDict_Next(copy.as_ptr(), &mut pos, &mut key_ptr, &mut value_ptr) } != 0 {
-            let key = unsafe { Bound::from_borrowed_ptr(py, key_ptr) };
-            let value = unsafe { Bound::from_borrowed_ptr(py, value_ptr) };
+        while unsafe { ffi::PyDict_Next(dict.as_ptr(), &mut pos, &mut key_ptr, &mut value_ptr) } != 0 {
+            let key = unsafe { Borrowed::from_ptr(py, key_ptr) };
             if !key.is_exact_instance_of::<PyString>() {
-                if key.is_instance_of::<PyString>() {
-                    rebuilt_keys = true;
-                } else {
+                if !key.is_instance_of::<PyString>() {
                     return Err(key_error(&key));
                 }
+                str_subclass_keys = true;
             }
-            let frozen = freeze_value(&value, walk).map_err(|e| e.at_key(&key_text(&key)))?;
+            entries.push(key.to_owned(), unsafe { Borrowed::from_ptr(py, value_ptr) }.to_owned());
+        }
+        let mut depth = 0;
+        for index in 0..entries.len() {
+            let value = entries.value(py, index).to_owned();
+            let at_key = |e: PathError| e.at_key(&key_text(&entries.key(py, index)));
+            if is_kept_leaf(&value).map_err(at_key)? {
+                continue;
+            }
+            let frozen = freeze_value(&value, walk).map_err(at_key)?;
             depth = depth.max(frozen.depth);
             if !frozen.value.is(&value) {
-                // Same key set: replacing a value during PyDict_Next is allowed.
-                unsafe { ffi::PyDict_SetItem(copy.as_ptr(), key_ptr, frozen.value.as_ptr()) };
+                entries.set_value(index, frozen.value);
             }
         }
-        let entries = if rebuilt_keys {
+        if str_subclass_keys {
+            // Plain keys may now collide (a subclass can make equal text hash apart): a dict
+            // settles it the way `dict` would.
             let plain = PyDict::new(py);
-            for (key, value) in copy.iter() {
+            for index in 0..entries.len() {
+                let key = entries.key(py, index);
                 let key = unsafe { Bound::from_owned_ptr(py, ffi::PyUnicode_FromObject(key.as_ptr())) };
-                plain.set_item(key, value).map_err(PathError::raised)?;
+                plain.set_item(key, entries.value(py, index)).map_err(PathError::raised)?;
             }
-            plain
-        } else {
-            copy
-        };
-        Ok(Frozen { value: FrozenDict::wrap(py, entries, depth + 1).into_any(), depth: depth + 1 })
+            return Ok(Frozen { value: FrozenDict::wrap(py, plain, depth + 1).into_any(), depth: depth + 1 });
+        }
+        Ok(Frozen { value: entries.build(py, depth + 1).into_any(), depth: depth + 1 })
     })
 }
 
@@ -370,6 +385,9 @@ fn freeze_items<'py>(tuple: &Bound<'py, PyTuple>, walk: &mut Walk) -> FreezeResu
     let mut depth = 0;
     for i in 0..len {
         let item = unsafe { tuple.get_borrowed_item_unchecked(i) };
+        if fresh.is_none() && is_kept_leaf(&item).map_err(|e| e.at_index(i))? {
+            continue;
+        }
         let frozen = freeze_value(&item, walk).map_err(|e| e.at_index(i))?;
         depth = depth.max(frozen.depth);
         if fresh.is_none() && !frozen.value.is(&*item) {
@@ -420,7 +438,8 @@ type ThawResult<'py> = Result<Bound<'py, PyAny>, PathError>;
 fn thaw_value<'py>(obj: &Bound<'py, PyAny>, walk: &mut Walk) -> ThawResult<'py> {
     let py = obj.py();
     if let Ok(frozen) = obj.cast::<FrozenDict>() {
-        return thaw_pairs(obj, frozen.get().dict(py).iter(), walk);
+        let pairs = frozen.get().iter(py).map(|(key, value)| (key.to_owned(), value.to_owned()));
+        return thaw_pairs(obj, pairs, walk);
     }
     if let Ok(message) = obj.cast::<Message>() {
         return thaw_value(&message.get().as_dict(py).into_any(), walk);

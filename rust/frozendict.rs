@@ -1,9 +1,12 @@
 //! `FrozenDict`: an immutable, hashable, insertion-ordered mapping of `str` keys to frozen JSON
 //! values, with the semantics of PEP 814's builtin `frozendict`.
 //!
-//! The entries live in a private `dict` that is never handed out, so lookups and iteration run
-//! at `dict` speed. Every value is deep-frozen on the way in (the constructor freezes), which is
-//! what lets `freeze` return an existing `FrozenDict` as it is.
+//! Entries are stored in the object itself (up to `INLINE` of them without any further
+//! allocation), like a small struct: a JSON object is usually a handful of keys, so freezing one
+//! costs one allocation and a lookup is a short scan. Larger mappings get a private lookup `dict`,
+//! built on the first lookup. Nothing ever hands out a mutable container: every value is
+//! deep-frozen on the way in (the constructor freezes), which is what lets `freeze` return an
+//! existing `FrozenDict` as it is.
 
 use std::sync::OnceLock;
 
@@ -12,13 +15,146 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::pyclass::CompareOp;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyAny, PyDict, PyFrozenSet, PyMapping, PyTuple, PyType};
+use pyo3::types::{PyAny, PyDict, PyFrozenSet, PyMapping, PyString, PyTuple, PyType};
+use pyo3::Borrowed;
 
 use crate::freeze::{freeze_at, is_mapping, untrack, STACK_GROWTH, STACK_RED_ZONE};
 
+/// Entries held without another allocation.
+const INLINE: usize = 8;
+/// Lookups scan at most this many entries; larger mappings build a lookup dict once.
+const SCAN_MAX: usize = 8;
+
+/// A key (an exact `str`) and its frozen value: strong references owned by the `Entries`.
+type Entry = (*mut ffi::PyObject, *mut ffi::PyObject);
+
+enum Entries {
+    Inline { len: usize, items: [Entry; INLINE] },
+    Heap(Vec<Entry>),
+}
+
+// SAFETY: the entries never change after construction and are only read or released by a
+// thread attached to the interpreter (lookups, and tp_dealloc for the release).
+unsafe impl Send for Entries {}
+unsafe impl Sync for Entries {}
+
+impl Entries {
+    #[inline]
+    fn with_capacity(capacity: usize) -> Self {
+        if capacity <= INLINE {
+            Entries::Inline { len: 0, items: [(std::ptr::null_mut(), std::ptr::null_mut()); INLINE] }
+        } else {
+            Entries::Heap(Vec::with_capacity(capacity))
+        }
+    }
+
+    /// Take ownership of one strong reference to each of `key` and `value`.
+    #[inline]
+    fn push(&mut self, key: *mut ffi::PyObject, value: *mut ffi::PyObject) {
+        match self {
+            Entries::Inline { len, items } if *len < INLINE => {
+                items[*len] = (key, value);
+                *len += 1;
+            }
+            Entries::Inline { len, items } => {
+                let mut heap = Vec::with_capacity(INLINE * 2);
+                heap.extend_from_slice(&items[..*len]);
+                *len = 0; // moved: the inline copy must not release them
+                heap.push((key, value));
+                *self = Entries::Heap(heap);
+            }
+            Entries::Heap(heap) => heap.push((key, value)),
+        }
+    }
+
+    #[inline]
+    fn as_slice(&self) -> &[Entry] {
+        match self {
+            Entries::Inline { len, items } => &items[..*len],
+            Entries::Heap(heap) => heap,
+        }
+    }
+
+    #[inline]
+    fn as_mut_slice(&mut self) -> &mut [Entry] {
+        match self {
+            Entries::Inline { len, items } => &mut items[..*len],
+            Entries::Heap(heap) => heap,
+        }
+    }
+}
+
+impl Drop for Entries {
+    fn drop(&mut self) {
+        for &(key, value) in self.as_slice() {
+            unsafe {
+                ffi::Py_DECREF(key);
+                ffi::Py_DECREF(value);
+            }
+        }
+    }
+}
+
+/// Builds a `FrozenDict` from unique `str` keys and frozen values.
+pub struct EntriesBuilder {
+    entries: Entries,
+}
+
+impl EntriesBuilder {
+    pub fn with_capacity(capacity: usize) -> Self {
+        EntriesBuilder { entries: Entries::with_capacity(capacity) }
+    }
+
+    /// Append an entry; the key must be an exact `str` not already present.
+    #[inline]
+    pub fn push(&mut self, key: Bound<'_, PyAny>, value: Bound<'_, PyAny>) {
+        self.entries.push(key.into_ptr(), value.into_ptr());
+    }
+
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.entries.as_slice().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The key of entry `index`, borrowed.
+    pub fn key<'a, 'py>(&'a self, py: Python<'py>, index: usize) -> Borrowed<'a, 'py, PyAny> {
+        unsafe { Borrowed::from_ptr(py, self.entries.as_slice()[index].0) }
+    }
+
+    /// The value of entry `index`, borrowed.
+    pub fn value<'a, 'py>(&'a self, py: Python<'py>, index: usize) -> Borrowed<'a, 'py, PyAny> {
+        unsafe { Borrowed::from_ptr(py, self.entries.as_slice()[index].1) }
+    }
+
+    /// Replace the value of entry `index`.
+    pub fn set_value(&mut self, index: usize, value: Bound<'_, PyAny>) {
+        let slot = &mut self.entries.as_mut_slice()[index].1;
+        let old = std::mem::replace(slot, value.into_ptr());
+        unsafe { ffi::Py_DECREF(old) };
+    }
+
+    pub fn build<'py>(self, py: Python<'py>, depth: usize) -> Bound<'py, FrozenDict> {
+        let frozen = FrozenDict {
+            entries: self.entries,
+            index: OnceLock::new(),
+            hash: OnceLock::new(),
+            depth: depth as u16, // never above MAX_DEPTH
+        };
+        let frozen = Bound::new(py, frozen).expect("allocating a FrozenDict failed");
+        untrack(frozen.as_any());
+        frozen
+    }
+}
+
 #[pyclass(frozen, mapping, freelist = 4096, module = "dshkit._core", name = "FrozenDict")]
 pub struct FrozenDict {
-    dict: Py<PyDict>,
+    entries: Entries,
+    /// Key -> value, for lookups in mappings too large to scan; built on first use.
+    index: OnceLock<Py<PyDict>>,
     hash: OnceLock<isize>,
     /// Nesting depth of this mapping (1 + its deepest value): lets a frozen part be reused
     /// inside a new tree without walking it, while the depth limit still holds.
@@ -26,36 +162,96 @@ pub struct FrozenDict {
 }
 
 impl FrozenDict {
-    /// Wrap a dict whose keys are `str` and whose values are already frozen. The dict must not
-    /// be reachable by anyone else.
+    /// A `FrozenDict` of a dict whose keys are exact `str` and whose values are already frozen.
     pub fn wrap<'py>(py: Python<'py>, dict: Bound<'py, PyDict>, depth: usize) -> Bound<'py, FrozenDict> {
-        untrack(dict.as_any());
-        let depth = depth as u16; // never above MAX_DEPTH
-        let frozen = Bound::new(py, FrozenDict { dict: dict.unbind(), hash: OnceLock::new(), depth })
-            .expect("allocating a FrozenDict failed");
-        untrack(frozen.as_any());
-        frozen
+        let mut builder = EntriesBuilder::with_capacity(dict.len());
+        for (key, value) in dict.iter() {
+            builder.push(key, value);
+        }
+        builder.build(py, depth)
     }
 
     pub fn depth(&self) -> usize {
         self.depth as usize
     }
 
-    pub fn dict<'py>(&self, py: Python<'py>) -> &Bound<'py, PyDict> {
-        self.dict.bind(py)
+    pub fn len(&self) -> usize {
+        self.entries.as_slice().len()
     }
 
-    /// Borrowed lookup of a `str` key (no exception for a missing key).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The entries in insertion order, borrowed.
+    pub fn iter<'a, 'py>(
+        &'a self,
+        py: Python<'py>,
+    ) -> impl Iterator<Item = (Borrowed<'a, 'py, PyAny>, Borrowed<'a, 'py, PyAny>)> + 'a
+    where
+        'py: 'a,
+    {
+        self.entries
+            .as_slice()
+            .iter()
+            .map(move |&(key, value)| unsafe { (Borrowed::from_ptr(py, key), Borrowed::from_ptr(py, value)) })
+    }
+
+    /// A new plain `dict` with the same entries (values stay frozen).
+    pub fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let dict = PyDict::new(py);
+        for (key, value) in self.iter(py) {
+            dict.set_item(key, value)?;
+        }
+        Ok(dict)
+    }
+
+    fn index<'py>(&self, py: Python<'py>) -> PyResult<&Bound<'py, PyDict>> {
+        if let Some(index) = self.index.get() {
+            return Ok(index.bind(py));
+        }
+        let dict = self.to_dict(py)?;
+        untrack(dict.as_any());
+        Ok(self.index.get_or_init(|| dict.unbind()).bind(py))
+    }
+
+    /// The value under `key` with `dict` semantics (an unhashable key is a `TypeError`).
+    pub fn lookup<'py>(&self, py: Python<'py>, key: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let entries = self.entries.as_slice();
+        if entries.len() <= SCAN_MAX && key.is_exact_instance_of::<PyString>() {
+            let wanted = key.as_ptr();
+            // Keys are often the very same (interned or cached) object: try identity first.
+            if let Some(&(_, value)) = entries.iter().find(|(k, _)| *k == wanted) {
+                return Ok(Some(unsafe { Bound::from_borrowed_ptr(py, value) }));
+            }
+            for &(k, value) in entries {
+                if unsafe { ffi::PyUnicode_Compare(k, wanted) } == 0 {
+                    return Ok(Some(unsafe { Bound::from_borrowed_ptr(py, value) }));
+                }
+            }
+            return Ok(None);
+        }
+        self.index(py)?.get_item(key)
+    }
+
+    /// The value under a `str` key, or `None`.
     pub fn get_item<'py>(&self, py: Python<'py>, key: &Bound<'py, PyAny>) -> Option<Bound<'py, PyAny>> {
-        unsafe {
-            let ptr = ffi::PyDict_GetItemWithError(self.dict.as_ptr(), key.as_ptr());
-            if ptr.is_null() {
-                ffi::PyErr_Clear();
-                None
-            } else {
-                Some(Bound::from_borrowed_ptr(py, ptr))
+        self.lookup(py, key).ok().flatten()
+    }
+
+    /// Does every entry of `self` appear, equal, in `other` (a mapping of the same length)?
+    fn entries_equal<'py>(
+        &self,
+        py: Python<'py>,
+        mut other_get: impl FnMut(&Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyAny>>>,
+    ) -> PyResult<bool> {
+        for (key, value) in self.iter(py) {
+            match other_get(&key)? {
+                Some(theirs) if theirs.is(&*value) || value.eq(&theirs)? => {}
+                _ => return Ok(false),
             }
         }
+        Ok(true)
     }
 
     fn merged<'py>(
@@ -66,7 +262,11 @@ impl FrozenDict {
         let dict = PyDict::new(py);
         for part in [first, second] {
             match part.cast::<FrozenDict>() {
-                Ok(frozen) => dict.update(frozen.get().dict.bind(py).as_mapping())?,
+                Ok(frozen) => {
+                    for (key, value) in frozen.get().iter(py) {
+                        dict.set_item(key, value)?;
+                    }
+                }
                 Err(_) if part.is_instance_of::<PyDict>() => dict.update(part.cast::<PyMapping>()?)?,
                 Err(_) => dict.call_method1("update", (part,)).map(drop)?,
             }
@@ -83,11 +283,12 @@ fn view<'py>(frozen: &Bound<'py, FrozenDict>, name: &str) -> PyResult<Bound<'py,
     module.bind(frozen.py()).getattr(name)?.call1((frozen,))
 }
 
-/// Iterator over the keys, in insertion order. Holds the `FrozenDict`, never its private dict.
+/// Iterator over the keys, in insertion order (or reversed).
 #[pyclass(module = "dshkit._core", name = "FrozenDictKeyIterator")]
 pub struct FrozenDictKeys {
     frozen: Py<FrozenDict>,
-    position: ffi::Py_ssize_t,
+    position: usize,
+    reversed: bool,
 }
 
 #[pymethods]
@@ -97,18 +298,17 @@ impl FrozenDictKeys {
     }
 
     fn __next__<'py>(&mut self, py: Python<'py>) -> Option<Bound<'py, PyAny>> {
-        let dict = self.frozen.bind(py).get().dict.bind(py);
-        let mut key: *mut ffi::PyObject = std::ptr::null_mut();
-        let mut value: *mut ffi::PyObject = std::ptr::null_mut();
-        // The dict never changes after construction, so a saved position stays valid.
-        if unsafe { ffi::PyDict_Next(dict.as_ptr(), &mut self.position, &mut key, &mut value) } == 0 {
+        let entries = self.frozen.get().entries.as_slice();
+        if self.position >= entries.len() {
             return None;
         }
-        Some(unsafe { Bound::from_borrowed_ptr(py, key) })
+        let index = if self.reversed { entries.len() - 1 - self.position } else { self.position };
+        self.position += 1;
+        Some(unsafe { Bound::from_borrowed_ptr(py, entries[index].0) })
     }
 
-    fn __length_hint__(&self, py: Python<'_>) -> usize {
-        self.frozen.bind(py).get().dict.bind(py).len()
+    fn __length_hint__(&self) -> usize {
+        self.frozen.get().len().saturating_sub(self.position)
     }
 }
 
@@ -141,34 +341,35 @@ impl FrozenDict {
         }
         let frozen = freeze_at(dict.as_any(), "FrozenDict")?;
         let frozen = frozen.cast_into::<FrozenDict>()?;
+        let mut entries = Entries::with_capacity(frozen.get().len());
+        for (key, value) in frozen.get().iter(py) {
+            entries.push(key.to_owned().into_ptr(), value.to_owned().into_ptr());
+        }
         // The new object itself is tracked by the allocator; harmless for the rare direct call.
-        Ok(FrozenDict { dict: frozen.get().dict.clone_ref(py), hash: OnceLock::new(), depth: frozen.get().depth })
+        Ok(FrozenDict { entries, index: OnceLock::new(), hash: OnceLock::new(), depth: frozen.get().depth })
     }
 
     fn __getitem__<'py>(&self, py: Python<'py>, key: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-        match self.dict.bind(py).get_item(key)? {
+        match self.lookup(py, key)? {
             Some(value) => Ok(value),
             None => Err(PyKeyError::new_err(key.clone().unbind())),
         }
     }
 
-    fn __len__(&self, py: Python<'_>) -> usize {
-        self.dict.bind(py).len()
+    fn __len__(&self) -> usize {
+        self.len()
     }
 
     fn __contains__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
-        self.dict.bind(py).contains(key)
+        Ok(self.lookup(py, key)?.is_some())
     }
 
     fn __iter__(slf: &Bound<'_, Self>) -> PyResult<Py<FrozenDictKeys>> {
-        Py::new(slf.py(), FrozenDictKeys { frozen: slf.clone().unbind(), position: 0 })
+        Py::new(slf.py(), FrozenDictKeys { frozen: slf.clone().unbind(), position: 0, reversed: false })
     }
 
-    fn __reversed__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        // A reversed snapshot of the keys: a list of our own, not a view of the private dict.
-        let keys = self.dict.bind(py).keys();
-        keys.reverse()?;
-        Ok(keys.as_any().try_iter()?.into_any())
+    fn __reversed__(slf: &Bound<'_, Self>) -> PyResult<Py<FrozenDictKeys>> {
+        Py::new(slf.py(), FrozenDictKeys { frozen: slf.clone().unbind(), position: 0, reversed: true })
     }
 
     #[pyo3(signature = (key, default=None, /))]
@@ -178,14 +379,14 @@ impl FrozenDict {
         key: &Bound<'py, PyAny>,
         default: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        match self.dict.bind(py).get_item(key)? {
+        match self.lookup(py, key)? {
             Some(value) => Ok(value),
             None => Ok(default.unwrap_or_else(|| py.None().into_bound(py))),
         }
     }
 
-    // The views are the `collections.abc` ones over this mapping: a `dict` view would reach the
-    // private dict (through `.mapping` or the garbage collector's referents).
+    // The views are the `collections.abc` ones over this mapping: a `dict` view of a private
+    // dict would reach it (through `.mapping` or the garbage collector's referents).
     fn keys<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
         view(slf, "KeysView")
     }
@@ -212,10 +413,12 @@ impl FrozenDict {
                     let (a, b) = (slf.get(), theirs.get());
                     match (a.hash.get(), b.hash.get()) {
                         (Some(x), Some(y)) if x != y => Some(false),
-                        _ => Some(a.dict.bind(py).as_any().eq(b.dict.bind(py))?),
+                        _ if a.len() != b.len() => Some(false),
+                        _ => Some(a.entries_equal(py, |key| b.lookup(py, key))?),
                     }
-                } else if other.is_instance_of::<PyDict>() {
-                    Some(slf.get().dict.bind(py).as_any().eq(other)?)
+                } else if let Ok(dict) = other.cast::<PyDict>() {
+                    let a = slf.get();
+                    Some(a.len() == dict.len() && a.entries_equal(py, |key| dict.get_item(key))?)
                 } else {
                     None
                 }
@@ -234,7 +437,10 @@ impl FrozenDict {
         if let Some(hash) = self.hash.get() {
             return Ok(*hash);
         }
-        let items = self.dict.bind(py).items();
+        let items = self
+            .iter(py)
+            .map(|(key, value)| PyTuple::new(py, [key, value]))
+            .collect::<PyResult<Vec<_>>>()?;
         // Hashing recurses through nested values: make sure there is stack for it.
         let hash = stacker::maybe_grow(STACK_RED_ZONE, STACK_GROWTH, || PyFrozenSet::new(py, items.iter())?.hash())?;
         Ok(*self.hash.get_or_init(|| hash))
@@ -257,12 +463,12 @@ impl FrozenDict {
     }
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        Ok(format!("FrozenDict({})", self.dict.bind(py).repr()?))
+        Ok(format!("FrozenDict({})", self.to_dict(py)?.repr()?))
     }
 
     fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {
         let py = slf.py();
-        let plain = slf.get().dict.bind(py).copy()?;
+        let plain = slf.get().to_dict(py)?;
         PyTuple::new(py, [slf.get_type().into_any(), PyTuple::new(py, [plain])?.into_any()])
     }
 

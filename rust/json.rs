@@ -14,7 +14,7 @@ use serde::de::{DeserializeSeed, Error as _, MapAccess, SeqAccess, Visitor};
 
 use crate::errors::PathError;
 use crate::freeze::{check_float, check_int, is_mapping, mapping_pairs, not_json, untrack, Walk, MAX_DEPTH, STACK_GROWTH, STACK_RED_ZONE};
-use crate::frozendict::FrozenDict;
+use crate::frozendict::{EntriesBuilder, FrozenDict};
 use crate::message::Message;
 
 // ---------------------------------------------------------------------------------------------
@@ -94,27 +94,30 @@ fn key_text(key: &Bound<'_, PyAny>) -> String {
     key.cast::<PyString>().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default()
 }
 
-fn write_dict(out: &mut Vec<u8>, dict: &Bound<'_, PyDict>, walk: &mut Walk) -> Result<(), PathError> {
-    let py = dict.py();
+/// Write a JSON object from `(key, value)` pairs.
+fn write_object<'py>(
+    out: &mut Vec<u8>,
+    pairs: impl Iterator<Item = (Bound<'py, PyAny>, Bound<'py, PyAny>)>,
+    walk: &mut Walk,
+) -> Result<(), PathError> {
     out.push(b'{');
-    let mut pos: ffi::Py_ssize_t = 0;
-    let mut key_ptr: *mut ffi::PyObject = std::ptr::null_mut();
-    let mut value_ptr: *mut ffi::PyObject = std::ptr::null_mut();
-    let mut first = true;
-    while unsafe { ffi::PyDict_Next(dict.as_ptr(), &mut pos, &mut key_ptr, &mut value_ptr) } != 0 {
-        // Own the references: writing a value may run Python code (a custom Mapping).
-        let key = unsafe { Bound::from_borrowed_ptr(py, key_ptr) };
-        let value = unsafe { Bound::from_borrowed_ptr(py, value_ptr) };
-        if !first {
+    for (i, (key, value)) in pairs.enumerate() {
+        if i > 0 {
             out.push(b',');
         }
-        first = false;
         write_key(out, &key)?;
         out.push(b':');
         write_value(out, &value, walk).map_err(|e| e.at_key(&key_text(&key)))?;
     }
     out.push(b'}');
     Ok(())
+}
+
+/// A caller's dict is written from a private copy: writing a value may run Python code (a
+/// custom Mapping) that changes the dict.
+fn write_dict(out: &mut Vec<u8>, dict: &Bound<'_, PyDict>, walk: &mut Walk) -> Result<(), PathError> {
+    let snapshot = dict.copy().map_err(PathError::raised)?;
+    write_object(out, snapshot.iter(), walk)
 }
 
 fn write_items<'py>(
@@ -168,7 +171,8 @@ pub fn write_value(out: &mut Vec<u8>, obj: &Bound<'_, PyAny>, walk: &mut Walk) -
         return Ok(());
     }
     if let Ok(frozen) = obj.cast::<FrozenDict>() {
-        return walk.within(obj, |walk| write_dict(out, frozen.get().dict(py), walk));
+        let pairs = frozen.get().iter(py).map(|(key, value)| (key.to_owned(), value.to_owned()));
+        return walk.within(obj, |walk| write_object(out, pairs, walk));
     }
     if let Ok(tuple) = obj.cast::<PyTuple>() {
         return walk.within(obj, |walk| write_items(out, tuple.iter(), walk));
@@ -229,7 +233,7 @@ pub fn to_json<'py>(value: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyString>>
 pub fn json_default<'py>(value: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
     let py = value.py();
     if let Ok(frozen) = value.cast::<FrozenDict>() {
-        return Ok(frozen.get().dict(py).copy()?.into_any());
+        return Ok(frozen.get().to_dict(py)?.into_any());
     }
     if let Ok(message) = value.cast::<Message>() {
         return Ok(message.get().as_dict(py).into_any());
@@ -313,29 +317,76 @@ impl<'de, 'py> Visitor<'de> for FrozenSeed<'py> {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let dict = PyDict::new(self.py);
-        let mut first = true;
+        let mut entries = EntriesBuilder::with_capacity(map.size_hint().unwrap_or(8));
+        let mut seen = SeenKeys::new();
         let mut height = 0;
         while let Some(key) = map.next_key_seed(KeySeed { py: self.py, keys: self.keys })? {
-            let key = match key {
+            let (key, key_hash) = match key {
                 // serde_json's arbitrary_precision hands every number over as this one-entry map,
                 // so that integers and floats are told apart by their text (see `number`).
-                Key::Number if first => return number::<A::Error>(self.py, &map.next_value::<String>()?),
-                Key::Number => PyString::new(self.py, NUMBER_TOKEN),
-                Key::Str(key) => key,
+                Key::Number if entries.is_empty() => {
+                    return number::<A::Error>(self.py, &map.next_value::<String>()?)
+                }
+                Key::Number => (PyString::new(self.py, NUMBER_TOKEN), key_hash(NUMBER_TOKEN)),
+                Key::Str(key, hash) => (key, hash),
             };
-            if first && self.depth >= MAX_DEPTH {
+            if entries.is_empty() && self.depth >= MAX_DEPTH {
                 return Err(A::Error::custom(format!("nesting deeper than {MAX_DEPTH} levels")));
             }
-            first = false;
-            let PyValue(value, value_height) = map.next_value_seed(FrozenSeed { py: self.py, depth: self.depth + 1, keys: self.keys })?;
+            let PyValue(value, value_height) =
+                map.next_value_seed(FrozenSeed { py: self.py, depth: self.depth + 1, keys: self.keys })?;
             height = height.max(value_height);
-            let status = unsafe { ffi::PyDict_SetItem(dict.as_ptr(), key.as_ptr(), value.as_ptr()) };
-            if status != 0 {
-                return Err(A::Error::custom(PyErr::fetch(self.py)));
+            let same_key =
+                |index: usize| unsafe { ffi::PyUnicode_Compare(entries.key(self.py, index).as_ptr(), key.as_ptr()) } == 0;
+            match seen.find(key_hash, same_key) {
+                // A repeated key: the last value wins, in the first position (as `json.loads`).
+                Some(index) => entries.set_value(index, value),
+                None => {
+                    seen.insert(key_hash, entries.len());
+                    entries.push(key.into_any(), value);
+                }
             }
         }
-        Ok(PyValue(FrozenDict::wrap(self.py, dict, height + 1).into_any(), height + 1))
+        Ok(PyValue(entries.build(self.py, height + 1).into_any(), height + 1))
+    }
+}
+
+/// The keys of the object being parsed, by hash, to find a repeated key: a scan of a small
+/// inline array for the usual handful of keys, a hash map for large objects.
+struct SeenKeys {
+    len: usize,
+    small: [u32; SEEN_INLINE],
+    large: Option<std::collections::HashMap<u32, Vec<usize>>>,
+}
+
+const SEEN_INLINE: usize = 16;
+
+impl SeenKeys {
+    fn new() -> Self {
+        SeenKeys { len: 0, small: [0; SEEN_INLINE], large: None }
+    }
+
+    fn find(&self, hash: u32, same_key: impl Fn(usize) -> bool) -> Option<usize> {
+        match &self.large {
+            Some(large) => large.get(&hash)?.iter().copied().find(|&index| same_key(index)),
+            None => (0..self.len).find(|&index| self.small[index] == hash && same_key(index)),
+        }
+    }
+
+    fn insert(&mut self, hash: u32, index: usize) {
+        if self.large.is_none() && self.len < SEEN_INLINE {
+            self.small[self.len] = hash;
+            self.len += 1;
+            return;
+        }
+        let large = self.large.get_or_insert_with(|| {
+            let mut large = std::collections::HashMap::<u32, Vec<usize>>::new();
+            for (index, &hash) in self.small[..self.len].iter().enumerate() {
+                large.entry(hash).or_default().push(index);
+            }
+            large
+        });
+        large.entry(hash).or_default().push(index);
     }
 }
 
@@ -347,7 +398,8 @@ struct KeySeed<'py> {
 }
 
 enum Key<'py> {
-    Str(Bound<'py, PyString>),
+    /// The key and `key_hash` of its text.
+    Str(Bound<'py, PyString>, u32),
     Number,
 }
 
@@ -388,7 +440,8 @@ impl<'de, 'py> Visitor<'de> for KeySeed<'py> {
         if v == NUMBER_TOKEN {
             return Ok(Key::Number);
         }
-        Ok(Key::Str(cached_key(self.py, self.keys, v)))
+        let hash = key_hash(v);
+        Ok(Key::Str(cached_key(self.py, self.keys, v, hash), hash))
     }
 }
 
@@ -410,22 +463,23 @@ unsafe impl Send for KeySlots {}
 
 static KEY_CACHE: std::sync::Mutex<Option<KeySlots>> = std::sync::Mutex::new(None);
 
-fn key_slot(key: &str) -> usize {
-    // FNV-1a: short keys, no need for a strong hash.
+/// FNV-1a of a key's text: keys are short and not adversarial here (a collision costs one
+/// string comparison, never a wrong result).
+fn key_hash(key: &str) -> u32 {
     let mut hash: u32 = 0x811c_9dc5;
     for byte in key.bytes() {
         hash = (hash ^ byte as u32).wrapping_mul(0x0100_0193);
     }
-    hash as usize % KEY_CACHE_SLOTS
+    hash
 }
 
-fn cached_key<'py>(py: Python<'py>, cache: *mut KeySlots, key: &str) -> Bound<'py, PyString> {
+fn cached_key<'py>(py: Python<'py>, cache: *mut KeySlots, key: &str, hash: u32) -> Bound<'py, PyString> {
     if cache.is_null() || key.len() > KEY_CACHE_MAX_LEN {
         return PyString::new(py, key);
     }
     // SAFETY: `cache` points into the locked mutex for the duration of `parse`.
     let slots = unsafe { &mut (*cache).0 };
-    let slot = key_slot(key);
+    let slot = hash as usize % KEY_CACHE_SLOTS;
     if let Some(entry) = &slots[slot] {
         if &*entry.text == key {
             return unsafe { Bound::from_borrowed_ptr(py, entry.string).cast_into_unchecked::<PyString>() };

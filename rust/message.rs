@@ -464,7 +464,7 @@ fn imported_id<'py>(id: Option<Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyStri
 /// Import a mapping with exactly `id`, `role`, `content`, `source`.
 fn import_mapping<'py>(py: Python<'py>, mapping: &Bound<'py, PyAny>) -> PyResult<Bound<'py, Message>> {
     let fields = match mapping.cast::<FrozenDict>() {
-        Ok(frozen) => frozen.get().dict(py).clone(),
+        Ok(frozen) => frozen.get().to_dict(py)?,
         Err(_) => match mapping.cast::<PyDict>() {
             Ok(dict) => dict.copy()?,
             Err(_) => {

@@ -47,7 +47,7 @@ def show_message_core() -> None:
     print(f"reloaded  equal: {dshkit.Message.from_json(text) == prompt}")
 
     try:
-        prompt.content[0]["text"] = "changed"
+        prompt.content[0]["text"] = "changed"  # type: ignore[index,assignment]  # refused on purpose: the demo shows it
     except TypeError as error:
         print(f"mutation  refused: TypeError: {error}")
     try:
@@ -76,11 +76,13 @@ def short(message_id: str) -> str:
 
 
 def one_line(text: str, limit: int = 72) -> str:
+    """`text` on one line, cut to `limit` characters."""
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
 def make_workspace(root: Path) -> None:
+    """Write the demo's small project (todo, notes, one source file) under `root`."""
     (root / "src").mkdir(parents=True)
     (root / "todo.txt").write_text(TODO)
     (root / "notes.md").write_text(NOTES)
@@ -90,6 +92,8 @@ def make_workspace(root: Path) -> None:
 def file_tools(root: Path) -> list[Any]:
     """list_files, read_file and write_file, confined to `root` (write runs alone)."""
     from dshkit.agent import Tool
+
+    root = root.resolve()  # resolved paths are compared with it: a symlinked root must match them
 
     def inside(path: str) -> Path:
         resolved = (root / path).resolve()
@@ -171,6 +175,7 @@ class Transcript:
         self.labels: dict[str, str] = {}
 
     def note(self, message_id: str, step: str) -> None:
+        """Record one step of the path a message id took."""
         self.paths.setdefault(message_id, []).append(step)
 
     def __call__(self, event: Any) -> None:
@@ -200,6 +205,7 @@ class Transcript:
 
     @staticmethod
     def describe(message: dshkit.Message, *, interrupted: bool = False) -> str:
+        """One transcript line for a message: short id, role, source kind and text."""
         source = message.source
         if source["kind"] == "tool":
             block = message.content[0]
@@ -351,6 +357,7 @@ async def run_agent(workspace: Path, log_path: Path) -> tuple[Transcript, dict[s
 
 
 def show_paths(transcript: Transcript, traced: dict[str, str]) -> None:
+    """Print, for each traced message, the path its id took (inbox, claim, log, request)."""
     print("\n== The path each id took ==")
     for message_id, label in traced.items():
         print(f"{short(message_id)}  {message_id}  {label}")
@@ -359,6 +366,7 @@ def show_paths(transcript: Transcript, traced: dict[str, str]) -> None:
 
 
 def show_history(session: Any) -> None:
+    """Print the derived history: each message with the event that put it on the surface."""
     print("\n== The model-visible history now (derived from the log) ==")
     for message in session.messages():
         event = session.message_event(message.id)

@@ -381,3 +381,40 @@ def test_a_driver_cancelled_by_loop_shutdown_still_closes_the_turn(kit: Any) -> 
     assert kit.types(agent.session)[-2:] == ["step/end", "turn/end"]
     assert kit.turn_ends(agent.session) == [{"kind": "aborted", "cause": "task_cancelled"}]
     assert agent.status == "idle"
+
+
+def test_a_driver_cancelled_during_tools_still_answers_every_call(kit: Any) -> None:
+    from dshkit.session.verify import check_events
+
+    running: list[str] = []
+
+    async def slow(arguments: Any, ctx: Any) -> str:
+        running.append(ctx.call_id)
+        await asyncio.sleep(3600)
+        return "never"
+
+    model = ScriptedModel(
+        [kit.calls_response(("c1", "slow", "{}"), ("c2", "slow", "{}"), ("c3", "write", "{}"), ("c4", "slow", "{}"))]
+    )
+    tools = [Tool("slow", "s", {"type": "object"}, slow), Tool("write", "w", {"type": "object"}, slow, parallel=False)]
+    agent = Agent(model, tools=tools)
+
+    async def main() -> None:
+        started = asyncio.Event()
+        agent.subscribe(lambda event: started.set() if event.type == "tool_call" and event.data["call_id"] == "c2" else None)
+        agent.followup(kit.user("q"))
+        await started.wait()
+        await asyncio.sleep(0)  # both bodies are running
+        # returning now makes asyncio.run cancel the driver task in the middle of the tools
+
+    run(main())
+    assert running == ["c1", "c2"]
+    results = kit.of_type(agent.session, "tool/result")
+    assert [e.data["message"].source["call_id"] for e in results] == ["c1", "c2", "c3", "c4"]
+    assert [e.data["error"]["code"] for e in results] == [
+        "aborted_while_running", "aborted_while_running", "aborted_before_dispatch", "aborted_before_dispatch",
+    ]
+    assert agent.session.pending_tool_calls() == ()
+    assert kit.types(agent.session)[-2:] == ["step/end", "turn/end"]
+    assert kit.turn_ends(agent.session) == [{"kind": "aborted", "cause": "task_cancelled"}]
+    assert check_events(agent.session.events) == []

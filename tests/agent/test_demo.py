@@ -73,3 +73,18 @@ def test_the_command_line_runs_the_demo_into_a_temporary_log() -> None:
     finally:
         log.unlink()
         log.parent.rmdir()
+
+
+def test_the_file_tools_work_in_a_workspace_reached_through_a_symlink(tmp_path: Path) -> None:
+    import asyncio
+
+    from dshkit.demo import file_tools, make_workspace
+
+    make_workspace(tmp_path / "real")
+    (tmp_path / "link").symlink_to(tmp_path / "real")  # as /tmp is on macOS, or a symlinked TMPDIR
+    tools = {tool.name: tool for tool in file_tools(tmp_path / "link")}
+    listing = asyncio.run(tools["list_files"].run({"path": "."}, None))
+    assert listing.splitlines() == ["notes.md", "src/", "todo.txt"]
+    assert asyncio.run(tools["read_file"].run({"path": "src/app.py"}, None)) == (tmp_path / "real" / "src" / "app.py").read_text()
+    with pytest.raises(PermissionError, match="outside the workspace"):
+        asyncio.run(tools["read_file"].run({"path": "../../etc/passwd"}, None))

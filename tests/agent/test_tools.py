@@ -267,3 +267,67 @@ def test_tool_arguments_are_checked() -> None:
 
         ToolOutput("x", context=[dshkit.create_assistant_message("a", provider="p", model="m")])
     assert Tool("t", "d", {"type": "object"}, body).spec == {"name": "t", "description": "d", "parameters": {"type": "object"}}
+
+
+def test_tool_meta_that_is_not_json_gives_an_error_result_not_an_orphan_call(kit: Any) -> None:
+    async def body(arguments: Any, ctx: Any) -> ToolOutput:
+        return ToolOutput("ok", meta={"elapsed": float("nan")})
+
+    model = ScriptedModel([kit.calls_response(("c1", "t", "{}")), "done", "again"])
+    agent = Agent(model, tools=[Tool("t", "t", {"type": "object"}, body)])
+    drive(agent, kit.user("go"))
+    (event,) = kit.of_type(agent.session, "tool/result")
+    assert event.data["error"] == {"name": "ValueError", "code": "invalid_meta"}
+    assert "meta" not in event.data
+    assert "NaN" in result_texts(agent.session)[0]
+    assert agent.session.pending_tool_calls() == ()
+    assert kit.turn_ends(agent.session) == [{"kind": "completed"}]
+    drive(agent, kit.user("and now?"))  # the conversation can move on
+    assert kit.turn_ends(agent.session)[-1] == {"kind": "completed"}
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+def test_a_tool_body_raising_cancelled_error_itself_is_an_error_result(kit: Any, parallel: bool) -> None:
+    async def body(arguments: Any, ctx: Any) -> str:
+        if ctx.call_id == "c1":
+            raise asyncio.CancelledError("the tool gave up")
+        return "fine"
+
+    calls = [("c1", "t", "{}"), ("c2", "t", "{}")] if parallel else [("c1", "t", "{}")]
+    model = ScriptedModel([kit.calls_response(*calls), "done"])
+    agent = Agent(model, tools=[Tool("t", "t", {"type": "object"}, body)])
+    drive(agent, kit.user("go"))
+    results = kit.of_type(agent.session, "tool/result")
+    assert [e.data["message"].source["call_id"] for e in results] == [call[0] for call in calls]
+    assert results[0].data["error"] == {"name": "CancelledError", "code": "tool_error"}
+    assert agent.session.pending_tool_calls() == ()
+    assert kit.turn_ends(agent.session) == [{"kind": "completed"}]
+
+
+def test_the_same_context_message_from_two_tools_enters_once(kit: Any) -> None:
+    shared = kit.context("the workspace changed")
+
+    async def body(arguments: Any, ctx: Any) -> ToolOutput:
+        return ToolOutput(f"done {ctx.call_id}", context=[shared])
+
+    model = ScriptedModel([kit.calls_response(("a", "t", "{}"), ("b", "t", "{}")), "thanks"])
+    agent = Agent(model, tools=[Tool("t", "t", {"type": "object"}, body)])
+    drive(agent, kit.user("go"))
+    users = kit.of_type(agent.session, "user/message")
+    assert [e.data for e in users[1:]] == [shared]
+    assert kit.turn_ends(agent.session) == [{"kind": "completed"}]
+    assert len(agent.inbox) == 0
+
+
+def test_tool_output_context_and_inbox_inserts_refuse_a_repeated_id(kit: Any) -> None:
+    message = kit.context("twice")
+    with pytest.raises(ValueError, match="appears twice"):
+        ToolOutput("x", context=[message, message])
+    agent = Agent(ScriptedModel([]))
+    with pytest.raises(ValueError, match="appears twice"):
+        agent.inbox.insert("next_step", (message, message))
+    agent.inject(message)
+    with pytest.raises(ValueError, match="already pending"):
+        agent.inbox.insert("next_turn", (message,))
+    assert agent.inbox.next_step == (message,) and agent.inbox.next_turn == ()
+    assert len(kit.of_type(agent.session, "agent/inbox/spliced")) == 1  # a refused insert logs nothing

@@ -540,3 +540,92 @@ def test_bad_request_fails_at_call_time_without_sending(loopback: Any) -> None:
     with pytest.raises(ValueError, match="'audio' blocks cannot be sent"):
         model.stream(bad, CancelToken())
     assert loopback.received == []
+
+
+# --- review fixes: each test pins a bug found in review ------------------------------------------
+
+
+def test_parallel_tool_calls_sharing_one_index_stay_apart(loopback: Any, wire: Any) -> None:
+    # Ollama (and some gateways) label every call of a parallel batch with index 0, each with
+    # its own id: merging them by index would glue two argument objects into invalid JSON.
+    loopback.reply(
+        wire.sse_reply(
+            [
+                wire.chunk(tool_calls=[{"index": 0, "id": "call_a", "function": {"name": "read", "arguments": '{"path":'}}]),
+                wire.chunk(tool_calls=[{"index": 0, "function": {"arguments": '"a"}'}}]),
+                wire.chunk(tool_calls=[{"index": 0, "id": "call_b", "function": {"name": "read", "arguments": '{"path":'}}]),
+                wire.chunk(tool_calls=[{"index": 0, "function": {"arguments": '"b"}'}}]),
+                wire.chunk(finish="tool_calls"),
+                wire.DONE,
+            ]
+        )
+    )
+    calls: dict[int, dict[str, Any]] = {}
+    for chunk in run_collect(make(loopback)):
+        if chunk["type"] == "tool_call_delta":
+            call = calls.setdefault(chunk["index"], {"id": None, "arguments": ""})
+            call["id"] = call["id"] or chunk["id"]
+            call["arguments"] += chunk["arguments"]
+    assert list(calls.values()) == [
+        {"id": "call_a", "arguments": '{"path":"a"}'},
+        {"id": "call_b", "arguments": '{"path":"b"}'},
+    ]
+
+
+def test_an_api_key_that_cannot_be_a_header_is_refused_without_echoing_it() -> None:
+    # httpx's own message would quote the whole Authorization header (and the key was then
+    # logged in turn/end and retried as a "connection error").
+    for key in ("sk-secret-123\n", "sk-secret-123 ", "sk-sécret-123"):
+        with pytest.raises(ValueError, match="api_key") as caught:
+            OpenAICompatibleModel("m", base_url="http://127.0.0.1:1/v1", api_key=key)
+        assert "secret" not in str(caught.value) and "sécret" not in str(caught.value)
+    for value in ("sk-secret\r\n", " sk-secret"):
+        with pytest.raises(ValueError, match="headers\\['api-key'\\]") as caught:
+            OpenAICompatibleModel("m", base_url="http://127.0.0.1:1/v1", headers={"api-key": value})
+        assert "secret" not in str(caught.value)
+
+
+def test_from_env_ignores_whitespace_around_the_key(loopback: Any, wire: Any) -> None:
+    # A key pasted into a .env file or read from a key file usually ends in a newline.
+    loopback.reply(wire.sse_reply(wire.answer("hi")))
+    env = {"DSHKIT_BASE_URL": loopback.base_url, "DSHKIT_MODEL": "test-model", "DSHKIT_API_KEY": " sk-test\n"}
+    assert text_of(run_collect(OpenAICompatibleModel.from_env(env, timeout=5.0))) == "hi"
+    assert loopback.received[0].headers["Authorization"] == "Bearer sk-test"
+
+
+def test_base_url_with_a_query_keeps_the_query_after_the_path(loopback: Any, wire: Any) -> None:
+    # Azure-style endpoints put the API version in the query string.
+    loopback.reply(wire.sse_reply(wire.answer("hi")))
+    model = OpenAICompatibleModel("test-model", base_url=loopback.base_url + "/?api-version=2024-06-01", timeout=5.0)
+    assert text_of(run_collect(model)) == "hi"
+    assert loopback.received[0].path == "/v1/chat/completions?api-version=2024-06-01"
+
+
+def test_a_password_in_the_base_url_is_never_shown(closed_port: int) -> None:
+    model = OpenAICompatibleModel("m", base_url=f"http://user:s3cret@127.0.0.1:{closed_port}/v1", max_retries=0)
+    assert "s3cret" not in repr(model) and "s3cret" not in model.url
+    assert model.url == f"http://user:***@127.0.0.1:{closed_port}/v1/chat/completions"
+    _, error = run_failing(model)
+    assert isinstance(error, ModelConnectionError)
+    assert "s3cret" not in str(error) and "s3cret" not in str(error.to_info())
+
+
+def test_extra_headers_replace_defaults_whatever_their_case(loopback: Any, wire: Any) -> None:
+    loopback.reply(wire.sse_reply(wire.answer("hi")))
+    run_collect(make(loopback, headers={"authorization": "Bearer other", "user-agent": "mine/1"}))
+    received = loopback.received[0].headers
+    assert [value for name, value in received.items() if name.lower() == "authorization"] == ["Bearer other"]
+    assert [value for name, value in received.items() if name.lower() == "user-agent"] == ["mine/1"]
+
+
+@pytest.mark.parametrize("cut", ["truncate", "stall"])
+def test_a_body_that_breaks_after_the_finish_reason_keeps_the_answer(loopback: Any, wire: Any, cut: str) -> None:
+    # The response said it was finished; only the usage and [DONE] were lost. Failing the turn
+    # (after a whole read timeout, for a stall) would throw a complete answer away.
+    loopback.reply(
+        wire.sse_reply([wire.chunk(content="All done."), wire.chunk(finish="stop"), wire.Truncate() if cut == "truncate" else wire.Stall()])
+    )
+    chunks = run_collect(make(loopback, timeout=0.3))
+    assert text_of(chunks) == "All done."
+    assert chunks[-1] == {"type": "finish", "reason": "stop", "replay_state": {"response_id": "chatcmpl-1"}}
+    assert len(loopback.received) == 1

@@ -65,10 +65,9 @@ def test_utf8_split_inside_a_character() -> None:
     assert decode(encoded[:8], encoded[8:]) == [ServerSentEvent(data="深度求索")]
 
 
-def test_unterminated_event_at_end_is_discarded_but_reported() -> None:
+def test_unterminated_event_at_end_is_discarded() -> None:
     decoder = SSEDecoder()
     assert decoder.feed(b"data: complete\n\ndata: partial") == [ServerSentEvent(data="complete")]
-    assert decoder.has_partial_event
     assert decoder.close() == []
 
 
@@ -99,3 +98,39 @@ def test_any_split_of_the_body_gives_the_same_events(events: list[list[str]], cu
     reads = [body[start:end] for start, end in zip([0, *points], [*points, len(body)])]
     expected = [ServerSentEvent(data="\n".join(lines)) for lines in events]
     assert decode(*reads) == expected
+
+
+RICH_BODY = (
+    "\ufeff: comment first\r\n"
+    "retry: 2500\r\n"
+    "event: delta\r"
+    "id: 41\n"
+    "data: {\"text\": \"héllo 深度 🦀\"}\r\n"
+    "data:second line\r"
+    "\r\n"
+    ":another comment\n"
+    "data\n"
+    "\r"
+    "event: ping\n\n"
+    "data: last 🦀\r\n\r\n"
+).encode()
+RICH_EVENTS = [
+    ServerSentEvent(event="delta", data='{"text": "héllo 深度 🦀"}\nsecond line', id="41", retry=2500),
+    ServerSentEvent(data="", id="41", retry=2500),
+    ServerSentEvent(data="last 🦀", id="41", retry=2500),
+]
+
+
+def test_every_two_and_three_way_split_of_a_rich_body() -> None:
+    # CR, LF and CRLF endings, a BOM, comments, retry/id/event fields, multi-line data and
+    # characters of 2, 3 and 4 UTF-8 bytes: a read may end at any byte, inside any of them.
+    size = len(RICH_BODY)
+    assert decode(RICH_BODY) == RICH_EVENTS
+    for first in range(size + 1):
+        assert decode(RICH_BODY[:first], RICH_BODY[first:]) == RICH_EVENTS, first
+        for second in range(first, size + 1, 7):
+            assert decode(RICH_BODY[:first], RICH_BODY[first:second], RICH_BODY[second:]) == RICH_EVENTS
+
+
+def test_byte_by_byte() -> None:
+    assert decode(*(RICH_BODY[i : i + 1] for i in range(len(RICH_BODY)))) == RICH_EVENTS

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Union
 
 from dshkit.agent.cancel import CancelToken
+from dshkit.agent.inbox import check_message_batch
 from dshkit.llm import Message
 
 if TYPE_CHECKING:
@@ -40,13 +41,7 @@ class Enter:
     __slots__ = ("messages",)
 
     def __init__(self, messages: Iterable[Message] = ()) -> None:
-        if isinstance(messages, (str, bytes, Message, Mapping)):
-            raise TypeError(f"Enter: expected an iterable of Message, got {type(messages).__name__}")
-        batch = tuple(messages)
-        for index, message in enumerate(batch):
-            if not isinstance(message, Message):
-                raise TypeError(f"Enter messages[{index}]: expected a Message, got {type(message).__name__}")
-        self.messages: tuple[Message, ...] = batch
+        self.messages: tuple[Message, ...] = check_message_batch(messages, "Enter messages")
 
     def __repr__(self) -> str:
         return f"Enter({[message.id for message in self.messages]!r})"

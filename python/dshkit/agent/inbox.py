@@ -9,7 +9,7 @@ and re-opening the session rebuilds exactly the pending input.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from dshkit.agent.events import EventHub
@@ -36,15 +36,15 @@ def check_user_message(message: object, where: str) -> Message:
     return message
 
 
-def session_has_message(session: Session, message_id: str) -> bool:
-    """Whether any event of the session log carries a message with this id."""
-    has = getattr(session, "has_message", None)
-    if has is not None:
-        return bool(has(message_id))
-    try:
-        return session.message(message_id) is not None
-    except (KeyError, LookupError):
-        return False
+def check_message_batch(messages: object, where: str) -> tuple[Message, ...]:
+    """`messages` as a tuple if it is an iterable of `Message` values, else `TypeError` naming `where`."""
+    if isinstance(messages, (str, bytes, Message, Mapping)) or not isinstance(messages, Iterable):
+        raise TypeError(f"{where}: expected an iterable of Message, got {type(messages).__name__}")
+    batch = tuple(messages)
+    for index, message in enumerate(batch):
+        if not isinstance(message, Message):
+            raise TypeError(f"{where}[{index}]: expected a Message, got {type(message).__name__}")
+    return batch
 
 
 class Inbox:
@@ -83,12 +83,16 @@ class Inbox:
         """True when next-step input is pending."""
         return bool(self._lists[NEXT_STEP])
 
+    def knows(self, message_id: str) -> bool:
+        """Whether `message_id` is pending here or already logged (so a new message cannot take it)."""
+        return message_id in self._pending or self._session.has_message(message_id)
+
     def check_new(self, message: object, where: str) -> Message:
         """Validate a message about to be queued: user role, id neither pending nor logged."""
         checked = check_user_message(message, where)
         if checked.id in self._pending:
             raise ValueError(f"{where}: message id {checked.id} is already pending in the inbox ({self._pending[checked.id]})")
-        if session_has_message(self._session, checked.id):
+        if self._session.has_message(checked.id):
             raise ValueError(f"{where}: message id {checked.id} is already in the session log; a new message needs a new id")
         return checked
 
@@ -122,7 +126,18 @@ class Inbox:
         return seq, removed
 
     def insert(self, target: str, messages: tuple[Message, ...], *, cause: str | None = None) -> int:
-        """Append checked messages to the end of `target`; returns the splice seq."""
+        """Append checked messages to the end of `target`; returns the splice seq.
+
+        `ValueError` (and nothing logged) if an id is already pending or appears twice: ids are
+        unique across both lists.
+        """
+        ids: set[str] = set()
+        for message in messages:
+            if message.id in self._pending:
+                raise ValueError(f"message id {message.id} is already pending in the inbox ({self._pending[message.id]})")
+            if message.id in ids:
+                raise ValueError(f"message id {message.id} appears twice in one insert")
+            ids.add(message.id)
         seq, _ = self._splice(target, len(self._lists[target]), 0, messages, "inserted", cause)
         if self._hub.active:
             for message in messages:
@@ -207,7 +222,7 @@ __all__ = [
     "NEXT_STEP",
     "NEXT_TURN",
     "Inbox",
+    "check_message_batch",
     "check_user_message",
     "inbox_snapshot",
-    "session_has_message",
 ]

@@ -30,7 +30,7 @@ from dshkit.agent.hooks import (
     call_hook,
     check_hooks,
 )
-from dshkit.agent.inbox import NEXT_STEP, NEXT_TURN, Inbox, check_user_message, session_has_message
+from dshkit.agent.inbox import NEXT_STEP, NEXT_TURN, Inbox, check_user_message
 from dshkit.agent.tools import Tool, ToolContext, ToolOutput, call_tool_body, check_tools, tool_content
 from dshkit.llm import Message, create_assistant_message, create_tool_result_message, freeze
 from dshkit.models.protocol import Model, ModelError
@@ -458,7 +458,7 @@ class Agent:
                     )
                 batch.append((message, (seq,)))
             else:
-                if message.id in self._inbox or session_has_message(self._session, message.id):
+                if self._inbox.knows(message.id):
                     raise ValueError(
                         f"{where}: added context needs an id new to the session; {message.id} is already "
                         "pending or logged (create a new message for added context)"
@@ -489,8 +489,7 @@ class Agent:
             return  # the very settings of the header this agent logged last: nothing changed
         header = freeze({"system": self._system, "tools": list(self._tool_specs), "config": dict(config)})
         if self._last_header is None:
-            logged_before = any(event.type == "request/header" for event in self._session.events)
-            reason = "resume" if logged_before else "initial"
+            reason = "resume" if self._session.request_header is not None else "initial"
         elif header != self._last_header:
             reason = "change"
         else:
@@ -645,10 +644,16 @@ class Agent:
     # -- tools --------------------------------------------------------------------------------
 
     async def _run_tools(self, turn: _Turn, calls: tuple[Any, ...], assistant_seq: int) -> _StepResult:
-        """Run a response's tool calls; results are committed in model order as they are ready."""
+        """Run a response's tool calls; results are committed in model order as they are ready.
+
+        Every call ends with a result in the log, whatever stops the batch: a call never started
+        gets "aborted before dispatch", and a call whose body could not finish (this task was
+        cancelled, or the log failed) gets "aborted while running".
+        """
         token = turn.token
         results: list[_CallResult | None] = [None] * len(calls)
         committed = 0
+        running: dict[asyncio.Future[_CallResult], tuple[int, int]] = {}  # task -> (index, call seq)
 
         def commit_ready() -> None:
             nonlocal committed
@@ -656,32 +661,65 @@ class Agent:
                 self._commit_result(turn, calls[committed], results[committed], assistant_seq)  # type: ignore[arg-type]
                 committed += 1
 
-        for segment in self._segments(calls):
-            if token.cancelled:
-                break  # no new call starts after a cancel
-            call_seqs = [self._log_call(turn, calls[index]) for index in segment]
-            # Durability point: every started call is on disk before its body runs.
-            self._session.sync()
-            if len(segment) == 1:
-                index = segment[0]
-                results[index] = await self._run_call(turn, calls[index], call_seqs[0])
-                commit_ready()
-                continue
-            running = {
-                asyncio.ensure_future(self._run_call(turn, calls[index], seq)): index
-                for index, seq in zip(segment, call_seqs)
-            }
-            pending = set(running)
-            try:
+        try:
+            for segment in self._segments(calls):
+                if token.cancelled:
+                    break  # no new call starts after a cancel
+                call_seqs = [self._log_call(turn, calls[index]) for index in segment]
+                # Durability point: every started call is on disk before its body runs.
+                self._session.sync()
+                running = {
+                    asyncio.ensure_future(self._run_call(turn, calls[index], seq)): (index, seq)
+                    for index, seq in zip(segment, call_seqs)
+                }
+                pending = set(running)
                 while pending:
+                    # asyncio.wait, unlike awaiting the task, tells a body that raised
+                    # CancelledError itself (the task is done) from this driver being cancelled
+                    # (wait raises), on Python 3.10 too.
                     done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
                     for task in done:
-                        results[running[task]] = task.result()
+                        index, seq = running[task]
+                        results[index] = _task_result(task, seq)
                     commit_ready()
-            finally:
-                for task in pending:
-                    task.cancel()
+        except BaseException:
+            try:
+                self._answer_every_call(token, results, running)
+                commit_ready()
+            except Exception:
+                _log.exception("agent loop: could not log results for the unanswered tool calls")
+            raise
+        self._answer_every_call(token, results, running)
+        commit_ready()
+        # Context produced during the batch enters at the next step boundary, after every
+        # result, in model order (dropped if the turn is being aborted: there is no next step).
+        context: dict[str, Message] = {}
+        for result in results:
+            for message in result.context if result is not None else ():
+                context.setdefault(message.id, message)  # two tools may hand back one message: it enters once
+        if context and not token.cancelled:
+            self._inbox.insert(NEXT_STEP, tuple(context.values()), cause="tool")
+        concluded = any(result is not None and result.end_turn for result in results)
+        return _StepResult("tools", concluded=concluded)
+
+    @staticmethod
+    def _answer_every_call(
+        token: CancelToken,
+        results: list[_CallResult | None],
+        running: Mapping[asyncio.Future[_CallResult], tuple[int, int]],
+    ) -> None:
+        """Fill in an error result for every call that has none (cancelling bodies still running)."""
         cause = token.cause or "cancelled"
+        for task, (index, seq) in running.items():
+            if results[index] is None:
+                task.cancel()
+                results[index] = _CallResult(
+                    "Tool call interrupted: the agent stopped while it was running; its outcome is unknown. "
+                    "Run it again only if it is safe to repeat.",
+                    is_error=True,
+                    error={"name": "Aborted", "code": "aborted_while_running"},
+                    call_seq=seq,
+                )
         for index, result in enumerate(results):
             if result is None:
                 results[index] = _CallResult(
@@ -690,14 +728,6 @@ class Agent:
                     is_error=True,
                     error={"name": "Aborted", "code": "aborted_before_dispatch"},
                 )
-        commit_ready()
-        # Context produced during the batch enters at the next step boundary, after every
-        # result, in model order (dropped if the turn is being aborted: there is no next step).
-        context = tuple(message for result in results if result is not None for message in result.context)
-        if context and not token.cancelled:
-            self._inbox.insert(NEXT_STEP, context, cause="tool")
-        concluded = any(result is not None and result.end_turn for result in results)
-        return _StepResult("tools", concluded=concluded)
 
     def _segments(self, calls: tuple[Any, ...]) -> list[list[int]]:
         """Consecutive parallel calls run together; an exclusive (parallel=False) call runs alone."""
@@ -748,10 +778,19 @@ class Agent:
             output = await call_tool_body(tool, arguments, ctx)
             if isinstance(output, ToolOutput):
                 for index, message in enumerate(output.context):
-                    if message.id in self._inbox or session_has_message(self._session, message.id):
+                    if self._inbox.knows(message.id):
                         raise ValueError(f"ToolOutput context[{index}]: message id {message.id} is not new to the session")
+                meta = output.meta
+                if meta is not None:
+                    try:
+                        meta = freeze(meta)
+                    except (TypeError, ValueError) as exc:
+                        return _CallResult(
+                            f"{type(exc).__name__}: tool returned invalid meta: {exc}", is_error=True,
+                            error={"name": type(exc).__name__, "code": "invalid_meta"}, call_seq=call_seq,
+                        )
                 return _CallResult(
-                    tool_content(output.content), output.is_error, None, output.meta, output.context,
+                    tool_content(output.content), output.is_error, None, meta, output.context,
                     output.end_turn, call_seq,
                 )
             return _CallResult(tool_content(output), call_seq=call_seq)
@@ -782,6 +821,16 @@ class Agent:
 
 
 _INTERRUPTED = object()  # _stream's answer when the cancel token cut the response
+
+
+def _task_result(task: asyncio.Future[_CallResult], call_seq: int) -> _CallResult:
+    """The result of a finished tool-call task; a body that raised CancelledError is an error result."""
+    if task.cancelled():
+        return _CallResult(
+            "CancelledError: the tool body was cancelled", is_error=True,
+            error={"name": "CancelledError", "code": "tool_error"}, call_seq=call_seq,
+        )
+    return task.result()
 
 
 def _being_cancelled() -> bool:

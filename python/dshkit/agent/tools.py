@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dshkit.agent.cancel import CancelToken
+from dshkit.agent.inbox import check_message_batch
 from dshkit.llm import Message, freeze, to_json
 
 if TYPE_CHECKING:
@@ -49,14 +50,12 @@ class ToolOutput:
         end_turn: bool = False,
         meta: Mapping[str, Any] | None = None,
     ) -> None:
-        if isinstance(context, (Message, str, bytes, Mapping)):
-            raise TypeError(f"ToolOutput context: expected an iterable of Message, got {type(context).__name__}")
-        added = tuple(context)
+        added = check_message_batch(context, "ToolOutput context")
         for index, message in enumerate(added):
-            if not isinstance(message, Message):
-                raise TypeError(f"ToolOutput context[{index}]: expected a Message, got {type(message).__name__}")
             if message.role != "user":
                 raise TypeError(f"ToolOutput context[{index}]: expected a user-role message, got role {message.role!r}")
+            if any(earlier.id == message.id for earlier in added[:index]):
+                raise ValueError(f"ToolOutput context[{index}]: message id {message.id} appears twice")
         if meta is not None and not isinstance(meta, Mapping):
             raise TypeError(f"ToolOutput meta: expected a mapping, got {type(meta).__name__}")
         self.content = content

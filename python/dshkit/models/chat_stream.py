@@ -8,7 +8,9 @@ pure (no I/O), so every provider quirk it tolerates is unit-tested on recorded s
   ``delta.reasoning`` (OpenRouter, newer vLLM); a ``delta.refusal`` is shown as text.
 - tool calls come as ``delta.tool_calls[]`` keyed by ``index``; ids and names arrive once,
   arguments in pieces. A server that omits ``index`` (whole calls, one per chunk) gets one index
-  per new call id; arguments sent as a JSON object instead of text are serialised compactly.
+  per new call id; so does a new call id under an index already taken by another call (Ollama
+  labels every call of a parallel batch ``0``). Arguments sent as a JSON object instead of text
+  are serialised compactly.
 - usage may come on any chunk (usually a last chunk with no choices); the last one wins and is
   passed on verbatim, provider field names included (``prompt_tokens_details.cached_tokens``,
   DeepSeek's ``prompt_cache_hit_tokens``); `usage_summary` normalises it.
@@ -122,8 +124,9 @@ class ChatStreamTranslator:
     def __init__(self, *, status: int | None = None, request_id: str | None = None) -> None:
         self._status = status
         self._request_id = request_id
-        self._tool_calls: dict[int, _ToolCall] = {}
+        self._tool_calls: dict[int, _ToolCall] = {}  # by the index the chunks carry
         self._tool_index_by_id: dict[str, int] = {}
+        self._tool_index_by_wire_index: dict[int, int] = {}  # the server's index -> ours
         self._last_tool_index: int | None = None
         self._finish_reason: str | None = None
         self._usage: Mapping[str, Any] | None = None
@@ -286,21 +289,26 @@ class ChatStreamTranslator:
             return None
         return {"type": "tool_call_delta", "index": index, "id": new_id, "name": new_name, "arguments": arguments}
 
-    def _tool_index(self, index: object, call_id: str | None, where: str, data: str) -> int:
-        if index is not None:
-            if isinstance(index, bool) or not isinstance(index, int) or index < 0:
-                raise self._malformed(f"{where}.index is not a non-negative integer", data)
-            self._last_tool_index = index
-            return index
-        if call_id is not None:
-            known = self._tool_index_by_id.get(call_id)
-            if known is None:
-                known = max(self._tool_calls, default=-1) + 1
-            self._last_tool_index = known
-            return known
-        if self._last_tool_index is None:
-            raise self._malformed(f"{where} has neither an index nor an id", data)
-        return self._last_tool_index
+    def _tool_index(self, wire_index: object, call_id: str | None, where: str, data: str) -> int:
+        """Our index for a call delta: the server's `index`, unless it is missing or reused."""
+        if wire_index is not None and (isinstance(wire_index, bool) or not isinstance(wire_index, int) or wire_index < 0):
+            raise self._malformed(f"{where}.index is not a non-negative integer", data)
+        index = self._tool_index_by_id.get(call_id) if call_id is not None else None
+        if index is None and wire_index is not None:
+            index = self._tool_index_by_wire_index.get(wire_index)
+            if index is not None and call_id is not None and self._tool_calls[index].id not in (None, call_id):
+                index = None  # another call under the same index: a new call, not more of the last
+        if index is None:
+            if wire_index is None and call_id is None:
+                if self._last_tool_index is None:
+                    raise self._malformed(f"{where} has neither an index nor an id", data)
+                return self._last_tool_index
+            fresh = max(self._tool_calls, default=-1) + 1
+            index = wire_index if wire_index is not None and wire_index not in self._tool_calls else fresh
+        if wire_index is not None:
+            self._tool_index_by_wire_index[wire_index] = index
+        self._last_tool_index = index
+        return index
 
     def _malformed(self, what: str, data: str) -> MalformedResponseError:
         return MalformedResponseError(

@@ -26,12 +26,12 @@ import random
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
 from dshkit.models.chat_projection import chat_body, encode_chat_body
-from dshkit.models.chat_stream import ChatStreamTranslator, excerpt, map_finish_reason
+from dshkit.models.chat_stream import ChatStreamTranslator, excerpt
 from dshkit.models.errors import (
     IncompleteStreamError,
     MalformedResponseError,
@@ -43,7 +43,7 @@ from dshkit.models.errors import (
     provider_error_fields,
 )
 from dshkit.models.protocol import CancelSignal, Chunk, ModelError
-from dshkit.models.sse import SSEDecodeError, SSEDecoder
+from dshkit.models.sse import SSEDecodeError, SSEDecoder, ServerSentEvent
 
 if TYPE_CHECKING:
     from dshkit.session import ModelRequest
@@ -102,10 +102,23 @@ class OpenAICompatibleModel:
         if not isinstance(model, str) or not model:
             raise ValueError(f"OpenAICompatibleModel model: expected a non-empty str, got {model!r}")
         self._url = _endpoint(base_url)
+        self._shown_url = _without_password(self._url)
         if provider is not None and (not isinstance(provider, str) or not provider):
             raise ValueError(f"OpenAICompatibleModel provider: expected a non-empty str, got {provider!r}")
         if api_key is not None and not isinstance(api_key, str):
             raise TypeError("OpenAICompatibleModel api_key: expected a str")
+        if api_key and not (api_key.isascii() and api_key.isprintable() and " " not in api_key):
+            # httpx would refuse the header later quoting it whole, key included: say where, not what.
+            raise ValueError(
+                "OpenAICompatibleModel api_key: contains whitespace, a control character or a "
+                "non-ASCII character, which an HTTP header cannot carry"
+            )
+        for name, value in (headers or {}).items():
+            if not isinstance(value, str) or not (value.isascii() and value.isprintable() and value == value.strip()):
+                raise ValueError(
+                    f"OpenAICompatibleModel headers[{name!r}]: the value must be printable ASCII text "
+                    "without surrounding spaces"
+                )
         _check_number("timeout", timeout, positive=True)
         if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
             raise ValueError(f"OpenAICompatibleModel max_retries: expected an int >= 0, got {max_retries!r}")
@@ -121,14 +134,12 @@ class OpenAICompatibleModel:
         self.reasoning_field = reasoning_field
         self.include_usage = include_usage
         self.on_retry = on_retry
-        self._headers = {
-            "Content-Type": "application/json",
-            "Accept": "text/event-stream",
-            "User-Agent": f"dshkit/{_version()}",
-        }
+        self._headers = httpx.Headers(
+            {"Content-Type": "application/json", "Accept": "text/event-stream", "User-Agent": f"dshkit/{_version()}"}
+        )
         if self._api_key:
             self._headers["Authorization"] = f"Bearer {self._api_key}"
-        self._headers.update(headers or {})
+        self._headers.update(headers or {})  # case-insensitive: a caller's header replaces ours
         self._client: httpx.AsyncClient | None = None
         self._client_loop: asyncio.AbstractEventLoop | None = None
 
@@ -136,7 +147,8 @@ class OpenAICompatibleModel:
     def from_env(cls, environ: Mapping[str, str] | None = None, **options: Any) -> OpenAICompatibleModel:
         """A model configured by ``DSHKIT_BASE_URL``, ``DSHKIT_MODEL`` and ``DSHKIT_API_KEY``.
 
-        The key may be unset (local servers). Keyword `options` go to the constructor.
+        The key may be unset (local servers); whitespace around it (the newline a key file
+        ends in) is dropped. Keyword `options` go to the constructor.
         """
         env = os.environ if environ is None else environ
         missing = [name for name in ("DSHKIT_BASE_URL", "DSHKIT_MODEL") if not env.get(name)]
@@ -147,7 +159,7 @@ class OpenAICompatibleModel:
                 "providers, DSHKIT_API_KEY"
             )
         return cls(
-            env["DSHKIT_MODEL"], base_url=env["DSHKIT_BASE_URL"], api_key=env.get("DSHKIT_API_KEY") or None, **options
+            env["DSHKIT_MODEL"], base_url=env["DSHKIT_BASE_URL"], api_key=(env.get("DSHKIT_API_KEY") or "").strip() or None, **options
         )
 
     @property
@@ -162,11 +174,11 @@ class OpenAICompatibleModel:
 
     @property
     def url(self) -> str:
-        """The chat-completions endpoint."""
-        return self._url
+        """The chat-completions endpoint, as shown to people (a password in it is masked)."""
+        return self._shown_url
 
     def __repr__(self) -> str:
-        return f"OpenAICompatibleModel({self._model!r}, base_url={self._url!r}, provider={self._provider!r})"
+        return f"OpenAICompatibleModel({self._model!r}, base_url={self._shown_url!r}, provider={self._provider!r})"
 
     def request_body(self, request: ModelRequest) -> bytes:
         """The exact bytes `stream` posts for `request` (byte-identical for an equal request)."""
@@ -272,7 +284,7 @@ class OpenAICompatibleModel:
                     raise await _http_error(response, request_id)
                 if response.status_code != 200:
                     raise MalformedResponseError(
-                        f"unexpected HTTP status {response.status_code} from {self._url}",
+                        f"unexpected HTTP status {response.status_code} from {self._shown_url}",
                         status=response.status_code,
                         request_id=request_id,
                     )
@@ -284,7 +296,7 @@ class OpenAICompatibleModel:
                 if content_type in ("text/html", "text/xml", "application/xml"):
                     text = (await _read_bounded(response)).decode("utf-8", "replace")
                     raise MalformedResponseError(
-                        f"expected an event stream from {self._url}, got {content_type}: {excerpt(text)!r}",
+                        f"expected an event stream from {self._shown_url}, got {content_type}: {excerpt(text)!r}",
                         received=text,
                         status=200,
                         request_id=request_id,
@@ -293,17 +305,17 @@ class OpenAICompatibleModel:
         except httpx.TimeoutException as error:
             phase = "connecting to" if isinstance(error, (httpx.ConnectTimeout, httpx.PoolTimeout)) else "waiting for"
             raise ModelTimeoutError(
-                f"timed out after {self.timeout:g}s {phase} {self._url}", request_id=request_id
+                f"timed out after {self.timeout:g}s {phase} {self._shown_url}", request_id=request_id
             ) from error
         except httpx.TransportError as error:
             reason = str(error) or type(error).__name__
             if responded:
                 raise IncompleteStreamError(
-                    f"the connection to {self._url} broke mid-response: {reason}",
+                    f"the connection to {self._shown_url} broke mid-response: {reason}",
                     status=200,
                     request_id=request_id,
                 ) from error
-            raise ModelConnectionError(f"cannot reach {self._url}: {reason}") from error
+            raise ModelConnectionError(f"cannot reach {self._shown_url}: {reason}") from error
 
     def _http_client(self) -> httpx.AsyncClient:
         loop = asyncio.get_running_loop()
@@ -354,6 +366,12 @@ async def _read_event_stream(response: httpx.Response, request_id: str | None, o
         raise MalformedResponseError(
             f"malformed event stream: {error}", status=response.status_code, request_id=request_id
         ) from None
+    except httpx.TransportError:
+        if not translator.finished:
+            raise
+        # The response already said it was finished: only the usage and [DONE] were lost.
+        output.emit_all(translator.finish())
+        return
     output.emit_all(translator.finish())
     if translator.done:
         await _drain(body)
@@ -411,52 +429,28 @@ async def _read_json(response: httpx.Response, request_id: str | None) -> dict[s
 
 
 def _completion_chunks(payload: dict[str, Any], request_id: str | None) -> list[Chunk]:
-    """Chunks of a non-streamed completion (``choices[0].message``), for servers ignoring ``stream``."""
+    """Chunks of a non-streamed completion (``choices[0].message``), for servers ignoring ``stream``.
+
+    The message is translated as the one delta of a stream, so both shapes follow the same rules.
+    """
     choices = payload.get("choices")
-    choice = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else None
-    message = choice.get("message") if choice is not None else None
+    choice = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
+    message = choice.get("message")
     if not isinstance(message, dict):
+        received = json.dumps(payload)
         raise MalformedResponseError(
-            f"the JSON response has no choices[0].message: {excerpt(json.dumps(payload))!r}",
-            received=json.dumps(payload),
+            f"the JSON response has no choices[0].message: {excerpt(received)!r}",
+            received=received,
             status=200,
             request_id=request_id,
         )
-    chunks: list[Chunk] = []
-    reasoning = message.get("reasoning_content") or message.get("reasoning")
-    if isinstance(reasoning, str) and reasoning:
-        chunks.append({"type": "reasoning_delta", "text": reasoning})
-    content = message.get("content")
-    if isinstance(content, str) and content:
-        chunks.append({"type": "text_delta", "text": content})
+    delta = dict(message)
     calls = message.get("tool_calls")
-    for index, call in enumerate(calls if isinstance(calls, list) else ()):
-        function = call.get("function") if isinstance(call, dict) else None
-        if not isinstance(function, dict):
-            continue
-        arguments = function.get("arguments", "")
-        if not isinstance(arguments, str):
-            arguments = json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
-        chunks.append(
-            {
-                "type": "tool_call_delta",
-                "index": index,
-                "id": call.get("id") or None,
-                "name": function.get("name") or None,
-                "arguments": arguments,
-            }
-        )
-    usage = payload.get("usage")
-    if isinstance(usage, dict):
-        chunks.append({"type": "usage", "usage": usage})
-    finish_reason = choice.get("finish_reason") if choice is not None else None
-    finish = map_finish_reason(
-        finish_reason if isinstance(finish_reason, str) else "stop", saw_tool_calls=bool(calls)
-    )
-    if isinstance(payload.get("id"), str) and payload["id"]:
-        finish["replay_state"] = {"response_id": payload["id"]}
-    chunks.append(finish)
-    return chunks
+    if isinstance(calls, list):  # whole calls carry no index: their position is it
+        delta["tool_calls"] = [{**call, "index": i} if isinstance(call, dict) else call for i, call in enumerate(calls)]
+    event = {**payload, "choices": [{"index": 0, "delta": delta, "finish_reason": choice.get("finish_reason") or "stop"}]}
+    translator = ChatStreamTranslator(status=200, request_id=request_id)
+    return translator.feed(ServerSentEvent(data=json.dumps(event))) + translator.finish()
 
 
 async def _http_error(response: httpx.Response, request_id: str | None) -> ModelHTTPError:
@@ -522,11 +516,25 @@ def _request_id(headers: httpx.Headers) -> str | None:
 def _endpoint(base_url: object) -> str:
     if not isinstance(base_url, str) or not base_url.strip():
         raise ValueError(f"OpenAICompatibleModel base_url: expected an http(s) URL, got {base_url!r}")
-    url = base_url.strip().rstrip("/")
-    parts = urlsplit(url)
+    parts = urlsplit(base_url.strip())
     if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ValueError(f"OpenAICompatibleModel base_url: expected an http(s) URL, got {base_url!r}")
-    return url if url.endswith("/chat/completions") else url + "/chat/completions"
+        raise ValueError(
+            f"OpenAICompatibleModel base_url: expected an http(s) URL, got {_without_password(base_url)!r}"
+        )
+    path = parts.path.rstrip("/")
+    if not path.endswith("/chat/completions"):
+        path += "/chat/completions"
+    # The query (``?api-version=...``) stays after the path; a fragment is never sent.
+    return urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
+
+
+def _without_password(url: str) -> str:
+    """`url` with the password of its ``user:password@`` part masked, for messages and logs."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    user, _, host = parts.netloc.rpartition("@")
+    return urlunsplit(parts._replace(netloc=f"{user.partition(':')[0]}:***@{host}"))
 
 
 def _provider_from_url(url: str) -> str:

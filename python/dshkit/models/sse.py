@@ -78,11 +78,6 @@ class SSEDecoder:
             self._pending = ""
         return events
 
-    @property
-    def has_partial_event(self) -> bool:
-        """Whether lines of an event were received without the blank line that dispatches it."""
-        return bool(self._pending) or self._has_data or bool(self._event_type)
-
     def _feed_text(self, text: str) -> list[ServerSentEvent]:
         if not text:
             return []

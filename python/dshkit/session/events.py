@@ -7,7 +7,7 @@ its fields are exactly the contract's (`type`, `seq`, `time`, `data`, `surface_o
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from dshkit import FrozenDict, Message, freeze
@@ -73,6 +73,14 @@ class Event(NamedTuple):
         if self.type in MESSAGE_EVENT_TYPES:
             return self.data["message"]  # type: ignore[no-any-return]
         return None
+
+
+def latest_header(events: Sequence[Event]) -> Event | None:
+    """The last `request/header` event of `events` (the one a request is built on), if any."""
+    for index in range(len(events) - 1, -1, -1):
+        if events[index].type == REQUEST_HEADER:
+            return events[index]
+    return None
 
 
 def is_ignorable(event_type: str, data: object) -> bool:

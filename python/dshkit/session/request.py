@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from dshkit import FrozenDict, Message, freeze, thaw
 
-from .events import MESSAGE_EVENT_TYPES, REQUEST_HEADER, USER_MESSAGE, Event, is_ignorable, KNOWN_EVENT_TYPES
+from .events import KNOWN_EVENT_TYPES, MESSAGE_EVENT_TYPES, Event, is_ignorable, latest_header
 from .surface import Surface
 
 if TYPE_CHECKING:
@@ -104,18 +104,10 @@ def derive_messages(events: Sequence[Event]) -> tuple[Message, ...]:
     surface = Surface()
     for event in events:
         if event.type in MESSAGE_EVENT_TYPES:
-            message = event.data if event.type == USER_MESSAGE else event.data["message"]
-            surface.apply(message, event.seq, event.surface_op)
+            surface.apply(event.message, event.seq, event.surface_op)  # type: ignore[arg-type]
         elif event.type not in KNOWN_EVENT_TYPES and not is_ignorable(event.type, event.data):
             surface.block(event.seq, event.type)
     return surface.messages()
-
-
-def _latest_header(events: Sequence[Event]) -> Event | None:
-    for index in range(len(events) - 1, -1, -1):
-        if events[index].type == REQUEST_HEADER:
-            return events[index]
-    return None
 
 
 def project_request(
@@ -140,7 +132,7 @@ def project_request(
             raise ValueError(f"at_seq {at_seq!r} is not the seq of an event in the log (0..{len(session.events) - 1})")
         prefix = session.events[: at_seq + 1]
         messages = derive_messages(prefix)
-        header_event = _latest_header(prefix)
+        header_event = latest_header(prefix)
     header: Mapping[str, Any] = header_event.data["header"] if header_event is not None else _EMPTY
     return ModelRequest(
         messages,

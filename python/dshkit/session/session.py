@@ -19,6 +19,7 @@ from .events import (
     REQUEST_HEADER,
     USER_MESSAGE,
     Event,
+    latest_header,
     prepare_data,
     prepare_source_seqs,
     prepare_surface_op,
@@ -164,10 +165,7 @@ class Session:
         events = self._events
         if events:
             self._last_time = max(self._last_time, events[-1].time)
-        for index in range(len(events) - 1, -1, -1):
-            if events[index].type == REQUEST_HEADER:
-                self._header = events[index]
-                break
+        self._header = latest_header(events)
 
     def _repair(self) -> None:
         closers = plan_closers(self._events, self._surface)
@@ -202,6 +200,7 @@ class Session:
 
     @property
     def closed(self) -> bool:
+        """True once `close()` was called."""
         return self._closed
 
     @property

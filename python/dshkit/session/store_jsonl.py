@@ -65,6 +65,7 @@ class JsonlStore:
         return f"JsonlStore({str(self.path)!r})"
 
     def describe(self, index: int) -> str:
+        """Where record `index` lives: its line number (the header is line 1)."""
         return f"{self.path}: line {index + 2}"
 
     def _lock(self, fd: int) -> None:
@@ -76,6 +77,7 @@ class JsonlStore:
             raise SessionError(f"{self.path} is already open for writing (by this or another process)") from None
 
     def create(self, header: str, durability: str) -> None:
+        """Create the file with its header line and lock it; `FileExistsError` if it exists."""
         self._durability = check_durability(durability)
         fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | _CLOEXEC, 0o644)
         try:
@@ -92,6 +94,7 @@ class JsonlStore:
         self._fd, self._size = fd, len(data)
 
     def load(self, durability: str, *, read_only: bool) -> tuple[bytes, list[bytes]]:
+        """Lock the file and read it: the header and every complete event line (a torn last line is cut)."""
         self._durability = check_durability(durability)
         fd = os.open(self.path, (os.O_RDONLY if read_only else os.O_RDWR | os.O_APPEND) | _CLOEXEC)
         try:
@@ -147,6 +150,7 @@ class JsonlStore:
         )
 
     def append(self, event: Event, record: str) -> None:
+        """Write one event line with one `write` (fsynced in "always" mode); a failed write is cut back."""
         fd = self._writable()
         data = (record + "\n").encode()
         try:
@@ -173,6 +177,7 @@ class JsonlStore:
         return self._fd
 
     def sync(self) -> None:
+        """fsync the file if anything was appended since the last sync."""
         if not self._dirty or self._fd is None:
             return
         try:
@@ -184,6 +189,7 @@ class JsonlStore:
         self._dirty = False
 
     def close(self) -> None:
+        """Close the file (releasing its lock); idempotent."""
         fd, self._fd = self._fd, None
         if fd is not None:
             os.close(fd)

@@ -39,6 +39,7 @@ class SqliteStore:
         return f"SqliteStore({str(self.path)!r})"
 
     def describe(self, index: int) -> str:
+        """Where record `index` lives: its row of `dshkit_events` (-1: the header row)."""
         if index < 0:
             return f"{self.path}: dshkit_session header"
         return f"{self.path}: row {index + 1} of dshkit_events"
@@ -52,6 +53,7 @@ class SqliteStore:
         db.execute(f"PRAGMA synchronous={_SYNCHRONOUS[durability]}")
 
     def create(self, header: str, durability: str) -> None:
+        """Create the database with its header row; `FileExistsError` if the path exists."""
         self._durability = check_durability(durability)
         os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))  # never clobber a file
         db = None
@@ -72,6 +74,7 @@ class SqliteStore:
         self._db = db
 
     def load(self, durability: str, *, read_only: bool) -> tuple[str, list[str]]:
+        """The header and every event record in seq order; `SessionCorruptError` if not a dshkit log."""
         self._durability = check_durability(durability)
         if not self.path.exists():
             raise FileNotFoundError(f"no session log at {self.path}")
@@ -93,6 +96,7 @@ class SqliteStore:
         return headers[0][0], records
 
     def append(self, event: Event, record: str) -> None:
+        """Insert one event in a transaction of its own (durable at commit in "always" mode)."""
         if self._db is None:
             raise SessionError(f"{self.path}: store is closed")
         try:
@@ -105,6 +109,7 @@ class SqliteStore:
         self._dirty = self._durability == "checkpoint"
 
     def sync(self) -> None:
+        """Make every committed event durable by fsyncing the WAL file."""
         if not self._dirty or self._db is None:
             return
         # synchronous=NORMAL leaves committed WAL frames in the OS cache; an fsync of the WAL
@@ -121,6 +126,7 @@ class SqliteStore:
         self._dirty = False
 
     def close(self) -> None:
+        """Close the connection; idempotent."""
         db, self._db = self._db, None
         if db is not None:
             db.close()

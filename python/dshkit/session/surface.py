@@ -126,6 +126,7 @@ class Surface:
     # -- lookups ----------------------------------------------------------------------------
 
     def pairing(self) -> _Pairing:
+        """Which position answers which tool call, rebuilt lazily after a replace."""
         if self._pairing is None:
             self._pairing = _Pairing(self.nodes)
         return self._pairing

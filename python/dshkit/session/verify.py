@@ -23,7 +23,6 @@ from .events import (
     STEP_START,
     TURN_END,
     TURN_START,
-    USER_MESSAGE,
     Event,
     is_ignorable,
     prepare_data,
@@ -76,13 +75,12 @@ def check_events(events: Sequence[Event]) -> list[Problem]:
             add(Problem(seq, problem))
             continue
         if event_type in MESSAGE_EVENT_TYPES:
-            message = event.data if event_type == USER_MESSAGE else event.data["message"]
             try:
                 surface.check(event_type, event.data, event.surface_op, events)
             except ValueError as error:
                 add(Problem(seq, str(error)))
             try:
-                surface.apply(message, seq, event.surface_op)
+                surface.apply(event.message, seq, event.surface_op)  # type: ignore[arg-type]
             except ValueError as error:
                 add(Problem(seq, str(error)))
             if event_type == ASSISTANT_MESSAGE and "turn" in event.data and not header_seen:
