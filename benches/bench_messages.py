@@ -27,7 +27,8 @@ from dshkit import (
 )
 
 # freeze_message of an existing message is O(1): its time may not grow with the message's size.
-# 1.5x leaves room for timer noise while any walk over 200 blocks shows up as 20x or more.
+# 1.5x leaves room for timer noise while any walk over 200 blocks shows up as 20x or more
+# (a pure-Python walk of the 200 blocks is ~2000x the identity floor).
 CONSTANT_TIME_TOLERANCE = 1.5
 # Calls per allocation measurement: many for dshkit (a per-call leak would add up), a few for the
 # alternatives (they allocate on every call, and deepcopy of 200 blocks is slow).
@@ -41,13 +42,21 @@ TARGETS = [
         "versus": "plain_dict_uuid7",
         "max_ratio": 3.0,
     },
+    # O(1) is shown against the cheapest O(1) call there is, an identity function, in the same
+    # group: comparing the 1-block and 200-block groups pits two ~100 ns timings taken at
+    # different moments against each other, and on a shared machine that ratio is mostly noise.
     {
-        "name": "freeze_message(existing) is O(1): 200-block message vs 1-block message",
+        "name": "freeze_message(existing 200-block message) is O(1): within 1.5x of an identity function",
         "group": "freeze-message-existing-200-blocks",
-        "versus_group": "freeze-message-existing-1-block",
-        "versus": "dshkit",
-        # A ~100-300 ns call: the least disturbed of ~1000 rounds of 100 µs is the stable estimate
-        # on a busy machine (rows run at different moments, so their medians see different loads).
+        "versus": "identity_function_floor",
+        # A ~100-300 ns call: the least disturbed of ~1000 rounds of 100 µs is the stable estimate.
+        "stat": "min",
+        "max_ratio": CONSTANT_TIME_TOLERANCE,
+    },
+    {
+        "name": "freeze_message(existing 1-block message) is O(1): within 1.5x of an identity function",
+        "group": "freeze-message-existing-1-block",
+        "versus": "identity_function_floor",
         "stat": "min",
         "max_ratio": CONSTANT_TIME_TOLERANCE,
     },

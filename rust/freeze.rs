@@ -130,7 +130,7 @@ impl Default for Walk {
     }
 }
 
-fn type_name(obj: &Bound<'_, PyAny>) -> String {
+pub fn type_name(obj: &Bound<'_, PyAny>) -> String {
     obj.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "object".to_owned())
 }
 

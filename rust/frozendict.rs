@@ -234,9 +234,19 @@ impl FrozenDict {
         self.index(py)?.get_item(key)
     }
 
-    /// The value under a `str` key, or `None`.
-    pub fn get_item<'py>(&self, py: Python<'py>, key: &Bound<'py, PyAny>) -> Option<Bound<'py, PyAny>> {
-        self.lookup(py, key).ok().flatten()
+    /// The value under the key with this text, or `None`: a scan that compares the keys' UTF-8
+    /// text, for the few fixed keys the core itself reads (`"type"`, `"text"`, `"kind"`, ...).
+    pub fn get_str<'py>(&self, py: Python<'py>, key: &str) -> Option<Bound<'py, PyAny>> {
+        self.entries.as_slice().iter().find_map(|&(k, value)| {
+            let mut size: ffi::Py_ssize_t = 0;
+            let data = unsafe { ffi::PyUnicode_AsUTF8AndSize(k, &mut size) };
+            if data.is_null() {
+                unsafe { ffi::PyErr_Clear() }; // a lone surrogate: not one of our keys
+                return None;
+            }
+            let text = unsafe { std::slice::from_raw_parts(data as *const u8, size as usize) };
+            (text == key.as_bytes()).then(|| unsafe { Bound::from_borrowed_ptr(py, value) })
+        })
     }
 
     /// Does every entry of `self` appear, equal, in `other` (a mapping of the same length)?

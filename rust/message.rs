@@ -14,7 +14,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyAny, PyBool, PyDict, PyList, PyString, PyTuple};
 
 use crate::errors::PathError;
-use crate::freeze::{freeze_at, freeze_below, is_mapping, untrack, Walk};
+use crate::freeze::{freeze_at, freeze_below, is_mapping, type_name, untrack, Walk};
 use crate::frozendict::FrozenDict;
 use crate::ids;
 use crate::json::{bytes_to_pystring, parse, text_bytes, write_value};
@@ -36,14 +36,10 @@ pub struct Message {
 // ---------------------------------------------------------------------------------------------
 // Validation of frozen parts
 
-fn type_name(obj: &Bound<'_, PyAny>) -> String {
-    obj.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "object".to_owned())
-}
-
 /// The value under `key` when it is a `str`; a clear error when missing or of another type.
 fn required_str<'py>(block: &Bound<'py, FrozenDict>, key: &str, what: &str) -> Result<Bound<'py, PyAny>, PathError> {
     let py = block.py();
-    match block.get().get_item(py, PyString::new(py, key).as_any()) {
+    match block.get().get_str(py, key) {
         None => Err(PathError::value_error(format!("{what} is missing the str field '{key}'"))),
         Some(value) if value.is_instance_of::<PyString>() => Ok(value),
         Some(value) => Err(PathError::type_error(format!("must be str, not {}", type_name(&value))).at_key(key)),
@@ -52,7 +48,7 @@ fn required_str<'py>(block: &Bound<'py, FrozenDict>, key: &str, what: &str) -> R
 
 fn optional_str(block: &Bound<'_, FrozenDict>, key: &str) -> Result<bool, PathError> {
     let py = block.py();
-    match block.get().get_item(py, PyString::new(py, key).as_any()) {
+    match block.get().get_str(py, key) {
         None => Ok(false),
         Some(value) if value.is_instance_of::<PyString>() => Ok(true),
         Some(value) => Err(PathError::type_error(format!("must be str, not {}", type_name(&value))).at_key(key)),
@@ -90,14 +86,14 @@ fn validate_block(block: &Bound<'_, PyAny>) -> Result<(), PathError> {
         }
         "tool_result" => {
             required_str(block, "tool_call_id", "a 'tool_result' block")?;
-            match block.get().get_item(py, intern!(py, "is_error").as_any()) {
+            match block.get().get_str(py, "is_error") {
                 None => return Err(PathError::value_error("a 'tool_result' block is missing the bool field 'is_error'")),
                 Some(flag) if flag.is_instance_of::<PyBool>() => {}
                 Some(flag) => {
                     return Err(PathError::type_error(format!("must be bool, not {}", type_name(&flag))).at_key("is_error"))
                 }
             }
-            match block.get().get_item(py, intern!(py, "content").as_any()) {
+            match block.get().get_str(py, "content") {
                 None => return Err(PathError::value_error("a 'tool_result' block is missing its 'content' blocks")),
                 Some(inner) => {
                     let inner = inner.cast::<PyTuple>().map_err(|_| {
@@ -167,7 +163,7 @@ fn validate_source(source: &Bound<'_, FrozenDict>) -> Result<(), PathError> {
         "plugin" => {
             required_str(source, "plugin", "a 'plugin' source")?;
             let py = source.py();
-            if let Some(form) = source.get().get_item(py, intern!(py, "form").as_any()) {
+            if let Some(form) = source.get().get_str(py, "form") {
                 let known = form.cast::<PyString>().ok().and_then(|f| f.to_str().ok().map(|f| PLUGIN_FORMS.contains(&f)));
                 if known != Some(true) {
                     return Err(PathError::value_error(format!(
@@ -256,7 +252,6 @@ impl Message {
 
     /// The content blocks whose `type` is `kind`, in order.
     fn blocks_of_type<'py>(&self, py: Python<'py>, kind: &Bound<'py, PyString>) -> Vec<Bound<'py, PyAny>> {
-        let type_key = intern!(py, "type");
         self.content
             .bind(py)
             .iter()
@@ -264,7 +259,7 @@ impl Message {
                 block
                     .cast::<FrozenDict>()
                     .ok()
-                    .and_then(|b| b.get().get_item(py, type_key.as_any()))
+                    .and_then(|b| b.get().get_str(py, "type"))
                     .is_some_and(|t| t.eq(kind).unwrap_or(false))
             })
             .collect()
@@ -463,31 +458,37 @@ fn imported_id<'py>(id: Option<Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyStri
 
 /// Import a mapping with exactly `id`, `role`, `content`, `source`.
 fn import_mapping<'py>(py: Python<'py>, mapping: &Bound<'py, PyAny>) -> PyResult<Bound<'py, Message>> {
-    let fields = match mapping.cast::<FrozenDict>() {
-        Ok(frozen) => frozen.get().to_dict(py)?,
+    let pairs: Vec<(Bound<'py, PyAny>, Bound<'py, PyAny>)> = match mapping.cast::<FrozenDict>() {
+        Ok(frozen) => frozen.get().iter(py).map(|(key, value)| (key.to_owned(), value.to_owned())).collect(),
         Err(_) => match mapping.cast::<PyDict>() {
-            Ok(dict) => dict.copy()?,
+            Ok(dict) => dict.iter().collect(),
             Err(_) => {
                 let dict = PyDict::new(py);
                 dict.call_method1("update", (mapping,))?;
-                dict
+                dict.iter().collect()
             }
         },
     };
-    for key in fields.keys() {
-        let known = key.cast::<PyString>().ok().and_then(|k| k.to_str().ok().map(|k| FIELDS.contains(&k)));
-        if known != Some(true) {
-            return Err(PyTypeError::new_err(format!(
-                "freeze_message(): unknown key {} (a message has exactly id, role, content and source)",
-                key.repr()?
-            )));
+    // id, role, content, source: in the order of FIELDS.
+    let mut fields: [Option<Bound<'py, PyAny>>; 4] = [None, None, None, None];
+    for (key, value) in pairs {
+        let slot = key.cast::<PyString>().ok().and_then(|k| k.to_str().ok().and_then(|k| FIELDS.iter().position(|f| *f == k)));
+        match slot {
+            Some(slot) => fields[slot] = Some(value),
+            None => {
+                return Err(PyTypeError::new_err(format!(
+                    "freeze_message(): unknown key {} (a message has exactly id, role, content and source)",
+                    key.repr()?
+                )))
+            }
         }
     }
-    let id = imported_id(fields.get_item(intern!(py, "id"))?)?;
+    let [id, role, content, source] = fields;
     let missing = |name: &str| PyValueError::new_err(format!("{name}: the message has no {name}"));
-    let role = check_role(py, &fields.get_item(intern!(py, "role"))?.ok_or_else(|| missing("role"))?)?;
-    let content = freeze_content(py, &fields.get_item(intern!(py, "content"))?.ok_or_else(|| missing("content"))?, "content", 1)?;
-    let source = freeze_source(&fields.get_item(intern!(py, "source"))?.ok_or_else(|| missing("source"))?)?;
+    let id = imported_id(id)?;
+    let role = check_role(py, &role.ok_or_else(|| missing("role"))?)?;
+    let content = freeze_content(py, &content.ok_or_else(|| missing("content"))?, "content", 1)?;
+    let source = freeze_source(&source.ok_or_else(|| missing("source"))?)?;
     Message::build(py, id, role, content, source)
 }
 
@@ -558,7 +559,7 @@ impl Message {
     fn text(&self, py: Python<'_>) -> PyResult<String> {
         let mut out = String::new();
         for block in self.blocks_of_type(py, intern!(py, "text")) {
-            if let Some(text) = block.cast::<FrozenDict>()?.get().get_item(py, intern!(py, "text").as_any()) {
+            if let Some(text) = block.cast::<FrozenDict>()?.get().get_str(py, "text") {
                 out.push_str(&text.cast::<PyString>()?.to_cow()?);
             }
         }
