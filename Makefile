@@ -12,7 +12,7 @@ export VIRTUAL_ENV := $(abspath $(VENV))
 # `cargo test` embeds the interpreter: it must find libpython and build against the venv's Python.
 PY_LIBDIR = $(shell $(PY) -c 'import sysconfig; print(sysconfig.get_config_var("LIBDIR") or "")')
 
-.PHONY: demo test bench wheel dev venv cargo-test pytest stubtest clean
+.PHONY: demo test bench wheel dev venv cargo-test pytest stubtest clean test-pythons
 
 $(VENV)/.deps: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -53,3 +53,21 @@ bench: venv
 
 clean:
 	rm -rf target dist $(VENV) bench-results
+
+# The suite on other interpreters (the minimum supported 3.10, and 3.13), when the machine has
+# them (on PATH, or installed by pyenv): a dev wheel per interpreter, installed with the test
+# extras into .venv-<python>.
+OTHER_PYTHONS ?= python3.10 python3.13
+test-pythons: venv
+	@for python in $(OTHER_PYTHONS); do \
+	    exe=$$($$python -c 'import sys; print(sys.executable)' 2>/dev/null || \
+	        ls -d $${PYENV_ROOT:-$$HOME/.pyenv}/versions/*/bin/$$python 2>/dev/null | tail -n 1); \
+	    if [ -z "$$exe" ]; then echo "== $$python: not installed, skipped"; continue; fi; \
+	    echo "== $$python ($$exe)"; \
+	    rm -rf target/wheels-$$python && \
+	    $(VENV)/bin/maturin build --quiet --profile dev -i $$exe --out target/wheels-$$python && \
+	    $$exe -m venv --clear .venv-$$python && \
+	    wheel=$$(ls target/wheels-$$python/*.whl) && \
+	    .venv-$$python/bin/python -m pip install --quiet "$$wheel[test]" && \
+	    .venv-$$python/bin/python -m pytest -q -p no:cacheprovider --ignore=tests/packaging || exit 1; \
+	done

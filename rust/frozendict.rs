@@ -429,6 +429,16 @@ impl FrozenDict {
                 } else if let Ok(dict) = other.cast::<PyDict>() {
                     let a = slf.get();
                     Some(a.len() == dict.len() && a.entries_equal(py, |key| dict.get_item(key))?)
+                } else if is_mapping(other) {
+                    // Any other Mapping compares by items, as the Mapping ABC's own `__eq__` does
+                    // (so does another frozendict implementation that is not a dict subclass).
+                    let a = slf.get();
+                    let lookup = |key: &Bound<'py, PyAny>| match other.get_item(key) {
+                        Ok(value) => Ok(Some(value)),
+                        Err(err) if err.is_instance_of::<PyKeyError>(py) => Ok(None),
+                        Err(err) => Err(err),
+                    };
+                    Some(a.len() == other.len()? && a.entries_equal(py, lookup)?)
                 } else {
                     None
                 }

@@ -190,6 +190,11 @@ def test_equality_ignores_order_and_matches_dicts() -> None:
     assert a != {"x": 1, "y": 3}
     assert a == types.MappingProxyType({"x": 1, "y": 2})
     assert a == PlainMapping({"x": 1, "y": 2}) and PlainMapping({"x": 1, "y": 2}) == a
+    # FrozenDict's own comparison (not only a reflected Mapping.__eq__) compares any Mapping by items.
+    assert a.__eq__(PlainMapping({"y": 2, "x": 1})) is True
+    assert a.__eq__(PlainMapping({"x": 1, "y": 3})) is False
+    assert a.__eq__(PlainMapping({"x": 1})) is False
+    assert a.__eq__(PlainMapping({"x": 1, "z": 2})) is False
     assert a != [("x", 1), ("y", 2)]
     assert a != "xy" and a != None  # noqa: E711
 

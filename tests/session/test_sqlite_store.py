@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,7 @@ def test_a_file_that_is_not_a_database_is_refused(tmp_path: Path):
 
 def test_a_database_without_a_log_is_refused(tmp_path: Path):
     path = tmp_path / "other.db"
-    with sqlite3.connect(path) as db:
+    with closing(sqlite3.connect(path)) as db, db:
         db.execute("CREATE TABLE people (name TEXT)")
     with pytest.raises(SessionCorruptError, match="not a dshkit session database"):
         Session.open(path)
@@ -41,7 +42,7 @@ def test_a_bad_row_names_its_row(tmp_path: Path, build):
 def test_a_second_header_row_is_corruption(tmp_path: Path):
     path = tmp_path / "log.sqlite"
     Session.create(path).close()
-    with sqlite3.connect(path) as db:
+    with closing(sqlite3.connect(path)) as db, db:
         db.execute("INSERT INTO dshkit_session (header) VALUES ('{}')")
     with pytest.raises(SessionCorruptError, match="exactly one header row"):
         Session.open(path)

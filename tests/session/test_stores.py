@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -166,7 +167,7 @@ def test_sqlite_log_is_in_wal_mode_with_the_durability_as_synchronous(tmp_path: 
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         assert db.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
         session.sync()
-    with sqlite3.connect(path) as db:
+    with closing(sqlite3.connect(path)) as db, db:
         rows = db.execute("SELECT seq, type FROM dshkit_events").fetchall()
     assert rows == [(0, "user/message")]
 
