@@ -10,7 +10,6 @@ from __future__ import annotations
 import os as _os
 
 from dshkit import _core
-from dshkit import llm as _llm
 from dshkit.llm import (
     FrozenDict,
     Message,
@@ -41,5 +40,26 @@ __version__ = _core.__version__
 if hasattr(_os, "register_at_fork"):
     _os.register_at_fork(after_in_child=_core._reset_ids_after_fork)
 
-__all__ = ["__version__"]
-__all__ += _llm.__all__
+__all__ = [
+    "FrozenDict",
+    "Message",
+    "MessageId",
+    "Role",
+    "__version__",
+    "createAssistantMessage",
+    "createMessage",
+    "createToolResultMessage",
+    "createUserMessage",
+    "create_assistant_message",
+    "create_message",
+    "create_tool_result_message",
+    "create_user_message",
+    "freeze",
+    "freezeMessage",
+    "freeze_message",
+    "from_json",
+    "json_default",
+    "new_message_id",
+    "thaw",
+    "to_json",
+]
