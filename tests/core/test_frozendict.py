@@ -15,7 +15,7 @@ from typing import Any
 import frozendict as pypi_frozendict
 import pytest
 
-from dshkit import FrozenDict, freeze
+from dshkit import FrozenDict, freeze, from_json, thaw, to_json
 
 PROTOCOLS = range(pickle.HIGHEST_PROTOCOL + 1)
 
@@ -481,3 +481,20 @@ def test_reduce_does_not_hand_out_internal_state() -> None:
                     if isinstance(arg, dict):
                         arg["a"] = "changed"
     assert fd == {"a": 1}
+
+
+@pytest.mark.parametrize("size", [0, 1, 7, 8, 9, 16, 17, 100])
+def test_every_size_keeps_order_lookups_and_equality(size: int) -> None:
+    """Entries live inline up to 8 and in an array beyond, with a lookup table past 8: each
+    size behaves the same, whichever way the FrozenDict was built."""
+    plain = {f"k{i}": i for i in range(size)}
+    built = [FrozenDict(plain), freeze(plain), from_json(to_json(plain)), FrozenDict(**plain)]
+    for frozen in built:
+        assert list(frozen) == list(plain)
+        assert list(reversed(frozen)) == list(reversed(plain))
+        assert len(frozen) == size
+        assert frozen == plain and plain == frozen
+        assert all(frozen[key] == value and key in frozen for key, value in plain.items())
+        assert "missing" not in frozen and frozen.get("missing", "default") == "default"
+        assert hash(frozen) == hash(built[0])
+        assert thaw(frozen) == plain

@@ -20,6 +20,7 @@ from dshkit import (
     freeze,
     from_json,
     json_default,
+    thaw,
     to_json,
 )
 
@@ -222,6 +223,16 @@ def test_from_json_keeps_key_order_and_last_duplicate_wins() -> None:
     text = '{"z":1,"a":2,"z":3}'
     value = from_json(text)
     assert list(value.items()) == list(json.loads(text).items())
+
+
+@pytest.mark.parametrize("keys", [3, 16, 17, 40])
+def test_from_json_repeated_keys_in_objects_of_any_size(keys: int) -> None:
+    """Small objects find a repeated key by scanning, large ones by a hash table: same result."""
+    members = [f'"k{i}":{i}' for i in range(keys)] + ['"k0":"again"', f'"k{keys - 1}":"last"', '"k1":{"k1":1,"k1":2}']
+    text = "{" + ",".join(members) + "}"
+    value = from_json(text)
+    assert list(value.items()) == list(json.loads(text).items())
+    assert thaw(value) == json.loads(text)
 
 
 @pytest.mark.parametrize(

@@ -89,6 +89,21 @@ def test_hashing_a_fresh_shared_frozendict_from_8_threads() -> None:
         assert seen == [expected] * THREADS
 
 
+def test_lookups_in_a_fresh_large_frozendict_from_8_threads() -> None:
+    """A FrozenDict of more than 8 entries builds its lookup table on first use: threads that race
+    to build it all get right answers, and missing keys stay missing."""
+    for _ in range(20):
+        shared = FrozenDict({f"key{i}": i for i in range(100)})
+
+        def look_up(slot: int) -> None:
+            for i in range(100):
+                assert shared[f"key{(i + slot) % 100}"] == (i + slot) % 100
+                assert f"absent{i}" not in shared
+            assert shared.get("absent") is None
+
+        run_threads(look_up)
+
+
 def test_comparing_and_serialising_shared_values_from_8_threads() -> None:
     shared = freeze(shared_tree())
     twin = freeze(shared_tree())
