@@ -35,7 +35,7 @@ pub const MAX_DEPTH: usize = 256;
 /// is left: 256 levels must also fit on small thread stacks.
 pub const STACK_RED_ZONE: usize = 64 * 1024;
 pub const STACK_GROWTH: usize = 1024 * 1024;
-const STACK_CHECK_EVERY: usize = 8;
+pub const STACK_CHECK_EVERY: usize = 8;
 
 /// A frozen value and its nesting depth (0 for a leaf, 1 for a container of leaves, ...).
 pub struct Frozen<'py> {

@@ -13,7 +13,7 @@ use pyo3::types::{PyAny, PyBytes, PyDict, PyList, PyString, PyTuple};
 use serde::de::{DeserializeSeed, Error as _, MapAccess, SeqAccess, Visitor};
 
 use crate::errors::PathError;
-use crate::freeze::{check_float, check_int, is_mapping, mapping_pairs, not_json, untrack, Walk, MAX_DEPTH, STACK_GROWTH, STACK_RED_ZONE};
+use crate::freeze::{check_float, check_int, is_mapping, mapping_pairs, not_json, untrack, Walk, MAX_DEPTH, STACK_CHECK_EVERY, STACK_GROWTH, STACK_RED_ZONE};
 use crate::frozendict::{EntriesBuilder, FrozenDict};
 use crate::message::Message;
 
@@ -260,7 +260,12 @@ impl<'de, 'py> DeserializeSeed<'de> for FrozenSeed<'py> {
     type Value = PyValue<'py>;
 
     fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
-        stacker::maybe_grow(STACK_RED_ZONE, STACK_GROWTH, || deserializer.deserialize_any(self))
+        // Checking the stack costs a thread-local read: every few levels is enough.
+        if self.depth % STACK_CHECK_EVERY == 0 {
+            stacker::maybe_grow(STACK_RED_ZONE, STACK_GROWTH, || deserializer.deserialize_any(self))
+        } else {
+            deserializer.deserialize_any(self)
+        }
     }
 }
 
@@ -494,8 +499,9 @@ fn cached_key<'py>(py: Python<'py>, cache: *mut KeySlots, key: &str, hash: u32) 
 }
 
 /// Parse JSON into a frozen tree; errors name the line and column.
-pub fn parse<'py>(py: Python<'py>, text: &[u8]) -> PyResult<Bound<'py, PyAny>> {
-    let mut deserializer = serde_json::Deserializer::from_slice(text);
+pub fn parse<'py>(py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyAny>> {
+    // From a `str`: the text is valid UTF-8 already, so strings are not validated one by one.
+    let mut deserializer = serde_json::Deserializer::from_str(text);
     deserializer.disable_recursion_limit();
     // try_lock: another thread may be parsing, or a finalizer run during this parse may parse
     // again on this thread; either way that parse simply goes without the cache.
@@ -513,17 +519,21 @@ pub fn parse<'py>(py: Python<'py>, text: &[u8]) -> PyResult<Bound<'py, PyAny>> {
     }
 }
 
-pub fn text_bytes<'a>(text: &'a Bound<'_, PyAny>) -> PyResult<&'a [u8]> {
+/// The UTF-8 text of JSON given as `str` or `bytes` (bytes are validated once, up front).
+pub fn json_text<'a>(text: &'a Bound<'_, PyAny>) -> PyResult<&'a str> {
     if let Ok(s) = text.cast::<PyString>() {
         let mut size: ffi::Py_ssize_t = 0;
         let data = unsafe { ffi::PyUnicode_AsUTF8AndSize(s.as_ptr(), &mut size) };
         if data.is_null() {
             return Err(PyErr::fetch(text.py()));
         }
-        return Ok(unsafe { std::slice::from_raw_parts(data as *const u8, size as usize) });
+        // SAFETY: CPython's UTF-8 form of a str is valid UTF-8.
+        return Ok(unsafe { std::str::from_utf8_unchecked(std::slice::from_raw_parts(data as *const u8, size as usize)) });
     }
     if let Ok(b) = text.cast::<PyBytes>() {
-        return Ok(b.as_bytes());
+        return std::str::from_utf8(b.as_bytes()).map_err(|err| {
+            PyValueError::new_err(format!("invalid JSON: not UTF-8 at byte {}", err.valid_up_to()))
+        });
     }
     Err(PyTypeError::new_err(format!(
         "JSON text must be str or bytes, not {}",
@@ -535,7 +545,7 @@ pub fn text_bytes<'a>(text: &'a Bound<'_, PyAny>) -> PyResult<&'a [u8]> {
 #[pyfunction]
 #[pyo3(signature = (text, /))]
 pub fn from_json<'py>(text: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-    parse(text.py(), text_bytes(text)?)
+    parse(text.py(), json_text(text)?)
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

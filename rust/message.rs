@@ -17,7 +17,7 @@ use crate::errors::PathError;
 use crate::freeze::{freeze_at, freeze_below, is_mapping, type_name, untrack, Walk};
 use crate::frozendict::FrozenDict;
 use crate::ids;
-use crate::json::{bytes_to_pystring, parse, text_bytes, write_value};
+use crate::json::{bytes_to_pystring, json_text, parse, write_value};
 
 const FIELDS: [&str; 4] = ["id", "role", "content", "source"];
 const PLUGIN_FORMS: [&str; 6] = ["instructions", "catalog", "snapshot", "notice", "relay", "recall"];
@@ -595,7 +595,7 @@ impl Message {
     #[pyo3(signature = (text, /))]
     fn from_json<'py>(cls: &Bound<'py, pyo3::types::PyType>, text: &Bound<'py, PyAny>) -> PyResult<Bound<'py, Message>> {
         let py = cls.py();
-        let value = parse(py, text_bytes(text)?)?;
+        let value = parse(py, json_text(text)?)?;
         if !value.is_instance_of::<FrozenDict>() {
             return Err(PyValueError::new_err(format!(
                 "Message.from_json() needs a JSON object, got {}",
