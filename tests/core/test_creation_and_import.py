@@ -8,13 +8,14 @@ import tracemalloc
 import types
 import typing
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 import dshkit
 import dshkit.llm
+from support import PlainMapping
 from dshkit import (
     FrozenDict,
     Message,
@@ -30,20 +31,6 @@ from dshkit import (
 ULID_PATTERN = re.compile(r"[0-7][0-9A-HJKMNP-TV-Z]{25}")
 USER = {"kind": "user"}
 P = inspect.Parameter
-
-
-class PlainMapping(Mapping[str, Any]):
-    def __init__(self, data: dict[str, Any]) -> None:
-        self._data = dict(data)
-
-    def __getitem__(self, key: str) -> Any:
-        return self._data[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._data)
-
-    def __len__(self) -> int:
-        return len(self._data)
 
 
 def walk_containers(value: Any) -> Iterator[Any]:

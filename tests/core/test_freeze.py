@@ -16,25 +16,10 @@ from typing import Any, NamedTuple
 
 import pytest
 
+from support import PlainMapping
 from dshkit import FrozenDict, Message, create_user_message, freeze, thaw
 
 MAX_DEPTH = 256
-
-
-class PlainMapping(Mapping[str, Any]):
-    """A minimal third-party Mapping (not a dict)."""
-
-    def __init__(self, data: dict[Any, Any]) -> None:
-        self._data = dict(data)
-
-    def __getitem__(self, key: Any) -> Any:
-        return self._data[key]
-
-    def __iter__(self) -> Iterator[Any]:
-        return iter(self._data)
-
-    def __len__(self) -> int:
-        return len(self._data)
 
 
 def nested_lists(levels: int) -> Any:

@@ -9,29 +9,15 @@ import pickle
 import tracemalloc
 import types
 import typing
-from collections.abc import Iterator, Mapping
 from typing import Any
 
 import frozendict as pypi_frozendict
 import pytest
 
+from support import PlainMapping
 from dshkit import FrozenDict, freeze, from_json, thaw, to_json
 
 PROTOCOLS = range(pickle.HIGHEST_PROTOCOL + 1)
-
-
-class PlainMapping(Mapping[str, Any]):
-    def __init__(self, data: dict[str, Any]) -> None:
-        self._data = dict(data)
-
-    def __getitem__(self, key: str) -> Any:
-        return self._data[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._data)
-
-    def __len__(self) -> int:
-        return len(self._data)
 
 
 # --- type ------------------------------------------------------------------------------------

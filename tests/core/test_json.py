@@ -7,12 +7,12 @@ import math
 import struct
 import sys
 import types
-from collections.abc import Iterator, Mapping
 from typing import Any
 
 import orjson
 import pytest
 
+from support import PlainMapping
 from dshkit import (
     FrozenDict,
     create_assistant_message,
@@ -25,20 +25,6 @@ from dshkit import (
 )
 
 USER = {"kind": "user"}
-
-
-class PlainMapping(Mapping[str, Any]):
-    def __init__(self, data: dict[str, Any]) -> None:
-        self._data = dict(data)
-
-    def __getitem__(self, key: str) -> Any:
-        return self._data[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._data)
-
-    def __len__(self) -> int:
-        return len(self._data)
 
 
 def bits(value: float) -> bytes:
