@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -72,6 +73,16 @@ class Kit:
     @staticmethod
     def texts(messages: Any) -> list[str]:
         return [message.text for message in messages]
+
+    @staticmethod
+    def run_followup(agent: Any, message: dshkit.Message) -> None:
+        """On a fresh event loop: send `message` as a follow-up and wait until the agent is idle."""
+
+        async def main() -> None:
+            agent.followup(message)
+            await agent.when_idle()
+
+        asyncio.run(main())
 
 
 @pytest.fixture

@@ -41,11 +41,7 @@ def test_cancel_mid_stream_keeps_the_prefix_as_an_interrupted_message(kit: Any) 
     agent = Agent(model)
     cancel_on_delta(agent, 4, cause="user pressed stop")
 
-    async def main() -> None:
-        agent.followup(kit.user("question"))
-        await agent.when_idle()
-
-    run(main())
+    kit.run_followup(agent, kit.user("question"))
     types = kit.types(agent.session)
     assert types[-3:] == ["assistant/message", "step/end", "turn/end"]
     (event,) = kit.of_type(agent.session, "assistant/message")
@@ -72,11 +68,7 @@ def test_an_empty_or_blank_prefix_appends_nothing(kit: Any, prefix: list[Any]) -
     else:
         agent.subscribe(lambda event: agent.cancel() if event.type == "request" else None)
 
-    async def main() -> None:
-        agent.followup(kit.user("q"))
-        await agent.when_idle()
-
-    run(main())
+    kit.run_followup(agent, kit.user("q"))
     assert "assistant/message" not in kit.types(agent.session)
     assert kit.types(agent.session)[-2:] == ["step/end", "turn/end"]
     assert kit.turn_ends(agent.session) == [{"kind": "aborted", "cause": "user"}]
@@ -98,11 +90,7 @@ def test_a_model_that_ignores_the_cancel_signal_is_still_cut_at_once(kit: Any) -
     agent = Agent(Stubborn())  # type: ignore[arg-type]
     cancel_on_delta(agent, 1)
 
-    async def main() -> None:
-        agent.followup(kit.user("q"))
-        await agent.when_idle()
-
-    run(main())
+    kit.run_followup(agent, kit.user("q"))
     assert closed == [True]
     assert agent.session.messages()[-1].text == "I will not stop"
 
@@ -118,11 +106,7 @@ def test_the_first_cause_wins(kit: Any) -> None:
 
     agent.subscribe(on_event)
 
-    async def main() -> None:
-        agent.followup(kit.user("q"))
-        await agent.when_idle()
-
-    run(main())
+    kit.run_followup(agent, kit.user("q"))
     assert kit.turn_ends(agent.session) == [{"kind": "aborted", "cause": "first"}]
 
 
@@ -136,11 +120,7 @@ def test_a_cancelled_turn_ends_aborted_even_if_a_hook_also_threw(kit: Any) -> No
     agent = Agent(ScriptedModel([]), hooks={"pre_step": pre_step})
     holder.append(agent)
 
-    async def main() -> None:
-        agent.followup(kit.user("q"))
-        await agent.when_idle()
-
-    run(main())
+    kit.run_followup(agent, kit.user("q"))
     assert kit.types(agent.session) == ["agent/inbox/spliced", "turn/start", "agent/inbox/spliced", "turn/end"]
     assert kit.turn_ends(agent.session) == [{"kind": "aborted", "cause": "stop now"}]
 
@@ -156,11 +136,7 @@ def test_cancel_in_pre_step_gives_no_step_and_no_header(kit: Any) -> None:
     agent = Agent(ScriptedModel([]), hooks={"pre_step": pre_step})
     holder.append(agent)
 
-    async def main() -> None:
-        agent.followup(kit.user("q"))
-        await agent.when_idle()
-
-    run(main())
+    kit.run_followup(agent, kit.user("q"))
     assert "step/start" not in kit.types(agent.session)
     assert "request/header" not in kit.types(agent.session)
     assert kit.turn_ends(agent.session) == [{"kind": "aborted", "cause": "user"}]
@@ -188,11 +164,7 @@ def test_cancel_during_tools_lets_started_calls_finish_and_answers_the_rest(kit:
     agent = Agent(model, tools=tools)
     holder.append(agent)
 
-    async def main() -> None:
-        agent.followup(kit.user("q"))
-        await agent.when_idle()
-
-    run(main())
+    kit.run_followup(agent, kit.user("q"))
     assert started == ["c1", "c2"]
     assert [e.data["call_id"] for e in kit.of_type(agent.session, "tool/call")] == ["c1", "c2"]
     results = kit.of_type(agent.session, "tool/result")
@@ -259,11 +231,7 @@ def test_a_waking_send_during_an_abort_goes_to_the_next_turn_and_runs_when_it_se
     agent = Agent(model, tools=[Tool("tool", "t", {"type": "object"}, tool)])
     holder.append(agent)
 
-    async def main() -> None:
-        agent.followup(kit.user("do that"))
-        await agent.when_idle()
-
-    run(main())
+    kit.run_followup(agent, kit.user("do that"))
     assert [r["kind"] for r in kit.turn_ends(agent.session)] == ["aborted", "completed"]
     assert model.requests[1].messages[-1] is late_steer
 
@@ -281,11 +249,7 @@ def test_a_plain_cancel_clears_the_latch(kit: Any) -> None:
     agent = Agent(model, tools=[Tool("tool", "t", {"type": "object"}, tool)])
     holder.append(agent)
 
-    async def main() -> None:
-        agent.followup(kit.user("go"))
-        await agent.when_idle()
-
-    run(main())
+    kit.run_followup(agent, kit.user("go"))
     assert [r["kind"] for r in kit.turn_ends(agent.session)] == ["aborted"]
     assert len(agent.inbox) == 0
 
@@ -304,11 +268,7 @@ def test_cancel_with_keep_inbox_keeps_a_latched_send_but_nothing_claimed(kit: An
     agent = Agent(model, tools=[Tool("tool", "t", {"type": "object"}, tool)])
     holder.append(agent)
 
-    async def main() -> None:
-        agent.followup(kit.user("go"))
-        await agent.when_idle()
-
-    run(main())
+    kit.run_followup(agent, kit.user("go"))
     assert [r for r in kit.turn_ends(agent.session)] == [{"kind": "aborted", "cause": "user"}, {"kind": "completed"}]
     assert model.requests[1].messages[-1] is latched
 
@@ -338,11 +298,7 @@ def test_an_aborted_or_failed_turn_never_requeues_its_claim(kit: Any) -> None:
     agent = Agent(model)
     prompt = kit.user("q")
 
-    async def main() -> None:
-        agent.followup(prompt)
-        await agent.when_idle()
-
-    run(main())
+    kit.run_followup(agent, prompt)
     assert len(agent.inbox) == 0
     assert agent.session.has_message(prompt.id)
 
@@ -357,11 +313,7 @@ def test_tool_context_produced_after_a_cancel_is_dropped(kit: Any) -> None:
     agent = Agent(ScriptedModel([kit.calls_response(("c1", "tool", "{}"))]), tools=[Tool("tool", "t", {"type": "object"}, tool)])
     holder.append(agent)
 
-    async def main() -> None:
-        agent.followup(kit.user("go"))
-        await agent.when_idle()
-
-    run(main())
+    kit.run_followup(agent, kit.user("go"))
     assert len(agent.inbox) == 0
     assert kit.turn_ends(agent.session) == [{"kind": "aborted", "cause": "user"}]
 

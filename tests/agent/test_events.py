@@ -57,11 +57,7 @@ def test_events_cover_boundaries_deltas_and_tool_calls_in_order(kit: Any) -> Non
     types: list[str] = []
     agent.subscribe(lambda event: types.append(event.type))
 
-    async def main() -> None:
-        agent.followup(kit.user("go"))
-        await agent.when_idle()
-
-    run(main())
+    kit.run_followup(agent, kit.user("go"))
     assert types == [
         "inserted", "turn_start", "claimed", "step_start", "message", "request",
         "delta", "delta", "delta", "message", "tool_call", "message", "step_end",

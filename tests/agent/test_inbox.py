@@ -221,11 +221,7 @@ def test_claim_takes_all_next_step_input_plus_exactly_one_followup(kit: Any) -> 
 def test_the_first_claim_happens_after_turn_start_is_committed(kit: Any) -> None:
     agent = Agent(ScriptedModel(["ok"]))
 
-    async def main() -> None:
-        agent.followup(kit.user("go"))
-        await agent.when_idle()
-
-    asyncio.run(main())
+    kit.run_followup(agent, kit.user("go"))
     assert kit.types(agent.session)[:4] == ["agent/inbox/spliced", "turn/start", "agent/inbox/spliced", "step/start"]
 
 
@@ -238,9 +234,5 @@ def test_an_empty_claim_logs_nothing(kit: Any) -> None:
 
     agent = Agent(model, tools=[Tool("noop", "does nothing", {"type": "object"}, noop)])
 
-    async def main() -> None:
-        agent.followup(kit.user("go"))
-        await agent.when_idle()
-
-    asyncio.run(main())
+    kit.run_followup(agent, kit.user("go"))
     assert len(spliced(agent.session)) == 2  # the follow-up's insert and claim; step 2 claimed nothing

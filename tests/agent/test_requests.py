@@ -198,11 +198,7 @@ def test_the_request_hook_may_change_call_settings_only(kit: Any) -> None:
 
     agent = Agent(kit.RecordingModel([]), system="sys", hooks={"request": request})
 
-    async def main() -> None:
-        agent.followup(kit.user("hello"))
-        await agent.when_idle()
-
-    run(main())
+    kit.run_followup(agent, kit.user("hello"))
     assert seen == [(1, 1, 1, "sys", ["hello"])]
     reason = kit.turn_ends(agent.session)[0]
     assert reason["kind"] == "error" and "expected None or a mapping of call settings" in reason["error"]["message"]
@@ -221,11 +217,7 @@ def test_retry_within_a_step_keeps_the_failed_chunks_but_cites_only_the_retry(ki
     agent = Agent(model, hooks={"request_error": request_error})
     model.session = agent.session
 
-    async def main() -> None:
-        agent.followup(kit.user("go"))
-        await agent.when_idle()
-
-    run(main())
+    kit.run_followup(agent, kit.user("go"))
     # attempt 2 failed too and the hook declined a third: the turn ends with the error
     assert attempts == [(1, "ConnectionResetError"), (2, "ConnectionResetError")]
     assert kit.turn_ends(agent.session)[0]["kind"] == "error"

@@ -105,11 +105,7 @@ def test_pre_step_reject_ends_the_turn_blocked_without_a_step_and_drops_the_batc
     agent = Agent(model, hooks={"pre_step": pre_step})
     prompt = kit.user("do something bad")
 
-    async def main() -> None:
-        agent.followup(prompt)
-        await agent.when_idle()
-
-    run(main())
+    kit.run_followup(agent, prompt)
     assert seen == [(prompt,)]
     assert kit.types(agent.session) == ["agent/inbox/spliced", "turn/start", "agent/inbox/spliced", "turn/end"]
     assert kit.turn_ends(agent.session) == [{"kind": "blocked", "message": "not allowed"}]
@@ -157,11 +153,7 @@ def test_pre_step_results_are_checked(kit: Any, make_result: Any, match: str | N
     model = ScriptedModel(["ok"])
     agent = Agent(model, hooks={"pre_step": lambda ctx: make_result(ctx, kit)})
 
-    async def main() -> None:
-        agent.followup(kit.user("x"))
-        await agent.when_idle()
-
-    run(main())
+    kit.run_followup(agent, kit.user("x"))
     reason = kit.turn_ends(agent.session)[0]
     if match is None:
         assert reason == {"kind": "completed"}
@@ -178,11 +170,7 @@ def test_a_different_message_under_a_claimed_id_is_a_value_error(kit: Any) -> No
     impostor = dshkit.freeze_message({"id": prompt.id, "role": "user", "content": "x", "source": {"kind": "plugin", "plugin": "p"}})
     agent = Agent(ScriptedModel([]), hooks={"pre_step": lambda ctx: Enter([impostor])})
 
-    async def main() -> None:
-        agent.followup(prompt)
-        await agent.when_idle()
-
-    run(main())
+    kit.run_followup(agent, prompt)
     reason = kit.turn_ends(agent.session)[0]
     assert reason["kind"] == "error" and reason["error"]["name"] == "ValueError"
     assert "different message under claimed id" in reason["error"]["message"]
@@ -213,11 +201,7 @@ def test_added_context_must_have_an_id_new_to_the_session(kit: Any) -> None:
 def test_an_empty_admitted_batch_is_a_turn_without_a_step(kit: Any) -> None:
     agent = Agent(ScriptedModel([]), hooks={"pre_step": lambda ctx: Enter([])})
 
-    async def main() -> None:
-        agent.followup(kit.user("ignored"))
-        await agent.when_idle()
-
-    run(main())
+    kit.run_followup(agent, kit.user("ignored"))
     assert kit.types(agent.session) == ["agent/inbox/spliced", "turn/start", "agent/inbox/spliced", "turn/end"]
     assert kit.turn_ends(agent.session) == [{"kind": "completed"}]
 
@@ -228,11 +212,7 @@ def test_a_failing_pre_step_gives_a_turn_without_step_or_header(kit: Any) -> Non
 
     agent = Agent(ScriptedModel([]), hooks={"pre_step": pre_step})
 
-    async def main() -> None:
-        agent.followup(kit.user("x"))
-        await agent.when_idle()
-
-    run(main())
+    kit.run_followup(agent, kit.user("x"))
     assert kit.types(agent.session) == ["agent/inbox/spliced", "turn/start", "agent/inbox/spliced", "turn/end"]
     assert kit.turn_ends(agent.session) == [
         {"kind": "error", "error": {"code": "exception", "name": "LookupError", "message": "no such policy"}}
@@ -312,11 +292,7 @@ def test_steering_enters_at_the_next_step_after_every_result_and_never_cancels_a
     agent = Agent(model, tools=[Tool("slow", "takes a while", {"type": "object"}, slow)])
     agent_box.append(agent)
 
-    async def main() -> None:
-        agent.followup(kit.user("go"))
-        await agent.when_idle()
-
-    run(main())
+    kit.run_followup(agent, kit.user("go"))
     assert sorted(finished) == ["c1", "c2"]
     second = model.requests[1].messages
     assert [m.role for m in second] == ["user", "assistant", "user", "user", "user"]
@@ -342,11 +318,7 @@ def test_input_injected_after_the_claim_joins_the_next_step_and_continues_the_tu
 
     agent.subscribe(on_event)
 
-    async def main() -> None:
-        agent.followup(kit.user("go"))
-        await agent.when_idle()
-
-    run(main())
+    kit.run_followup(agent, kit.user("go"))
     first, second = model.requests
     assert late not in first.messages
     assert second.messages[-1] is late
@@ -364,11 +336,7 @@ def test_turn_stopping_may_steer_to_continue(kit: Any) -> None:
 
     agent = Agent(model, hooks={"turn_stopping": turn_stopping})
 
-    async def main() -> None:
-        agent.followup(kit.user("go"))
-        await agent.when_idle()
-
-    run(main())
+    kit.run_followup(agent, kit.user("go"))
     assert calls == [(1, 1), (1, 2)]
     assert model.requests[1].messages[-1].text == "check your answer"
     assert kit.turn_ends(agent.session) == [{"kind": "completed"}]
@@ -381,11 +349,7 @@ def test_a_tool_that_concludes_the_turn_stops_it_without_another_model_call(kit:
     model = ScriptedModel([kit.calls_response(("c1", "finish", "{}"))])
     agent = Agent(model, tools=[Tool("finish", "end the turn", {"type": "object"}, finish)])
 
-    async def main() -> None:
-        agent.followup(kit.user("go"))
-        await agent.when_idle()
-
-    run(main())
+    kit.run_followup(agent, kit.user("go"))
     assert len(model.requests) == 1
     assert kit.types(agent.session)[-3:] == ["tool/result", "step/end", "turn/end"]
     assert kit.turn_ends(agent.session) == [{"kind": "completed"}]
@@ -400,11 +364,7 @@ def test_a_concluding_tool_still_continues_when_next_step_input_is_pending(kit: 
     model = ScriptedModel([kit.calls_response(("c1", "finish", "{}")), "noted"])
     agent = Agent(model, tools=[Tool("finish", "end the turn", {"type": "object"}, finish)])
 
-    async def main() -> None:
-        agent.followup(kit.user("go"))
-        await agent.when_idle()
-
-    run(main())
+    kit.run_followup(agent, kit.user("go"))
     assert len(model.requests) == 2
     assert model.requests[1].messages[-1] is note
 
@@ -434,11 +394,7 @@ def test_step_end_is_written_before_turn_end_when_the_model_fails(kit: Any) -> N
     model = ScriptedModel([[{"type": "text_delta", "text": "partial"}, ConnectionResetError("reset by peer")]])
     agent = Agent(model)
 
-    async def main() -> None:
-        agent.followup(kit.user("go"))
-        await agent.when_idle()
-
-    run(main())
+    kit.run_followup(agent, kit.user("go"))
     types = kit.types(agent.session)
     assert types[-2:] == ["step/end", "turn/end"]
     assert "assistant/message" not in types  # a model error discards its partial output
@@ -451,11 +407,7 @@ def test_a_finish_with_an_error_ends_the_turn_with_that_error(kit: Any) -> None:
     model = ScriptedModel([[{"type": "text_delta", "text": "x"}, {"type": "finish", "reason": "error", "error": {"code": "overloaded", "message": "try later"}}]])
     agent = Agent(model)
 
-    async def main() -> None:
-        agent.followup(kit.user("go"))
-        await agent.when_idle()
-
-    run(main())
+    kit.run_followup(agent, kit.user("go"))
     assert kit.turn_ends(agent.session) == [{"kind": "error", "error": {"code": "overloaded", "message": "try later"}}]
     assert "assistant/message" not in kit.types(agent.session)
 
@@ -464,11 +416,7 @@ def test_a_provider_stream_finishing_aborted_is_an_error_not_a_cancellation(kit:
     model = ScriptedModel([[{"type": "text_delta", "text": "x"}, {"type": "finish", "reason": "aborted"}]])
     agent = Agent(model)
 
-    async def main() -> None:
-        agent.followup(kit.user("go"))
-        await agent.when_idle()
-
-    run(main())
+    kit.run_followup(agent, kit.user("go"))
     reason = kit.turn_ends(agent.session)[0]
     assert reason["kind"] == "error" and reason["error"]["code"] == "ABORTED"
 
@@ -504,11 +452,7 @@ def test_max_tokens_drops_every_tool_call_and_logs_the_message_even_when_empty(k
 def test_a_response_with_only_a_finish_still_logs_an_empty_assistant_message(kit: Any) -> None:
     agent = Agent(ScriptedModel([[{"type": "finish", "reason": "stop"}]]))
 
-    async def main() -> None:
-        agent.followup(kit.user("a"))
-        await agent.when_idle()
-
-    run(main())
+    kit.run_followup(agent, kit.user("a"))
     (answer,) = kit.of_type(agent.session, "assistant/message")
     assert answer.data["message"].content == ()
     assert kit.turn_ends(agent.session) == [{"kind": "completed"}]
@@ -517,11 +461,7 @@ def test_a_response_with_only_a_finish_still_logs_an_empty_assistant_message(kit
 def test_a_stream_without_finish_is_a_normal_stop(kit: Any) -> None:
     agent = Agent(ScriptedModel([[{"type": "text_delta", "text": "no finish"}]]))
 
-    async def main() -> None:
-        agent.followup(kit.user("a"))
-        await agent.when_idle()
-
-    run(main())
+    kit.run_followup(agent, kit.user("a"))
     assert agent.session.messages()[-1].text == "no finish"
     assert kit.turn_ends(agent.session) == [{"kind": "completed"}]
 
@@ -535,11 +475,7 @@ def test_replay_state_and_usage_are_kept(kit: Any) -> None:
     ]
     agent = Agent(ScriptedModel([response], provider="deepseek", model="deepseek-reasoner"))
 
-    async def main() -> None:
-        agent.followup(kit.user("a"))
-        await agent.when_idle()
-
-    run(main())
+    kit.run_followup(agent, kit.user("a"))
     (event,) = kit.of_type(agent.session, "assistant/message")
     message = event.data["message"]
     assert dict(message.source) == {"kind": "model", "provider": "deepseek", "model": "deepseek-reasoner", "replay_state": {"signature": "abc"}}
