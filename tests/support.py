@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import tracemalloc
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 
@@ -20,3 +21,16 @@ class PlainMapping(Mapping[Any, Any]):
 
     def __len__(self) -> int:
         return len(self._data)
+
+
+def traced_allocation(call: Callable[[], object]) -> tuple[int, int]:
+    """Bytes `call()` left allocated and its peak, both above the level before it (tracemalloc)."""
+    tracemalloc.start()
+    try:
+        before, _ = tracemalloc.get_traced_memory()
+        tracemalloc.reset_peak()
+        call()
+        after, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return after - before, peak - before

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import inspect
 import re
-import tracemalloc
 import types
 import typing
 import uuid
@@ -15,7 +14,7 @@ import pytest
 
 import dshkit
 import dshkit.llm
-from support import PlainMapping
+from support import PlainMapping, traced_allocation
 from dshkit import (
     FrozenDict,
     Message,
@@ -237,18 +236,15 @@ def test_freeze_message_of_a_message_returns_the_same_object_without_allocating(
     assert freeze_message(message) is message
     calls = 2_000
     results: list[Any] = [None] * calls
-    tracemalloc.start()
-    try:
-        before, _ = tracemalloc.get_traced_memory()
-        tracemalloc.reset_peak()
+
+    def call_repeatedly() -> None:
         for i in range(calls):
             results[i] = freeze_message(message)
-        after, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+
+    kept, peak = traced_allocation(call_repeatedly)
     assert all(r is message for r in results)
-    assert after - before < 1_000
-    assert peak - before < 4_000
+    assert kept < 1_000
+    assert peak < 4_000
 
 
 @pytest.mark.parametrize(

@@ -9,14 +9,13 @@ import enum
 import math
 import struct
 import sys
-import tracemalloc
 import types
 from collections.abc import Iterator, Mapping
 from typing import Any, NamedTuple
 
 import pytest
 
-from support import PlainMapping
+from support import PlainMapping, traced_allocation
 from dshkit import FrozenDict, Message, create_user_message, freeze, thaw
 
 MAX_DEPTH = 256
@@ -482,19 +481,16 @@ def test_refreezing_allocates_nothing() -> None:
     calls = 2_000
     results: list[Any] = [None] * calls
     freeze(frozen)  # warm any lazily created state
-    tracemalloc.start()
-    try:
-        before, _ = tracemalloc.get_traced_memory()
-        tracemalloc.reset_peak()
+
+    def call_repeatedly() -> None:
         for i in range(calls):
             results[i] = freeze(frozen)
-        after, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+
+    kept, peak = traced_allocation(call_repeatedly)
     assert all(r is frozen for r in results)
     # A copied tree would hold thousands of new objects; a few hundred bytes is loop noise.
-    assert after - before < 1_000
-    assert peak - before < 4_000
+    assert kept < 1_000
+    assert peak < 4_000
 
 
 # --- thaw ------------------------------------------------------------------------------------

@@ -6,7 +6,6 @@ import collections.abc
 import copy
 import gc
 import pickle
-import tracemalloc
 import types
 import typing
 from typing import Any
@@ -14,7 +13,7 @@ from typing import Any
 import frozendict as pypi_frozendict
 import pytest
 
-from support import PlainMapping
+from support import PlainMapping, traced_allocation
 from dshkit import FrozenDict, freeze, from_json, thaw, to_json
 
 PROTOCOLS = range(pickle.HIGHEST_PROTOCOL + 1)
@@ -222,17 +221,6 @@ def test_hash_is_stable_and_spreads() -> None:
     assert first == [hash(m) for m in maps]
 
 
-def _peak_allocation(call: Any) -> int:
-    tracemalloc.start()
-    try:
-        before, _ = tracemalloc.get_traced_memory()
-        tracemalloc.reset_peak()
-        call()
-        return tracemalloc.get_traced_memory()[1] - before
-    finally:
-        tracemalloc.stop()
-
-
 def test_hash_is_computed_once() -> None:
     """Observable without timing: the first hash builds intermediate objects, later ones none."""
     fd = freeze({f"k{i}": [i, {"n": i}] for i in range(200)})
@@ -241,8 +229,8 @@ def test_hash_is_computed_once() -> None:
         for _ in range(100):
             hash(fd)
 
-    first = _peak_allocation(lambda: hash(fd))
-    later = _peak_allocation(hash_again)
+    _, first = traced_allocation(lambda: hash(fd))
+    _, later = traced_allocation(hash_again)
     assert first > 1_000
     assert later < first / 10
 
