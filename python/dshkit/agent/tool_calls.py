@@ -13,7 +13,7 @@ import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 from dshkit.agent.calls import call_sync_or_async
 from dshkit.agent.cancel import CancelToken
@@ -25,13 +25,6 @@ from dshkit.session import Session
 from dshkit.session.events import TOOL_CALL, TOOL_RESULT
 
 _log = logging.getLogger("dshkit.agent")
-
-
-class ToolBatch(NamedTuple):
-    """What a response's tool calls left for the turn once every result is committed."""
-
-    end_turn: bool  # a tool asked to end the turn after this step
-    context: tuple[Message, ...]  # context the tools handed back, in model order, each id once
 
 
 @dataclass
@@ -56,11 +49,12 @@ class ToolCallRunner:
 
     async def run(
         self, calls: tuple[Any, ...], assistant_seq: int, *, turn: int, step: int, token: CancelToken
-    ) -> ToolBatch:
+    ) -> tuple[bool, tuple[Message, ...]]:
         """Run a response's tool calls; results are committed in model order as they are ready.
 
         Consecutive parallel calls run together, an exclusive one alone (`segments`); no call
-        starts after `token` fired.
+        starts after `token` fired. Returns whether a tool asked to end the turn, and the
+        context the tools handed back (model order, each id once) for the step boundary.
         """
         results: list[_CallResult | None] = [None] * len(calls)
         committed = 0
@@ -107,7 +101,7 @@ class ToolCallRunner:
             for message in result.context if result is not None else ():
                 context.setdefault(message.id, message)  # two tools may hand back one message: it enters once
         end_turn = any(result is not None and result.end_turn for result in results)
-        return ToolBatch(end_turn, tuple(context.values()))
+        return end_turn, tuple(context.values())
 
     def segments(self, calls: tuple[Any, ...]) -> list[list[int]]:
         """Consecutive parallel calls run together; an exclusive (parallel=False) call runs alone."""
@@ -237,5 +231,5 @@ def _task_result(task: asyncio.Future[_CallResult], call_seq: int) -> _CallResul
     return task.result()
 
 
-__all__ = ["ToolBatch", "ToolCallRunner"]
+__all__ = ["ToolCallRunner"]
 

@@ -168,7 +168,7 @@ class TurnRunner:
         answer tool results or next-step input is pending (steer and inject wait here, they
         never pre-empt a running step); at a natural stop `turn_stopping` may steer one more
         step. Everything pending for the next step is then claimed at once, plus one follow-up
-        before the first step, and `pre_step` admits the batch.
+        before the first step, and the `pre_step` hook, if any, admits the batch (`_admit`).
 
         Returns the admitted batch for the next step, or None when the turn ends here.
         """
@@ -202,21 +202,24 @@ class TurnRunner:
         claimed = self._inbox.claim(first_step=first, turn=turn.number)
         if first and not claimed:
             return None  # an empty first claim: turn/start + turn/end {completed}, no step
-        batch = await self._admit(turn, claimed)
+        hook = self._hooks.get("pre_step")
+        if hook is None:
+            batch: list[Admitted] | None = [(message, (seq,)) for message, seq in claimed]
+        else:
+            batch = await self._admit(turn, claimed, hook)
         if batch is None or (first and not batch):
             return None
         if token.cancelled:
             raise TurnAborted
         return batch
 
-    async def _admit(self, turn: Turn, claimed: list[tuple[Message, int]]) -> list[Admitted] | None:
-        """Run `pre_step` over the claimed batch; the final batch with the seqs each cites.
+    async def _admit(self, turn: Turn, claimed: list[tuple[Message, int]], hook: Hook) -> list[Admitted] | None:
+        """Run the `pre_step` hook over the claimed batch; the final batch with the seqs each cites.
 
-        Returns None when the hook rejected (the turn then ends ``blocked``).
+        A claimed message may enter as is or rewritten (`check_rewrite`); any other message is
+        added context and needs an id new to the session. Returns None when the hook rejected
+        (the turn then ends ``blocked``).
         """
-        hook = self._hooks.get("pre_step")
-        if hook is None:
-            return [(message, (seq,)) for message, seq in claimed]
         messages = tuple(message for message, _ in claimed)
         ctx = PreStepContext(messages, turn.number, turn.step + 1, turn.token, self._session)
         result = await call_sync_or_async(hook, ctx)
@@ -437,8 +440,8 @@ class TurnRunner:
         calls = message.tool_calls
         if not calls:
             return StepResult("stop")
-        batch = await self._tool_calls.run(calls, event.seq, turn=turn.number, step=turn.step, token=turn.token)
-        return StepResult("tools", concluded=batch.end_turn, context=batch.context)
+        end_turn, context = await self._tool_calls.run(calls, event.seq, turn=turn.number, step=turn.step, token=turn.token)
+        return StepResult("tools", concluded=end_turn, context=context)
 
 
 _INTERRUPTED = object()  # _stream's answer when the cancel token cut the response
