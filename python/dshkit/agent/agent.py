@@ -88,7 +88,6 @@ class Agent:
             tuple(tool.spec for tool in self._tools.values()),
             system,
             frozen_config,
-            self.steer,
         )
 
         self._driver: asyncio.Task[None] | None = None
@@ -290,7 +289,7 @@ class Agent:
     async def _drive(self, token: CancelToken) -> None:
         try:
             while not token.cancelled and not self._closed and len(self._inbox):
-                outcome = await self._turns.run_turn(token)
+                outcome = await self._turns.run_turn(token, self.steer)
                 if outcome not in _CONTINUING_OUTCOMES:
                     break
         except Exception as exc:  # the loop itself failed (the log could not be written, ...)

@@ -67,10 +67,11 @@ class StepResult:
 
 @dataclass
 class Turn:
-    """A running turn: its number, cancel token, current step and (so far) its end reason."""
+    """A running turn: its number, cancel token, steer input, current step and (so far) its end reason."""
 
     number: int
     token: CancelToken
+    steer: Callable[[Message], None]
     step: int = 0
     stepped: bool = False
     reason: dict[str, Any] = field(default_factory=lambda: {"kind": "completed"})
@@ -99,7 +100,6 @@ class TurnRunner:
         tool_specs: tuple[Mapping[str, Any], ...],
         system: str | None,
         config: Mapping[str, Any],
-        steer: Callable[[Message], None],
     ) -> None:
         self._model = model
         self._session = session
@@ -110,7 +110,6 @@ class TurnRunner:
         self._tool_specs = tool_specs
         self._system = system
         self._config = config
-        self._steer = steer  # what `turn_stopping` gets as ctx.steer (the agent's steer)
         self._last_header: Any = None
         self._logged_config: Any = None
         self._turn_number = max(
@@ -122,10 +121,15 @@ class TurnRunner:
 
     # -- a turn -------------------------------------------------------------------------------
 
-    async def run_turn(self, token: CancelToken) -> str:
-        """Run one turn; returns its outcome kind (``"stepless"`` for a turn without a step)."""
+    async def run_turn(self, token: CancelToken, steer: Callable[[Message], None]) -> str:
+        """Run one turn; returns its outcome kind (``"stepless"`` for a turn without a step).
+
+        `steer` is what `turn_stopping` gets as ``ctx.steer`` (the agent's). It is passed per
+        turn, not kept, so that an agent is no reference cycle and is freed as soon as it is
+        dropped.
+        """
         self._turn_number += 1
-        turn = Turn(self._turn_number, token)
+        turn = Turn(self._turn_number, token, steer)
         self._append(TURN_START, {"turn": turn.number})
         self._hub.emit("turn_start", turn=turn.number)
         failure: BaseException | None = None
@@ -193,7 +197,7 @@ class TurnRunner:
                 if hook is None:
                     return None
                 await call_sync_or_async(
-                    hook, TurnStoppingContext(turn.number, turn.step, token, self._session, self._steer)
+                    hook, TurnStoppingContext(turn.number, turn.step, token, self._session, turn.steer)
                 )
                 if token.cancelled:
                     raise TurnAborted
