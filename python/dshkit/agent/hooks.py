@@ -18,13 +18,12 @@
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Union
 
 from dshkit.agent.cancel import CancelToken
-from dshkit.agent.inbox import check_message_batch
+from dshkit.agent.checks import check_message_batch
 from dshkit.llm import Message
 
 if TYPE_CHECKING:
@@ -135,14 +134,6 @@ def check_hooks(hooks: Mapping[str, Hook] | None) -> dict[str, Hook]:
     return checked
 
 
-async def call_hook(hook: Hook, ctx: object) -> Any:
-    """Call a sync or async hook and return its result."""
-    result = hook(ctx)
-    if inspect.isawaitable(result):
-        result = await result
-    return result
-
-
 __all__ = [
     "HOOK_NAMES",
     "Enter",
@@ -152,6 +143,5 @@ __all__ = [
     "RequestContext",
     "RequestErrorContext",
     "TurnStoppingContext",
-    "call_hook",
     "check_hooks",
 ]

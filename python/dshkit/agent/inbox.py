@@ -9,42 +9,20 @@ and re-opening the session rebuilds exactly the pending input.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from dshkit.agent.checks import check_rewrite, check_user_message
 from dshkit.agent.events import EventHub
 from dshkit.llm import Message, freeze_message
+from dshkit.session.events import INBOX_SPLICED
 
 if TYPE_CHECKING:
     from dshkit.session import Session
 
 NEXT_TURN = "next_turn"
 NEXT_STEP = "next_step"
-INBOX_SPLICED = "agent/inbox/spliced"
 _TARGETS = (NEXT_TURN, NEXT_STEP)
-
-
-def check_user_message(message: object, where: str) -> Message:
-    """`message` if it is a complete user-role `Message`, else `TypeError` saying what it was."""
-    if not isinstance(message, Message):
-        raise TypeError(
-            f"{where}: expected a user-role Message (create one with dshkit.create_user_message, "
-            f"or import one with dshkit.freeze_message), got {type(message).__name__}"
-        )
-    if message.role != "user":
-        raise TypeError(f"{where}: expected a user-role Message, got role {message.role!r} (id {message.id})")
-    return message
-
-
-def check_message_batch(messages: object, where: str) -> tuple[Message, ...]:
-    """`messages` as a tuple if it is an iterable of `Message` values, else `TypeError` naming `where`."""
-    if isinstance(messages, (str, bytes, Message, Mapping)) or not isinstance(messages, Iterable):
-        raise TypeError(f"{where}: expected an iterable of Message, got {type(messages).__name__}")
-    batch = tuple(messages)
-    for index, message in enumerate(batch):
-        if not isinstance(message, Message):
-            raise TypeError(f"{where}[{index}]: expected a Message, got {type(message).__name__}")
-    return batch
 
 
 class Inbox:
@@ -179,8 +157,8 @@ class Inbox:
     def replace(self, message_id: str, message: Message) -> bool:
         """Put `message` in the place of pending `message_id`; False when that id is not pending.
 
-        `message` may be a same-id rewrite or a different message with a new id (neither pending
-        elsewhere nor in the session log).
+        `message` may be a same-id rewrite (same role and source, new content: `check_rewrite`)
+        or a different message with a new id (neither pending elsewhere nor in the session log).
         """
         checked = check_user_message(message, "inbox.replace")
         target = self._pending.get(message_id)
@@ -189,6 +167,8 @@ class Inbox:
         if target is None:
             return False
         index = next(i for i, pending in enumerate(self._lists[target]) if pending.id == message_id)
+        if checked.id == message_id:
+            check_rewrite(self._lists[target][index], checked, "inbox.replace", held="pending")
         seq, removed = self._splice(target, index, 1, (checked,), "replaced")
         if self._hub.active:
             self._hub.emit("replaced", message=checked, target=target, seq=seq, previous=removed[0])
@@ -222,7 +202,5 @@ __all__ = [
     "NEXT_STEP",
     "NEXT_TURN",
     "Inbox",
-    "check_message_batch",
-    "check_user_message",
     "inbox_snapshot",
 ]
