@@ -149,3 +149,17 @@ def test_chat_model_sends_through_a_callers_client_and_leaves_it_open(loopback: 
 
     assert asyncio.run(main()) is False
     assert loopback.received[0].headers["X-Trace"] == "t1"
+
+
+def test_usage_summary_reads_all_three_apis() -> None:
+    from dshkit.models.chat_stream import usage_summary
+
+    anthropic = {"input_tokens": 12, "cache_creation_input_tokens": 100, "cache_read_input_tokens": 2048, "output_tokens": 17}
+    assert usage_summary(anthropic) == {
+        "input_tokens": 2160, "cached_input_tokens": 2048, "cache_write_tokens": 100, "output_tokens": 17,
+    }
+    responses = {"input_tokens": 2000, "input_tokens_details": {"cached_tokens": 1536}, "output_tokens": 50,
+                 "output_tokens_details": {"reasoning_tokens": 30}, "total_tokens": 2050}
+    assert usage_summary(responses) == {
+        "input_tokens": 2000, "cached_input_tokens": 1536, "output_tokens": 50, "reasoning_tokens": 30, "total_tokens": 2050,
+    }

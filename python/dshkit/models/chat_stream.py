@@ -84,27 +84,42 @@ def map_finish_reason(reason: str, *, saw_tool_calls: bool) -> FinishChunk:
 
 
 def usage_summary(usage: Mapping[str, Any]) -> dict[str, int]:
-    """Normalised token counts of a chat-completions usage mapping (keys only when known).
+    """Normalised token counts of a usage mapping from any of the three APIs (keys only when known).
 
-    ``input_tokens``, ``cached_input_tokens`` (OpenAI ``prompt_tokens_details.cached_tokens`` or
-    DeepSeek ``prompt_cache_hit_tokens``), ``output_tokens``, ``reasoning_tokens`` and
+    ``input_tokens`` (all prompt tokens, cached ones included), ``cached_input_tokens`` (OpenAI
+    ``prompt_tokens_details.cached_tokens`` / ``input_tokens_details.cached_tokens``, DeepSeek
+    ``prompt_cache_hit_tokens``, Anthropic ``cache_read_input_tokens``), ``cache_write_tokens``
+    (Anthropic ``cache_creation_input_tokens``), ``output_tokens``, ``reasoning_tokens`` and
     ``total_tokens``.
     """
     summary: dict[str, int] = {}
 
+    def number(value: object) -> int | None:
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
     def put(name: str, value: object) -> None:
-        if isinstance(value, int) and not isinstance(value, bool) and name not in summary:
-            summary[name] = value
+        if number(value) is not None and name not in summary:
+            summary[name] = value  # type: ignore[assignment]
+
+    def detail(key: str, inner: str) -> object:
+        details = usage.get(key)
+        return details.get(inner) if isinstance(details, Mapping) else None
 
     put("input_tokens", usage.get("prompt_tokens"))
-    prompt_details = usage.get("prompt_tokens_details")
-    if isinstance(prompt_details, Mapping):
-        put("cached_input_tokens", prompt_details.get("cached_tokens"))
+    put("cached_input_tokens", detail("prompt_tokens_details", "cached_tokens"))
+    put("cached_input_tokens", detail("input_tokens_details", "cached_tokens"))
     put("cached_input_tokens", usage.get("prompt_cache_hit_tokens"))
+    cache_read, cache_write = number(usage.get("cache_read_input_tokens")), number(usage.get("cache_creation_input_tokens"))
+    if "prompt_tokens" not in usage and (cache_read is not None or cache_write is not None):
+        # Anthropic counts cache reads and writes apart from input_tokens.
+        put("input_tokens", (number(usage.get("input_tokens")) or 0) + (cache_read or 0) + (cache_write or 0))
+    put("cached_input_tokens", cache_read)
+    put("cache_write_tokens", cache_write)
+    put("input_tokens", usage.get("input_tokens"))
     put("output_tokens", usage.get("completion_tokens"))
-    completion_details = usage.get("completion_tokens_details")
-    if isinstance(completion_details, Mapping):
-        put("reasoning_tokens", completion_details.get("reasoning_tokens"))
+    put("output_tokens", usage.get("output_tokens"))
+    put("reasoning_tokens", detail("completion_tokens_details", "reasoning_tokens"))
+    put("reasoning_tokens", detail("output_tokens_details", "reasoning_tokens"))
     put("total_tokens", usage.get("total_tokens"))
     return summary
 
