@@ -10,9 +10,9 @@ Mapping (see ``docs/models.md``):
 - the request's system prompt first, as a ``system`` message; logged ``system`` messages in place.
 - a content that is exactly one text block is a string; anything else is a list of parts
   (``{"type": "text"}``, ``{"type": "image_url"}``); images become data URLs or plain URLs.
-- ``reasoning`` blocks of an assistant message go back under `reasoning_field` (with an empty one
-  beside tool calls when `empty_reasoning_with_tool_calls`, as DeepSeek's thinking mode requires)
-  (``reasoning_content``, as DeepSeek requires after tool calls; ``None`` drops them).
+- ``reasoning`` blocks of an assistant message go back under `reasoning_field`
+  (``reasoning_content``, as DeepSeek requires after tool calls; ``None`` drops them), an empty
+  one beside tool calls when `empty_reasoning_with_tool_calls` (DeepSeek's thinking mode).
 - ``tool_call`` blocks become ``tool_calls`` with the call ids and the raw argument text.
 - each ``tool_result`` block becomes a ``role: "tool"`` message with its ``tool_call_id``; images a
   tool returned follow the run of tool messages as one user message (tool messages are text only).
