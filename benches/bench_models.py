@@ -128,9 +128,14 @@ def dshkit_parse(api: str) -> Callable[[], list[Any]]:
     return parse
 
 
-def _response(body: bytes) -> httpx.Response:
-    return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=body,
-                          request=httpx.Request("POST", "http://127.0.0.1/v1"))
+def _response(body: bytes) -> Any:
+    """An HTTP response holding `body`, of the HTTP library the SDKs use (newer ones: httpx2)."""
+    try:
+        import httpx2 as http  # type: ignore[import-not-found]
+    except ImportError:
+        http = httpx
+    return http.Response(200, headers={"content-type": "text/event-stream"}, content=body,
+                         request=http.Request("POST", "http://127.0.0.1/v1"))
 
 
 def openai_parse(api: str) -> Callable[[], list[Any]]:
