@@ -203,9 +203,10 @@ def _replayed(message: Message) -> list[dict[str, Any]] | None:
     blocks: list[dict[str, Any]] = []
     for entry in layout:
         kind = entry.get("type") if isinstance(entry, Mapping) else None
-        length = entry.get("length") if isinstance(entry, Mapping) else None
-        if kind in ("thinking", "text") and (isinstance(length, bool) or not isinstance(length, int) or length < 0):
+        raw_length = entry.get("length") if isinstance(entry, Mapping) else None
+        if kind in ("thinking", "text") and (isinstance(raw_length, bool) or not isinstance(raw_length, int) or raw_length < 0):
             return None
+        length = raw_length if isinstance(raw_length, int) else 0
         if kind == "thinking":
             signature = entry.get("signature")
             if not isinstance(signature, str):

@@ -207,7 +207,8 @@ class AnthropicStreamTranslator:
         if not isinstance(text, str):
             raise self._malformed(f"event {self._events}: block {index} text is not a string", data)
         self._layout[index]["length"] += len(text)
-        return [{"type": kind, "text": text}]  # type: ignore[list-item]
+        chunk: Chunk = {"type": "text_delta", "text": text} if kind == "text_delta" else {"type": "reasoning_delta", "text": text}
+        return [chunk]
 
     def _merge_usage(self, usage: object, data: str) -> None:
         if usage is None:

@@ -23,10 +23,8 @@ transports) and never closed by the model.
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import json
 import random
-import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
@@ -40,10 +38,8 @@ from dshkit.models.errors import (
     ModelConnectionError,
     ModelHTTPError,
     ModelTimeoutError,
-    ProviderStreamError,
-    http_error_for_status,
-    provider_error_fields,
 )
+from dshkit.models.http_responses import http_error, read_bounded, read_json, request_id_of
 from dshkit.models.protocol import CancelSignal, Chunk, ModelError
 from dshkit.models.sse import SSEDecodeError, SSEDecoder, ServerSentEvent
 
@@ -55,8 +51,6 @@ __all__ = ["HTTPModel", "RetryCallback", "StreamTranslator", "endpoint", "provid
 RetryCallback = Callable[[int, float, ModelError], object]
 """Called before each retry with the attempt number (1 = first retry), the delay and the error."""
 
-_REQUEST_ID_HEADERS = ("x-request-id", "request-id", "x-trace-id", "trace-id")
-_ERROR_BODY_LIMIT = 64 * 1024  # read at most this much of an error body
 _DRAIN_LIMIT = 64 * 1024
 _DRAIN_SECONDS = 1.0
 
@@ -299,9 +293,9 @@ class HTTPModel:
                 "POST", self._url, content=body, headers=self._headers, timeout=httpx.Timeout(self.timeout)
             ) as response:
                 responded = True
-                request_id = _request_id(response.headers)
+                request_id = request_id_of(response.headers)
                 if response.status_code >= 400:
-                    raise await _http_error(response, request_id)
+                    raise await http_error(response, request_id)
                 if response.status_code != 200:
                     raise MalformedResponseError(
                         f"unexpected HTTP status {response.status_code} from {self._shown_url}",
@@ -311,10 +305,10 @@ class HTTPModel:
                 content_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
                 if content_type == "application/json":
                     # The server ignored "stream": a complete response (or an error) in one piece.
-                    output.emit_all(self._json_chunks(await _read_json(response, request_id), request_id))
+                    output.emit_all(self._json_chunks(await read_json(response, request_id), request_id))
                     return
                 if content_type in ("text/html", "text/xml", "application/xml"):
-                    text = (await _read_bounded(response)).decode("utf-8", "replace")
+                    text = (await read_bounded(response)).decode("utf-8", "replace")
                     raise MalformedResponseError(
                         f"expected an event stream from {self._shown_url}, got {content_type}: {excerpt(text)!r}",
                         received=text,
@@ -416,100 +410,6 @@ async def _drain(body: AsyncIterator[bytes]) -> None:
         await asyncio.wait_for(read_rest(), _DRAIN_SECONDS)
     except (asyncio.TimeoutError, httpx.HTTPError):
         pass
-
-
-async def _read_bounded(response: httpx.Response) -> bytes:
-    raw = b""
-    async for piece in response.aiter_bytes():
-        raw += piece
-        if len(raw) >= _ERROR_BODY_LIMIT:
-            break
-    return raw[:_ERROR_BODY_LIMIT]
-
-
-async def _read_json(response: httpx.Response, request_id: str | None) -> dict[str, Any]:
-    raw = await response.aread()
-    text = raw.decode("utf-8", "replace")
-    try:
-        payload = json.loads(text)
-    except ValueError:
-        payload = None
-    if not isinstance(payload, dict):
-        raise MalformedResponseError(
-            f"the response is application/json but not a JSON object: {excerpt(text)!r}",
-            received=text,
-            status=response.status_code,
-            request_id=request_id,
-        )
-    if payload.get("error") is not None:
-        message, code = provider_error_fields(payload["error"])
-        raise ProviderStreamError(
-            message or f"the provider reported an error: {excerpt(text)}",
-            status=response.status_code,
-            request_id=request_id,
-            provider_code=code,
-        )
-    return payload
-
-
-async def _http_error(response: httpx.Response, request_id: str | None) -> ModelHTTPError:
-    text = (await _read_bounded(response)).decode("utf-8", "replace")
-    message: str | None = None
-    code: str | None = None
-    try:
-        payload = json.loads(text)
-    except ValueError:
-        payload = None
-    if isinstance(payload, dict):
-        if payload.get("error") is not None:
-            message, code = provider_error_fields(payload["error"])
-        if message is None:
-            # vLLM / FastAPI shapes: {"object": "error", "message": ...} or {"detail": ...}.
-            message, code = provider_error_fields(payload)
-            if message is None and isinstance(payload.get("detail"), str):
-                message = payload["detail"]
-    if message is None:
-        message = excerpt(text.strip()) or response.reason_phrase or "no message"
-    return http_error_for_status(
-        response.status_code,
-        message,
-        request_id=request_id,
-        body=text,
-        retry_after=_retry_after(response.headers),
-        provider_code=code,
-    )
-
-
-def _retry_after(headers: httpx.Headers) -> float | None:
-    """Seconds the server asked to wait: ``retry-after-ms``, or ``Retry-After`` (seconds or a date)."""
-    milliseconds = headers.get("retry-after-ms")
-    if milliseconds is not None:
-        try:
-            value = float(milliseconds) / 1000
-        except ValueError:
-            value = -1.0
-        if value >= 0:
-            return value
-    text = headers.get("retry-after")
-    if text is None:
-        return None
-    try:
-        value = float(text)
-    except ValueError:
-        try:
-            when = email.utils.parsedate_to_datetime(text)
-        except (TypeError, ValueError, IndexError):
-            return None
-        return max(0.0, when.timestamp() - time.time())
-    return value if value >= 0 and value == value and value != float("inf") else None
-
-
-def _request_id(headers: httpx.Headers) -> str | None:
-    for name in _REQUEST_ID_HEADERS:
-        value: str | None = headers.get(name)
-        if value:
-            return value
-    return None
 
 
 def endpoint(owner: str, base_url: object, suffix: str) -> str:

@@ -198,7 +198,7 @@ def _replayed(message: Message) -> list[dict[str, Any]] | None:
                 item["encrypted_content"] = entry["encrypted_content"]
             items.append(item)
         elif kind == "message":
-            parts = []
+            parts: list[dict[str, Any]] = []
             for part in entry.get("parts", ()):
                 piece = text.take(part.get("length") if isinstance(part, Mapping) else None)
                 if isinstance(part, Mapping) and part.get("type") == "refusal":

@@ -213,7 +213,7 @@ class ResponsesStreamTranslator:
         if payload.get("type") == "response.incomplete":
             details = response.get("incomplete_details")
             reason = details.get("reason") if isinstance(details, dict) else None
-            self._end = _INCOMPLETE.get(reason, str(reason))
+            self._end = _INCOMPLETE.get(str(reason), str(reason))
         else:
             self._end = "stop"
         return []
