@@ -5,8 +5,9 @@ dshkit messages and asks `Refusal` what to do with a block the target format has
 The rules (see ``docs/interop.md``):
 
 - Ids: a foreign id is kept verbatim; a foreign item without one gets an id from ``ids=`` (a
-  sequence consumed in order, or a function of the item) or a newly minted ULID. When one foreign
-  item becomes several dshkit messages, the first takes the id and the k-th after it ``<id>.<k>``.
+  sequence giving one id per dshkit message made, in order, or a function of the foreign item) or
+  a newly minted ULID. When one foreign item becomes several dshkit messages, the first takes the
+  item's id (or the function's) and the k-th after it ``<id>.<k>``.
 - A block or field the target cannot carry raises `ConversionError` (a `ValueError`) naming the
   message (index and id) and block, unless the caller passed ``lossy=True``: then it is dropped.
 """
@@ -66,6 +67,11 @@ class MessageBuilder:
                 raise TypeError(f"ids= must be a sequence of str or a function of the item, not {type(ids).__name__}")
             self._next = iter(ids)
 
+    @property
+    def sequenced(self) -> bool:
+        """True when ``ids=`` is a sequence: then it gives one id per dshkit message made."""
+        return self._next is not None
+
     def base_id(self, item: object, index: int, foreign_id: object) -> str:
         """The id for the first message made from `item` (call once per foreign item)."""
         if isinstance(foreign_id, str) and foreign_id:
@@ -100,6 +106,8 @@ class ItemIds:
         self._count = 0
 
     def take(self) -> str:
+        if self._builder.sequenced and not self._foreign:
+            return self._builder.base_id(self._item, self._index, None)  # a sequence gives one id per message
         if self._base is None:
             self._base = self._builder.base_id(self._item, self._index, self._foreign)
         count, self._count = self._count, self._count + 1
@@ -185,7 +193,7 @@ def arguments_text(arguments: Any) -> str:
         return "{}"
     if isinstance(arguments, FrozenDict):
         arguments = thaw(arguments)
-    return json.dumps(arguments, ensure_ascii=False)
+    return json.dumps(arguments)  # the text `json.dumps` gives: an argument text in that form comes back exact
 
 
 def arguments_object(text: str) -> dict[str, Any] | None:
