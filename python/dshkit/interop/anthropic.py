@@ -157,7 +157,7 @@ def from_anthropic(
 ) -> tuple[Message, ...]:
     """Import Anthropic message params; a `system` prompt becomes a leading system message."""
     builder = MessageBuilder(FORMAT, ids)
-    refuse = Refusal("dshkit", lossy)
+    refuse = Refusal(FORMAT, lossy)
     if system is not None:
         blocks = [text_block(system)] if isinstance(system, str) else [_import_block(-1, p, b, refuse) for p, b in enumerate(system)]
         builder.add(ItemIds(builder, system, -1).take(), "system", [b for b in blocks if b], system_source(FORMAT))

@@ -156,7 +156,7 @@ def _ai_message(lc: Any, index: int, message: Message, refuse: Refusal) -> Any:
 def from_langchain(messages: Iterable[Any], *, ids: IdsArgument = None, lossy: bool = False) -> tuple[Message, ...]:
     """Import langchain-core messages; a message's ``id`` becomes the dshkit id verbatim."""
     builder = MessageBuilder(FORMAT, ids)
-    refuse = Refusal("dshkit", lossy)
+    refuse = Refusal(FORMAT, lossy)
     for index, item in enumerate(messages):
         kind = getattr(item, "type", None)
         item_ids = ItemIds(builder, item, index, getattr(item, "id", None))

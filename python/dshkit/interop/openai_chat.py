@@ -167,7 +167,7 @@ def from_chat_messages(
 ) -> tuple[Message, ...]:
     """Import Chat Completions messages (dicts or the openai SDK's message objects)."""
     builder = MessageBuilder(FORMAT, ids)
-    refuse = Refusal("dshkit", lossy)
+    refuse = Refusal(FORMAT, lossy)
     for index, raw in enumerate(items):
         item = _as_dict(raw, index)
         role = item.get("role")

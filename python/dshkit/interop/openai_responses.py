@@ -207,7 +207,7 @@ def from_response_items(
 ) -> tuple[Message, ...]:
     """Import Responses input items (dicts, or the openai SDK's item objects)."""
     builder = MessageBuilder(FORMAT, ids)
-    refuse = Refusal("dshkit", lossy)
+    refuse = Refusal(FORMAT, lossy)
     group: list[dict[str, Any]] = []
     group_ids: ItemIds | None = None
 

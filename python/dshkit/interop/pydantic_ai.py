@@ -161,7 +161,7 @@ def _response_part(pa: Any, index: int, message: Message, position: int, block: 
 def from_pydantic_ai(messages: Iterable[Any], *, ids: IdsArgument = None, lossy: bool = False) -> tuple[Message, ...]:
     """Import a pydantic-ai message history (``ModelRequest``/``ModelResponse`` objects)."""
     builder = MessageBuilder(FORMAT, ids)
-    refuse = Refusal("dshkit", lossy)
+    refuse = Refusal(FORMAT, lossy)
     for index, item in enumerate(messages):
         metadata = getattr(item, "metadata", None) or {}
         item_ids = ItemIds(builder, item, index, metadata.get(ID_KEY))
