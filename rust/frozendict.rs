@@ -516,6 +516,17 @@ impl FrozenDict {
         freeze_at(&dict, "FrozenDict")
     }
 
+    /// pydantic v2 support: the schema lives in Python (`dshkit.interop.pydantic`), imported lazily.
+    #[classmethod]
+    fn __get_pydantic_core_schema__<'py>(
+        cls: &Bound<'py, PyType>,
+        source: &Bound<'py, PyAny>,
+        handler: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let module = cls.py().import("dshkit.interop.pydantic")?;
+        module.getattr("frozendict_core_schema")?.call1((cls, source, handler))
+    }
+
     #[classmethod]
     #[pyo3(signature = (item, /))]
     fn __class_getitem__<'py>(cls: &Bound<'py, PyType>, item: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {

@@ -590,6 +590,17 @@ impl Message {
         Ok(bytes_to_pystring(py, &out))
     }
 
+    /// pydantic v2 support: the schema lives in Python (`dshkit.interop.pydantic`), imported lazily.
+    #[classmethod]
+    fn __get_pydantic_core_schema__<'py>(
+        cls: &Bound<'py, pyo3::types::PyType>,
+        source: &Bound<'py, PyAny>,
+        handler: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let module = cls.py().import("dshkit.interop.pydantic")?;
+        module.getattr("message_core_schema")?.call1((cls, source, handler))
+    }
+
     /// Import a message from its JSON text, keeping its id.
     #[classmethod]
     #[pyo3(signature = (text, /))]

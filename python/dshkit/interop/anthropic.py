@@ -1,0 +1,228 @@
+"""Anthropic Messages API params <-> dshkit messages.
+
+`to_anthropic` gives ``(system, messages)`` for ``client.messages.create(system=..., messages=...)``
+(plain dicts that validate as the ``anthropic`` package's ``MessageParam``); `from_anthropic`
+imports them. Anthropic messages have no id field: the dshkit id is not written on export, and an
+import mints ids unless ``ids=`` gives them.
+
+- ``thinking`` blocks are dshkit ``reasoning`` blocks with their ``signature``; ``redacted_thinking``
+  is a reasoning block with empty text and ``redacted_data``. Both go back byte for byte.
+- ``tool_use`` is a ``tool_call`` (its ``input`` object dumped to JSON text, and parsed back);
+  ``tool_result`` blocks become one dshkit tool-result message each, and a run of consecutive
+  tool-result messages is merged back into one user message.
+- Keys a block carries beyond those (``cache_control``, ``citations``, ...) are kept in the
+  dshkit block under ``"anthropic"`` and written back.
+No SDK is needed: the dicts are built directly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from dshkit.interop.blocks import (
+    ConversionError,
+    IdsArgument,
+    ItemIds,
+    MessageBuilder,
+    Refusal,
+    arguments_object,
+    extras,
+    model_source,
+    system_source,
+    text_block,
+    tool_call_block,
+    tool_result_block,
+    tool_result_parts,
+    tool_source,
+    user_source,
+)
+from dshkit.llm import Message, thaw
+
+__all__ = ["from_anthropic", "to_anthropic"]
+
+FORMAT = "anthropic"
+EXTRA = "anthropic"  # the dshkit block key holding a block's other Anthropic keys
+
+
+# -- export --------------------------------------------------------------------------------
+
+
+def to_anthropic(
+    messages: Iterable[Message], *, lossy: bool = False
+) -> tuple[str | list[dict[str, Any]] | None, list[dict[str, Any]]]:
+    """``(system, messages)``: leading system messages become `system` (a str, or text blocks)."""
+    refuse = Refusal("Anthropic", lossy)
+    system: list[dict[str, Any]] = []
+    out: list[dict[str, Any]] = []
+    merging_results = False
+    for index, message in enumerate(messages):
+        if not isinstance(message, Message):
+            raise TypeError(f"message {index}: expected a dshkit Message, not {type(message).__name__}")
+        if message.role == "system":
+            if out:
+                refuse(index, message.id, "(a system message after the conversation started: Anthropic has one system prompt)")
+                continue
+            system.extend(_block(index, message, position, block, refuse, allowed=("text",)) or {} for position, block in enumerate(message.content))
+            continue
+        if message.role == "assistant":
+            blocks = [_block(index, message, p, b, refuse, allowed=("text", "reasoning", "tool_call")) for p, b in enumerate(message.content)]
+            out.append({"role": "assistant", "content": [block for block in blocks if block]})
+            merging_results = False
+            continue
+        blocks = [_block(index, message, p, b, refuse, allowed=("text", "image", "tool_result")) for p, b in enumerate(message.content)]
+        content = [block for block in blocks if block]
+        is_result = message.source.get("kind") == "tool"
+        if is_result and merging_results:
+            out[-1]["content"].extend(content)
+        else:
+            out.append({"role": "user", "content": content})
+        merging_results = is_result
+    system = [block for block in system if block]
+    if not system:
+        return None, out
+    if len(system) == 1 and set(system[0]) == {"type", "text"}:
+        return system[0]["text"], out
+    return system, out
+
+
+def _image(block: Mapping[str, Any]) -> dict[str, Any] | None:
+    if isinstance(block.get("url"), str):
+        return {"type": "url", "url": block["url"]}
+    if isinstance(block.get("media_type"), str) and isinstance(block.get("data"), str):
+        return {"type": "base64", "media_type": block["media_type"], "data": block["data"]}
+    return None
+
+
+def _block(
+    index: int, message: Message, position: int, block: Mapping[str, Any], refuse: Refusal, *, allowed: Sequence[str]
+) -> dict[str, Any] | None:
+    kind = block.get("type")
+    where = f"content[{position}]"
+    out: dict[str, Any] | None = None
+    if kind not in allowed:
+        refuse(index, message.id, f"{where} ({kind!r} in a {message.role} message)")
+        return None
+    if kind == "text":
+        out = {"type": "text", "text": block["text"]}
+    elif kind == "image":
+        source = _image(block)
+        if source is None:
+            refuse(index, message.id, f"{where} (an image without url or media_type + data)")
+            return None
+        out = {"type": "image", "source": source}
+    elif kind == "reasoning":
+        if "redacted_data" in block:
+            out = {"type": "redacted_thinking", "data": block["redacted_data"]}
+        elif isinstance(block.get("signature"), str):
+            out = {"type": "thinking", "thinking": block.get("text", ""), "signature": block["signature"]}
+        else:
+            refuse(index, message.id, f"{where} (reasoning without the signature Anthropic requires)")
+            return None
+    elif kind == "tool_call":
+        arguments = arguments_object(block["arguments"])
+        if arguments is None:
+            refuse(index, message.id, f"{where} (tool call arguments that are not a JSON object)")
+            arguments = {}
+        out = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": arguments}
+    elif kind == "tool_result":
+        inner = [_block(index, message, position, part, refuse, allowed=("text", "image")) for part in tool_result_parts(block)]
+        out = {"type": "tool_result", "tool_use_id": block["tool_call_id"], "content": [part for part in inner if part]}
+        if block.get("is_error"):
+            out["is_error"] = True
+    kept = block.get(EXTRA)
+    if kept:
+        out = {**thaw(kept), **out}  # type: ignore[dict-item]
+    return out
+
+
+# -- import --------------------------------------------------------------------------------
+
+_MAPPED = {
+    "text": frozenset(("type", "text")),
+    "image": frozenset(("type", "source")),
+    "thinking": frozenset(("type", "thinking", "signature")),
+    "redacted_thinking": frozenset(("type", "data")),
+    "tool_use": frozenset(("type", "id", "name", "input")),
+    "tool_result": frozenset(("type", "tool_use_id", "content", "is_error")),
+}
+
+
+def from_anthropic(
+    messages: Iterable[Mapping[str, Any]],
+    *,
+    system: str | Sequence[Mapping[str, Any]] | None = None,
+    ids: IdsArgument = None,
+    lossy: bool = False,
+) -> tuple[Message, ...]:
+    """Import Anthropic message params; a `system` prompt becomes a leading system message."""
+    builder = MessageBuilder(FORMAT, ids)
+    refuse = Refusal(FORMAT, lossy)
+    if system is not None:
+        blocks = [text_block(system)] if isinstance(system, str) else [_import_block(-1, p, b, refuse) for p, b in enumerate(system)]
+        builder.add(ItemIds(builder, system, -1).take(), "system", [b for b in blocks if b], system_source(FORMAT))
+    for index, raw in enumerate(messages):
+        item = raw if isinstance(raw, Mapping) else getattr(raw, "model_dump", lambda **_: None)(exclude_none=True)
+        if not isinstance(item, Mapping):
+            raise TypeError(f"Anthropic item {index}: expected a mapping, not {type(raw).__name__}")
+        content = item.get("content")
+        parts = [{"type": "text", "text": content}] if isinstance(content, str) else list(content or ())
+        item_ids = ItemIds(builder, raw, index)
+        role = item.get("role")
+        if role == "assistant":
+            blocks = [_import_block(index, p, part, refuse) for p, part in enumerate(parts)]
+            builder.add(item_ids.take(), "assistant", [b for b in blocks if b], model_source(FORMAT, None))
+        elif role == "user":
+            _import_user(builder, item_ids, index, parts, refuse)
+        else:
+            raise ConversionError(f"Anthropic item {index}: role {role!r} cannot be imported (user, assistant)")
+    return tuple(builder.messages)
+
+
+def _import_user(builder: MessageBuilder, item_ids: ItemIds, index: int, parts: list[Any], refuse: Refusal) -> None:
+    others: list[dict[str, Any]] = []
+    for position, part in enumerate(parts):
+        block = _import_block(index, position, part, refuse)
+        if block is None:
+            continue
+        if block["type"] == "tool_result":
+            if others:  # a text before the results stays before them
+                builder.add(item_ids.take(), "user", others, user_source())
+                others = []
+            builder.add(item_ids.take(), "user", [block], tool_source(block["tool_call_id"]))
+        else:
+            others.append(block)
+    if others or not parts:
+        builder.add(item_ids.take(), "user", others, user_source())
+
+
+def _import_block(index: int, position: int, part: Any, refuse: Refusal) -> dict[str, Any] | None:
+    if not isinstance(part, Mapping):
+        part = part.model_dump(exclude_none=True) if hasattr(part, "model_dump") else part
+    kind = part.get("type") if isinstance(part, Mapping) else None
+    mapped = _MAPPED.get(kind)  # type: ignore[arg-type]
+    if mapped is None:
+        refuse.foreign(index, f"content[{position}] ({kind!r} block)")
+        return None
+    kept = extras(part, mapped)
+    extra = {EXTRA: kept} if kept else {}
+    if kind == "text":
+        return text_block(part["text"], **extra)
+    if kind == "image":
+        source = part["source"]
+        if source.get("type") == "base64":
+            return {"type": "image", "media_type": source["media_type"], "data": source["data"], **extra}
+        if source.get("type") == "url":
+            return {"type": "image", "url": source["url"], **extra}
+        refuse.foreign(index, f"content[{position}] (an image source of type {source.get('type')!r})")
+        return None
+    if kind == "thinking":
+        return {"type": "reasoning", "text": part["thinking"], "signature": part["signature"], **extra}
+    if kind == "redacted_thinking":
+        return {"type": "reasoning", "text": "", "redacted_data": part["data"], **extra}
+    if kind == "tool_use":
+        return tool_call_block(part["id"], part["name"], part.get("input") or {}, **extra)
+    inner = part.get("content", ())
+    inner_parts = [{"type": "text", "text": inner}] if isinstance(inner, str) else list(inner or ())
+    blocks = [_import_block(index, position, p, refuse) for p in inner_parts]
+    return tool_result_block(part["tool_use_id"], [b for b in blocks if b], bool(part.get("is_error", False)), **extra)
