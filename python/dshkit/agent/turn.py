@@ -33,6 +33,7 @@ from dshkit.agent.hooks import (
 from dshkit.agent.inbox import NEXT_STEP, Inbox
 from dshkit.agent.tool_calls import ToolCallRunner
 from dshkit.llm import Message, create_assistant_message, freeze
+from dshkit.models.errors import MalformedResponseError
 from dshkit.models.protocol import Model, ModelError
 from dshkit.session import Session, project_request
 from dshkit.session.events import (
@@ -338,7 +339,12 @@ class TurnRunner:
                 info = {"code": "model_error", "message": "model error", **(assembler.error or {})}
                 error = ModelError(str(info["message"]), code=str(info["code"]))
             else:
-                return await self._complete_response(turn, assembler, chunk_seqs)
+                try:
+                    content = assembler.final_content()
+                except MalformedResponseError as exc:  # refused: it could never be sent back
+                    error, info = exc, error_info(exc)
+                else:
+                    return await self._complete_response(turn, assembler, content, chunk_seqs)
             # A failed response's output is discarded (its chunks stay in the log, uncited).
             retry = await self._should_retry(turn, attempt, error)
             if token.cancelled:
@@ -424,10 +430,12 @@ class TurnRunner:
             )
         return StepResult("aborted")
 
-    async def _complete_response(self, turn: Turn, assembler: StreamAssembler, chunk_seqs: list[int]) -> StepResult:
+    async def _complete_response(
+        self, turn: Turn, assembler: StreamAssembler, content: list[dict[str, Any]], chunk_seqs: list[int]
+    ) -> StepResult:
         """A response read to its end: log the assistant message (citing its chunks), run its calls."""
         message = create_assistant_message(
-            assembler.final_content(),
+            content,
             provider=self._model.provider,
             model=self._model.model,
             replay_state=assembler.replay_state,
