@@ -179,6 +179,7 @@ class TurnRunner:
         """
         token = turn.token
         first = ended is None
+        stopping = False  # the last step ended the turn unless input continues it
         if ended is not None:
             try:
                 if ended.context and not token.cancelled:
@@ -191,14 +192,15 @@ class TurnRunner:
                 turn.reason = {"kind": "error", "error": dict(ended.error or {})}
                 return None
             if ended.kind == "max_tokens":
-                turn.reason = {"kind": "max_tokens"}
-                return None
-            if not (ended.kind == "tools" and not ended.concluded) and not self._inbox.has_step_input():
+                turn.reason = {"kind": "max_tokens"}  # sticky: a later step's normal stop keeps it
+            stopping = not (ended.kind == "tools" and not ended.concluded)
+            if stopping and not self._inbox.has_step_input():
                 hook = self._hooks.get("turn_stopping")
                 if hook is None:
                     return None
                 await call_sync_or_async(
-                    hook, TurnStoppingContext(turn.number, turn.step, token, self._session, turn.steer)
+                    hook,
+                    TurnStoppingContext(turn.number, turn.step, token, self._session, turn.steer, _STOPS[ended.kind]),
                 )
                 if token.cancelled:
                     raise TurnAborted
@@ -212,8 +214,8 @@ class TurnRunner:
             batch: list[Admitted] | None = [(message, (seq,)) for message, seq in claimed]
         else:
             batch = await self._admit(turn, claimed, hook)
-        if batch is None or (first and not batch):
-            return None
+        if batch is None or (not batch and (first or stopping)):
+            return None  # nothing admitted and nothing for the model to answer: no model call
         if token.cancelled:
             raise TurnAborted
         return batch
@@ -309,7 +311,7 @@ class TurnRunner:
             if hook is not None:
                 ctx = RequestContext(
                     turn.number, turn.step, attempt, self._system, self._tool_specs,
-                    tuple(self._session.messages()), dict(self._config),
+                    tuple(self._session.messages()), token, dict(self._config),
                 )
                 returned = await call_sync_or_async(hook, ctx)
                 if returned is None:
@@ -457,6 +459,8 @@ class TurnRunner:
 
 
 _INTERRUPTED = object()  # _stream's answer when the cancel token cut the response
+# How a step that ends the turn stopped, as `turn_stopping` is told (ctx.reason).
+_STOPS = {"stop": "completed", "max_tokens": "max_tokens", "tools": "concluded"}
 
 
 def _being_cancelled() -> bool:
