@@ -33,6 +33,8 @@ class Inbox:
         self._hub = hub
         self._lists: dict[str, list[Message]] = {NEXT_TURN: [], NEXT_STEP: []}
         self._pending: dict[str, str] = {}  # message id -> target
+        # The cause of a clear asked for by a session observer, run once its append returns.
+        self.deferred_clear: str | None = None
         self._rebuild()
 
     def _rebuild(self) -> None:
@@ -101,6 +103,8 @@ class Inbox:
             del self._pending[message.id]
         for message in inserted:
             self._pending[message.id] = target
+        if self.deferred_clear is not None:
+            self.run_deferred_clear()
         return seq, removed
 
     def insert(self, target: str, messages: tuple[Message, ...], *, cause: str | None = None) -> int:
@@ -175,7 +179,17 @@ class Inbox:
         return True
 
     def clear(self, cause: str) -> None:
-        """Discard every pending message (one splice per non-empty list)."""
+        """Discard every pending message (one splice per non-empty list).
+
+        Asked from a session observer, where appending would be re-entrant, the clear is
+        deferred: it runs as soon as the append being published returns (every append the agent
+        makes calls `run_deferred_clear` then), so the log is the same as for a clear made
+        right after that append.
+        """
+        if self._session.publishing:
+            if self.deferred_clear is None:
+                self.deferred_clear = cause
+            return
         for target in _TARGETS:
             pending = self._lists[target]
             if not pending:
@@ -184,6 +198,14 @@ class Inbox:
             if self._hub.active:
                 for message in removed:
                     self._hub.emit("discarded", message=message, target=target, seq=seq, cause=cause)
+
+
+    def run_deferred_clear(self) -> None:
+        """Run a clear deferred by `clear` (nothing when none is, or while still publishing)."""
+        cause = self.deferred_clear
+        if cause is not None and not self._session.publishing:
+            self.deferred_clear = None
+            self.clear(cause)
 
 
 def inbox_snapshot(events: Any) -> Mapping[str, tuple[Message, ...]]:

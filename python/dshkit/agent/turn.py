@@ -118,7 +118,10 @@ class TurnRunner:
         )
 
     def _append(self, event_type: str, data: Any, **kwargs: Any) -> Any:
-        return self._session.append(event_type, data, **kwargs)
+        event = self._session.append(event_type, data, **kwargs)
+        if self._inbox.deferred_clear is not None:
+            self._inbox.run_deferred_clear()  # an observer of this append cancelled the turn
+        return event
 
     # -- a turn -------------------------------------------------------------------------------
 
@@ -207,6 +210,8 @@ class TurnRunner:
                 if not self._inbox.has_step_input():
                     return None
         claimed = self._inbox.claim(first_step=first, turn=turn.number)
+        if token.cancelled:
+            raise TurnAborted  # cancelled by an observer of turn/start or of the claim itself
         if first and not claimed:
             return None  # an empty first claim: turn/start + turn/end {completed}, no step
         hook = self._hooks.get("pre_step")
