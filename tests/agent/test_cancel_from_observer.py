@@ -170,3 +170,32 @@ def test_cancel_from_an_observer_of_someone_elses_append_clears_right_after_it(k
     (discard,) = [e.data for e in kit.of_type(agent.session, "agent/inbox/spliced") if e.data["outcome"] == "discarded"]
     assert (discard["target"], discard["cause"]) == ("next_turn", "from the note")
     assert kit.turn_ends(agent.session) == [{"kind": "aborted", "cause": "from the note"}]
+
+
+def test_input_sent_after_a_cancel_from_an_observer_survives_the_deferred_clear(kit: Any) -> None:
+    holder: list[Agent] = []
+    late_steer = kit.user("actually, do this instead")
+
+    async def tool(arguments: Any, ctx: Any) -> str:
+        ctx.session.append("app/note", {"ignorable": True})  # its observer cancels the turn
+        holder[0].steer(late_steer)  # sent after the cancel: it belongs to the next turn
+        return "finished anyway"
+
+    model = ScriptedModel([kit.calls_response(("c1", "tool", "{}")), "doing it instead"])
+    agent = Agent(model, tools=[Tool("tool", "t", {"type": "object"}, tool)])
+    holder.append(agent)
+    agent.session.subscribe(lambda event: agent.cancel() if event.type == "app/note" else None)
+
+    async def main() -> None:
+        agent.followup(kit.user("do that"))
+        agent.followup(kit.user("queued before the cancel"))
+        await agent.when_idle()
+
+    asyncio.run(main())
+    assert [r["kind"] for r in kit.turn_ends(agent.session)] == ["aborted", "completed"]
+    assert [m.text for m in model.requests[1].messages][-1] == "actually, do this instead"
+    assert "queued before the cancel" not in [m.text for m in agent.session.messages()]
+    splices = [e.data for e in kit.of_type(agent.session, "agent/inbox/spliced")]
+    cleared = next(i for i, d in enumerate(splices) if d["outcome"] == "discarded")
+    steered = splices[cleared + 1]  # the clear comes first, then the steer, into an empty list
+    assert (steered["target"], steered["outcome"], steered["start"]) == ("next_turn", "inserted", 0)

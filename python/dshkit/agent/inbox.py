@@ -113,6 +113,8 @@ class Inbox:
         `ValueError` (and nothing logged) if an id is already pending or appears twice: ids are
         unique across both lists.
         """
+        if self.deferred_clear is not None:
+            self.run_deferred_clear()  # a clear asked for earlier comes before this change
         ids: set[str] = set()
         for message in messages:
             if message.id in self._pending:
@@ -132,6 +134,8 @@ class Inbox:
         Returns ``(message, claim seq)`` pairs in batch order (next-step items, then the
         follow-up). An empty claim logs nothing.
         """
+        if self.deferred_clear is not None:
+            self.run_deferred_clear()  # a clear asked for earlier comes before this change
         batch: list[tuple[Message, int]] = []
         claimed: list[tuple[str, int, Message]] = []
         step_items = self._lists[NEXT_STEP]
@@ -149,6 +153,8 @@ class Inbox:
 
     def remove(self, message_id: str, *, cause: str = "removed") -> bool:
         """Discard a pending message by id; False when no such id is pending."""
+        if self.deferred_clear is not None:
+            self.run_deferred_clear()  # a clear asked for earlier comes before this change
         target = self._pending.get(message_id)
         if target is None:
             return False
@@ -164,6 +170,8 @@ class Inbox:
         `message` may be a same-id rewrite (same role and source, new content: `check_rewrite`)
         or a different message with a new id (neither pending elsewhere nor in the session log).
         """
+        if self.deferred_clear is not None:
+            self.run_deferred_clear()  # a clear asked for earlier comes before this change
         checked = check_user_message(message, "inbox.replace")
         target = self._pending.get(message_id)
         if checked.id != message_id:
@@ -190,6 +198,8 @@ class Inbox:
             if self.deferred_clear is None:
                 self.deferred_clear = cause
             return
+        if self.deferred_clear is not None:
+            self.run_deferred_clear()  # the earlier clear, with its cause, comes first
         for target in _TARGETS:
             pending = self._lists[target]
             if not pending:
