@@ -104,7 +104,7 @@ class Inbox:
         for message in inserted:
             self._pending[message.id] = target
         if self.deferred_clear is not None:
-            self.run_deferred_clear()
+            self.run_deferred_clear()  # an observer of this splice cancelled the turn
         return seq, removed
 
     def insert(self, target: str, messages: tuple[Message, ...], *, cause: str | None = None) -> int:
@@ -113,8 +113,7 @@ class Inbox:
         `ValueError` (and nothing logged) if an id is already pending or appears twice: ids are
         unique across both lists.
         """
-        if self.deferred_clear is not None:
-            self.run_deferred_clear()  # a clear asked for earlier comes before this change
+        self.run_deferred_clear()  # a clear asked for earlier comes before this change
         ids: set[str] = set()
         for message in messages:
             if message.id in self._pending:
@@ -134,8 +133,7 @@ class Inbox:
         Returns ``(message, claim seq)`` pairs in batch order (next-step items, then the
         follow-up). An empty claim logs nothing.
         """
-        if self.deferred_clear is not None:
-            self.run_deferred_clear()  # a clear asked for earlier comes before this change
+        self.run_deferred_clear()  # a clear asked for earlier comes before this change
         batch: list[tuple[Message, int]] = []
         claimed: list[tuple[str, int, Message]] = []
         step_items = self._lists[NEXT_STEP]
@@ -153,8 +151,7 @@ class Inbox:
 
     def remove(self, message_id: str, *, cause: str = "removed") -> bool:
         """Discard a pending message by id; False when no such id is pending."""
-        if self.deferred_clear is not None:
-            self.run_deferred_clear()  # a clear asked for earlier comes before this change
+        self.run_deferred_clear()  # a clear asked for earlier comes before this change
         target = self._pending.get(message_id)
         if target is None:
             return False
@@ -170,8 +167,7 @@ class Inbox:
         `message` may be a same-id rewrite (same role and source, new content: `check_rewrite`)
         or a different message with a new id (neither pending elsewhere nor in the session log).
         """
-        if self.deferred_clear is not None:
-            self.run_deferred_clear()  # a clear asked for earlier comes before this change
+        self.run_deferred_clear()  # a clear asked for earlier comes before this change
         checked = check_user_message(message, "inbox.replace")
         target = self._pending.get(message_id)
         if checked.id != message_id:
@@ -198,8 +194,7 @@ class Inbox:
             if self.deferred_clear is None:
                 self.deferred_clear = cause
             return
-        if self.deferred_clear is not None:
-            self.run_deferred_clear()  # the earlier clear, with its cause, comes first
+        self.run_deferred_clear()  # an earlier clear, with its cause, comes first
         for target in _TARGETS:
             pending = self._lists[target]
             if not pending:
@@ -208,7 +203,6 @@ class Inbox:
             if self._hub.active:
                 for message in removed:
                     self._hub.emit("discarded", message=message, target=target, seq=seq, cause=cause)
-
 
     def run_deferred_clear(self) -> None:
         """Run a clear deferred by `clear` (nothing when none is, or while still publishing)."""
