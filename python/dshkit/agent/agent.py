@@ -195,6 +195,15 @@ class Agent:
         if not keep_inbox:
             self._latched = False
             self._inbox.clear(self._token.cause or cause)
+            if self._inbox.deferred_clear is not None:
+                # Called from a session observer: the agent's own appends run the clear as soon
+                # as the append being published returns; for an append someone else made, the
+                # event loop runs it right after that append's caller yields.
+                # (The driver's end runs it too, should there be no loop in this thread.)
+                try:
+                    asyncio.get_running_loop().call_soon(self._inbox.run_deferred_clear)
+                except RuntimeError:
+                    pass
 
     async def when_idle(self) -> None:
         """Wait until the agent is idle (returns at once when it is).
@@ -296,6 +305,7 @@ class Agent:
             self._failure = exc
             _log.exception("agent loop failed")
         finally:
+            self._inbox.run_deferred_clear()
             relaunch = self._latched and len(self._inbox) > 0 and not self._closed
             self._latched = False
             self._aborting = False

@@ -122,6 +122,8 @@ class ToolCallRunner:
             TOOL_CALL,
             {"turn": turn, "step": step, "call_id": call["id"], "name": call["name"], "arguments": call["arguments"]},
         )
+        if self._inbox.deferred_clear is not None:
+            self._inbox.run_deferred_clear()  # an observer of this append cancelled the turn
         self._hub.emit("tool_call", turn=turn, step=step, call_id=call["id"], name=call["name"], seq=event.seq)
         return int(event.seq)
 
@@ -191,6 +193,8 @@ class ToolCallRunner:
             data["meta"] = result.meta
         seqs = (result.call_seq,) if result.call_seq is not None else (assistant_seq,)
         event = self._session.append(TOOL_RESULT, data, source_event_seqs=seqs)
+        if self._inbox.deferred_clear is not None:
+            self._inbox.run_deferred_clear()
         self._hub.emit("message", turn=turn, step=step, message=message, event_type=TOOL_RESULT, seq=event.seq)
 
 

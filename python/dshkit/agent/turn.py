@@ -33,6 +33,7 @@ from dshkit.agent.hooks import (
 from dshkit.agent.inbox import NEXT_STEP, Inbox
 from dshkit.agent.tool_calls import ToolCallRunner
 from dshkit.llm import Message, create_assistant_message, freeze
+from dshkit.models.errors import MalformedResponseError
 from dshkit.models.protocol import Model, ModelError
 from dshkit.session import Session, project_request
 from dshkit.session.events import (
@@ -117,7 +118,10 @@ class TurnRunner:
         )
 
     def _append(self, event_type: str, data: Any, **kwargs: Any) -> Any:
-        return self._session.append(event_type, data, **kwargs)
+        event = self._session.append(event_type, data, **kwargs)
+        if self._inbox.deferred_clear is not None:
+            self._inbox.run_deferred_clear()  # an observer of this append cancelled the turn
+        return event
 
     # -- a turn -------------------------------------------------------------------------------
 
@@ -178,6 +182,7 @@ class TurnRunner:
         """
         token = turn.token
         first = ended is None
+        stopping = False  # the last step ended the turn unless input continues it
         if ended is not None:
             try:
                 if ended.context and not token.cancelled:
@@ -190,20 +195,23 @@ class TurnRunner:
                 turn.reason = {"kind": "error", "error": dict(ended.error or {})}
                 return None
             if ended.kind == "max_tokens":
-                turn.reason = {"kind": "max_tokens"}
-                return None
-            if not (ended.kind == "tools" and not ended.concluded) and not self._inbox.has_step_input():
+                turn.reason = {"kind": "max_tokens"}  # sticky: a later step's normal stop keeps it
+            stopping = not (ended.kind == "tools" and not ended.concluded)
+            if stopping and not self._inbox.has_step_input():
                 hook = self._hooks.get("turn_stopping")
                 if hook is None:
                     return None
                 await call_sync_or_async(
-                    hook, TurnStoppingContext(turn.number, turn.step, token, self._session, turn.steer)
+                    hook,
+                    TurnStoppingContext(turn.number, turn.step, token, self._session, turn.steer, _STOPS[ended.kind]),
                 )
                 if token.cancelled:
                     raise TurnAborted
                 if not self._inbox.has_step_input():
                     return None
         claimed = self._inbox.claim(first_step=first, turn=turn.number)
+        if token.cancelled:
+            raise TurnAborted  # cancelled by an observer of turn/start or of the claim itself
         if first and not claimed:
             return None  # an empty first claim: turn/start + turn/end {completed}, no step
         hook = self._hooks.get("pre_step")
@@ -211,8 +219,8 @@ class TurnRunner:
             batch: list[Admitted] | None = [(message, (seq,)) for message, seq in claimed]
         else:
             batch = await self._admit(turn, claimed, hook)
-        if batch is None or (first and not batch):
-            return None
+        if batch is None or (not batch and (first or stopping)):
+            return None  # nothing admitted and nothing for the model to answer: no model call
         if token.cancelled:
             raise TurnAborted
         return batch
@@ -308,7 +316,7 @@ class TurnRunner:
             if hook is not None:
                 ctx = RequestContext(
                     turn.number, turn.step, attempt, self._system, self._tool_specs,
-                    tuple(self._session.messages()), dict(self._config),
+                    tuple(self._session.messages()), token, dict(self._config),
                 )
                 returned = await call_sync_or_async(hook, ctx)
                 if returned is None:
@@ -338,7 +346,12 @@ class TurnRunner:
                 info = {"code": "model_error", "message": "model error", **(assembler.error or {})}
                 error = ModelError(str(info["message"]), code=str(info["code"]))
             else:
-                return await self._complete_response(turn, assembler, chunk_seqs)
+                try:
+                    content = assembler.final_content()
+                except MalformedResponseError as exc:  # refused: it could never be sent back
+                    error, info = exc, error_info(exc)
+                else:
+                    return await self._complete_response(turn, assembler, content, chunk_seqs)
             # A failed response's output is discarded (its chunks stay in the log, uncited).
             retry = await self._should_retry(turn, attempt, error)
             if token.cancelled:
@@ -424,10 +437,12 @@ class TurnRunner:
             )
         return StepResult("aborted")
 
-    async def _complete_response(self, turn: Turn, assembler: StreamAssembler, chunk_seqs: list[int]) -> StepResult:
+    async def _complete_response(
+        self, turn: Turn, assembler: StreamAssembler, content: list[dict[str, Any]], chunk_seqs: list[int]
+    ) -> StepResult:
         """A response read to its end: log the assistant message (citing its chunks), run its calls."""
         message = create_assistant_message(
-            assembler.final_content(),
+            content,
             provider=self._model.provider,
             model=self._model.model,
             replay_state=assembler.replay_state,
@@ -449,6 +464,8 @@ class TurnRunner:
 
 
 _INTERRUPTED = object()  # _stream's answer when the cancel token cut the response
+# How a step that ends the turn stopped, as `turn_stopping` is told (ctx.reason).
+_STOPS = {"stop": "completed", "max_tokens": "max_tokens", "tools": "concluded"}
 
 
 def _being_cancelled() -> bool:

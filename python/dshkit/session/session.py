@@ -322,6 +322,11 @@ class Session:
                 logger.exception("session observer error handler %r failed", on_error)
         logger.error("session observer %r failed on event %d (%s)", observer, event.seq, event.type, exc_info=error)
 
+    @property
+    def publishing(self) -> bool:
+        """True while this session's observers run on the calling thread (an append now raises)."""
+        return self._publishing == threading.get_ident()
+
     def subscribe(
         self, callback: Observer, *, on_error: Callable[[BaseException, Event], object] | None = None
     ) -> Callable[[], None]:
