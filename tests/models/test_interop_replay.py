@@ -199,3 +199,11 @@ def test_chat_refuses_state_only_another_api_takes_back_unless_lossy() -> None:
     # Item ids alone are no content: a Responses message without encrypted reasoning converts.
     plain = from_response_items([RESPONSES_TRANSCRIPT[2]])
     assert to_chat_messages(plain) == [{"role": "assistant", "content": "Reading it."}]
+
+
+def test_encrypted_reasoning_that_cannot_be_replayed_is_refused_on_import_unless_lossy() -> None:
+    items = [RESPONSES_TRANSCRIPT[1], {"type": "message", "role": "assistant", "content": "no id"}]
+    with pytest.raises(ConversionError, match=r"openai_responses item 1 \(encrypted reasoning in a run of items that do not all have ids"):
+        from_response_items([RESPONSES_TRANSCRIPT[0], *items])
+    [_, answer] = from_response_items([RESPONSES_TRANSCRIPT[0], *items], lossy=True)
+    assert "replay_state" not in answer.source and answer.text == "no id"

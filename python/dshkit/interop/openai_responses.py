@@ -162,10 +162,8 @@ def _assistant_items(index: int, message: Message, refuse: Refusal) -> list[dict
 
 # -- import --------------------------------------------------------------------------------
 
-_CONTENT_KEYS = {
+_CONTENT_KEYS = {  # user-side items: the keys the blocks hold; the others ride in "openai_item"
     "message": frozenset(("content",)),
-    "reasoning": frozenset(("summary",)),
-    "function_call": frozenset(("call_id", "name", "arguments")),
     "function_call_output": frozenset(("call_id", "output")),
 }
 
@@ -204,10 +202,10 @@ def from_response_items(
         kind = _kind(item)
         if kind == "message" and item.get("role") == "assistant" or kind in ASSISTANT_ITEMS - {"message"}:
             if run.ids is None:
-                run.ids = ItemIds(builder, raw, index, item.get("id"))
+                run.ids, run.start = ItemIds(builder, raw, index, item.get("id")), index
             run.add(index, item, refuse)
             continue
-        run.flush(builder)
+        run.flush(builder, refuse)
         kept = extras(item, _CONTENT_KEYS.get(kind, frozenset()))  # type: ignore[arg-type]
         marks = {ITEM: kept} if kept else {}
         item_ids = ItemIds(builder, raw, index, item.get("id"))
@@ -226,16 +224,17 @@ def from_response_items(
             builder.add(item_ids.take(), "user", [tool_result_block(call_id, inner, False, **marks)], tool_source(call_id))
         else:
             refuse.foreign(index, f"(an item of type {kind!r})")
-    run.flush(builder)
+    run.flush(builder, refuse)
     return tuple(builder.messages)
 
 
 class _AssistantRun:
     """Consecutive assistant-side items: one dshkit assistant message, its state by `item_entry`."""
 
-    __slots__ = ("content", "ids", "layout")
+    __slots__ = ("content", "ids", "layout", "start")
 
     def __init__(self) -> None:
+        self.start = 0  # the index of the run's first item
         self.ids: ItemIds | None = None
         self.content: list[dict[str, Any]] = []
         self.layout: list[dict[str, Any]] = []
@@ -249,13 +248,14 @@ class _AssistantRun:
         self.content.extend(blocks)
         self.layout.append(entry)
 
-    def flush(self, builder: MessageBuilder) -> None:
-        if self.ids is None:
-            return
-        identified = any(entry.get("id") for entry in self.layout)
-        complete = all(entry.get("id") for entry in self.layout if entry["type"] != "function_call")
-        state = replay_state(self.layout) if identified and complete else None
-        builder.add(self.ids.take(), "assistant", self.content, model_source(FORMAT, None, state))
+    def flush(self, builder: MessageBuilder, refuse: Refusal) -> None:
+        if self.ids is not None and (self.content or self.layout):
+            identified = any(entry.get("id") for entry in self.layout)
+            complete = all(entry.get("id") for entry in self.layout if entry["type"] != "function_call")
+            state = replay_state(self.layout) if identified and complete else None
+            if state is None and any("encrypted_content" in entry for entry in self.layout):
+                refuse.foreign(self.start, "(encrypted reasoning in a run of items that do not all have ids: it cannot be replayed)")
+            builder.add(self.ids.take(), "assistant", self.content, model_source(FORMAT, None, state))
         self.ids, self.content, self.layout = None, [], []
 
 

@@ -258,8 +258,16 @@ def _signed_state(index: int, item: Any, refuse: Refusal) -> dict[str, Any] | No
     if not signed:
         return None
     providers = {getattr(p, "provider_name", None) or item.provider_name for p in signed}
-    native: list[dict[str, Any]] | None = [] if providers <= {"anthropic", None} else None
-    for part in item.parts if native is not None else ():
+    state = native_replay_state(_anthropic_blocks(item.parts)) if providers <= {"anthropic", None} else None
+    if state is None:
+        refuse.foreign(index, f"(thinking signatures of {sorted(map(str, providers))}: dshkit keeps only Anthropic's, in source.replay_state)")
+    return state
+
+
+def _anthropic_blocks(parts: Iterable[Any]) -> list[dict[str, Any]]:
+    """Response parts as the Messages API blocks pydantic-ai made them from."""
+    native: list[dict[str, Any]] = []
+    for part in parts:
         if part.part_kind == "thinking" and getattr(part, "id", None) == REDACTED_ID:
             native.append({"type": "redacted_thinking", "data": part.signature})
         elif part.part_kind == "thinking":
@@ -269,7 +277,6 @@ def _signed_state(index: int, item: Any, refuse: Refusal) -> dict[str, Any] | No
         elif part.part_kind == "tool-call":
             args = arguments_object(part.args) if isinstance(part.args, str) and part.args.strip() else part.args
             native.append({"type": "tool_use", "id": part.tool_call_id, "name": part.tool_name, "input": args or {}})
-    state = native_replay_state(native) if native is not None else None
-    if state is None:
-        refuse.foreign(index, f"(thinking signatures of {sorted(map(str, providers))}: dshkit keeps only Anthropic's, in source.replay_state)")
-    return state
+        else:
+            native.append({"type": part.part_kind})  # not Anthropic's: no state
+    return native

@@ -33,7 +33,7 @@ _MAPPED = {
     "function_call": frozenset(("type", "id", "call_id", "name", "arguments")),
 }
 # What the projection writes by itself: equal values are not kept as extra.
-_DEFAULTS = {"message": {"status": "completed"}, "output_text": {"annotations": []}}
+_DEFAULTS: dict[str, dict[str, Any]] = {"message": {"status": "completed"}, "output_text": {"annotations": []}}
 
 
 def item_entry(item: Mapping[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
