@@ -207,3 +207,17 @@ def test_encrypted_reasoning_that_cannot_be_replayed_is_refused_on_import_unless
         from_response_items([RESPONSES_TRANSCRIPT[0], *items])
     [_, answer] = from_response_items([RESPONSES_TRANSCRIPT[0], *items], lossy=True)
     assert "replay_state" not in answer.source and answer.text == "no id"
+
+
+def test_a_block_the_replay_state_does_not_describe_is_refused_not_dropped() -> None:
+    image = {"type": "image", "url": "https://x.test/a.png"}
+    imported = from_anthropic(ANTHROPIC_TRANSCRIPT[:2])
+    odd = imported[1].with_content([*imported[1].content, image])
+    with pytest.raises(ConversionError, match=rf"message 1 \(id {odd.id}\) content\[3\] \('image' in an assistant message\)"):
+        to_anthropic([imported[0], odd])
+    assert to_anthropic([imported[0], odd], lossy=True) == (None, ANTHROPIC_TRANSCRIPT[:2])
+    items = from_response_items(RESPONSES_TRANSCRIPT[:4])
+    odd_items = items[1].with_content([*items[1].content, image])
+    with pytest.raises(ConversionError, match=r"content\[4\] \('image' in an assistant message\)"):
+        to_response_items([items[0], odd_items])
+    assert to_response_items([items[0], odd_items], lossy=True) == RESPONSES_TRANSCRIPT[:4]

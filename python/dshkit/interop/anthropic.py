@@ -96,6 +96,12 @@ def to_anthropic(
 
 def _assistant_content(index: int, message: Message, refuse: Refusal) -> list[dict[str, Any]]:
     """The blocks `AnthropicModel` would send when the replay state fits, else block by block."""
+    known = [block for block in message.content if block.get("type") in ("text", "reasoning", "tool_call")]
+    if len(known) < len(message.content):  # blocks no replay state describes (the projection would skip them)
+        for position, block in enumerate(message.content):
+            if block.get("type") not in ("text", "reasoning", "tool_call"):
+                refuse(index, message.id, f"content[{position}] ({block.get('type')!r} in an assistant message)")
+        message = message.with_content(known)
     try:
         replayed = replayed_blocks(message)
     except UnsupportedContentError:

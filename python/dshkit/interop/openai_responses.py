@@ -140,6 +140,12 @@ def _input_items(index: int, message: Message, refuse: Refusal) -> list[dict[str
 
 def _assistant_items(index: int, message: Message, refuse: Refusal) -> list[dict[str, Any]]:
     """The items `OpenAIResponsesModel` would send when the replay state fits, else block by block."""
+    known = [block for block in message.content if block.get("type") in ("text", "reasoning", "tool_call")]
+    if len(known) < len(message.content):  # blocks no replay state describes (the projection would skip them)
+        for position, block in enumerate(message.content):
+            if block.get("type") not in ("text", "reasoning", "tool_call"):
+                refuse(index, message.id, f"content[{position}] ({block.get('type')!r} in an assistant message)")
+        message = message.with_content(known)
     try:
         replayed = replayed_items(message)
     except UnsupportedContentError:
