@@ -21,8 +21,9 @@ json_objects = st.dictionaries(names, st.one_of(st.integers(-1000, 1000), texts,
 def histories(draw: st.DrawFn, *, reasoning: str | None = "plain", signed: bool = False, responses_items: bool = False, images: bool = True) -> list[dshkit.Message]:
     """A valid conversation: system, then turns of user text, assistant blocks, tool results.
 
-    `reasoning`: ``None`` (none), ``"plain"`` (one block); `signed` adds an Anthropic signature;
-    `responses_items` gives reasoning the Responses item it needs to replay.
+    `reasoning`: ``None`` (none), ``"plain"`` (one block); `signed` gives an assistant message
+    with reasoning the Anthropic replay state the model records (its signature); `responses_items`
+    the Responses replay state (item ids, encrypted reasoning) it needs to replay.
     """
     messages: list[dshkit.Message] = []
     if draw(st.booleans()):
@@ -35,14 +36,7 @@ def histories(draw: st.DrawFn, *, reasoning: str | None = "plain", signed: bool 
         messages.append(dshkit.create_user_message(user_blocks, source={"kind": "user"}))
         blocks: list[dict[str, Any]] = []
         if reasoning and draw(st.booleans()):
-            block: dict[str, Any] = {"type": "reasoning", "text": draw(texts)}
-            if signed:
-                block["signature"] = draw(texts)
-            if responses_items:
-                counter += 1
-                block["openai_item"] = {"type": "reasoning", "id": f"rs_{counter}", "encrypted_content": draw(texts)}
-                block["openai_part"] = {"type": "summary_text"}
-            blocks.append(block)
+            blocks.append({"type": "reasoning", "text": draw(texts)})
         if draw(st.booleans()):
             blocks.append({"type": "text", "text": draw(texts)})
         calls = []
@@ -51,10 +45,34 @@ def histories(draw: st.DrawFn, *, reasoning: str | None = "plain", signed: bool 
             call_id = f"call_{counter}"
             calls.append(call_id)
             blocks.append({"type": "tool_call", "id": call_id, "name": draw(names), "arguments": json.dumps(draw(json_objects))})
-        messages.append(dshkit.create_assistant_message(blocks, provider="p", model="m"))
+        state = None
+        if blocks[0]["type"] == "reasoning" and signed:
+            # As AnthropicModel records a response: it never yields an empty text block.
+            blocks = [b for b in blocks if b["type"] != "text" or b["text"]]
+            state = {"api": "anthropic-messages", "blocks": [_anthropic_entry(b, draw(texts)) for b in blocks]}
+        elif blocks[0]["type"] == "reasoning" and responses_items:
+            counter += 1
+            state = {"api": "openai-responses", "id": f"resp_{counter}", "items": [_responses_entry(b, counter, draw(texts)) for b in blocks]}
+        messages.append(dshkit.create_assistant_message(blocks, provider="p", model="m", replay_state=state))
         for call_id in calls:
             messages.append(dshkit.create_tool_result_message(call_id, [{"type": "text", "text": draw(texts)}], is_error=False))
     return messages
+
+
+def _anthropic_entry(block: Mapping[str, Any], signature: str) -> dict[str, Any]:
+    if block["type"] == "reasoning":
+        return {"type": "thinking", "length": len(block["text"]), "signature": signature}
+    if block["type"] == "text":
+        return {"type": "text", "length": len(block["text"])}
+    return {"type": "tool_use", "id": block["id"]}
+
+
+def _responses_entry(block: Mapping[str, Any], number: int, encrypted: str) -> dict[str, Any]:
+    if block["type"] == "reasoning":
+        return {"type": "reasoning", "id": f"rs_{number}", "summary": [len(block["text"])], "encrypted_content": encrypted}
+    if block["type"] == "text":
+        return {"type": "message", "id": f"msg_{number}", "parts": [{"type": "output_text", "length": len(block["text"])}]}
+    return {"type": "function_call", "id": f"fc_{block['id']}", "call_id": block["id"]}
 
 
 def essence(message: dshkit.Message) -> tuple[Any, ...]:

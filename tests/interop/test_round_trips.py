@@ -51,9 +51,9 @@ def test_responses_round_trip(messages: list[Any]) -> None:
     expected = [essence(m) for m in messages]
     given_ids = []
     for position, message in enumerate(messages):
-        first = message.content[0] if message.content else {}
-        if message.role == "assistant" and "openai_item" in first:
-            expected[position] = (first["openai_item"]["id"], *expected[position][1:])
+        state = message.source.get("replay_state")
+        if message.role == "assistant" and state:
+            expected[position] = (state["items"][0]["id"], *expected[position][1:])
         else:
             given_ids.append(message.id)
     back = from_response_items(items, ids=given_ids)

@@ -5,13 +5,20 @@
 imports them. Anthropic messages have no id field: the dshkit id is not written on export, and an
 import mints ids unless ``ids=`` gives them.
 
-- ``thinking`` blocks are dshkit ``reasoning`` blocks with their ``signature``; ``redacted_thinking``
-  is a reasoning block with empty text and ``redacted_data``. Both go back byte for byte.
+- Assistant turns use the replay state `dshkit.models.AnthropicModel` uses (one representation):
+  an imported assistant message gets ``source.replay_state`` from
+  `dshkit.models.anthropic_replay.block_entry` (thinking signatures, ``redacted_thinking`` data,
+  the block order, extra block keys such as ``citations``), and an assistant message whose state
+  fits its content is exported by `dshkit.models.anthropic_projection.replayed_blocks`, exactly
+  as the model sends it. So a transcript imported here goes back to the API byte for byte
+  through either path, and a message the model produced exports with its signatures.
+- ``thinking`` is a dshkit ``reasoning`` block (its signature in the state); ``redacted_thinking``
+  has no block (only the state). Reasoning without a fitting state cannot be sent: refused.
 - ``tool_use`` is a ``tool_call`` (its ``input`` object dumped to JSON text, and parsed back);
   ``tool_result`` blocks become one dshkit tool-result message each, and a run of consecutive
   tool-result messages is merged back into one user message.
-- Keys a block carries beyond those (``cache_control``, ``citations``, ...) are kept in the
-  dshkit block under ``"anthropic"`` and written back.
+- Keys a user block carries beyond those (``cache_control``, ...) are kept in the dshkit block
+  under ``"anthropic"`` and written back.
 No SDK is needed: the dicts are built directly.
 """
 
@@ -31,15 +38,17 @@ from dshkit.interop.blocks import (
     model_source,
     system_source,
     text_block,
-    tool_call_block,
     tool_result_block,
     tool_result_parts,
     tool_source,
     user_source,
 )
 from dshkit.llm import Message, thaw
+from dshkit.models.anthropic_projection import replayed_blocks
+from dshkit.models.anthropic_replay import MAPPED_KEYS, block_entry, replay_state
+from dshkit.models.chat_projection import UnsupportedContentError
 
-__all__ = ["from_anthropic", "to_anthropic"]
+__all__ = ["from_anthropic", "native_replay_state", "to_anthropic"]
 
 FORMAT = "anthropic"
 EXTRA = "anthropic"  # the dshkit block key holding a block's other Anthropic keys
@@ -66,8 +75,7 @@ def to_anthropic(
             system.extend(_block(index, message, position, block, refuse, allowed=("text",)) or {} for position, block in enumerate(message.content))
             continue
         if message.role == "assistant":
-            blocks = [_block(index, message, p, b, refuse, allowed=("text", "reasoning", "tool_call")) for p, b in enumerate(message.content)]
-            out.append({"role": "assistant", "content": [block for block in blocks if block]})
+            out.append({"role": "assistant", "content": _assistant_content(index, message, refuse)})
             merging_results = False
             continue
         blocks = [_block(index, message, p, b, refuse, allowed=("text", "image", "tool_result")) for p, b in enumerate(message.content)]
@@ -84,6 +92,24 @@ def to_anthropic(
     if len(system) == 1 and set(system[0]) == {"type", "text"}:
         return system[0]["text"], out
     return system, out
+
+
+def _assistant_content(index: int, message: Message, refuse: Refusal) -> list[dict[str, Any]]:
+    """The blocks `AnthropicModel` would send when the replay state fits, else block by block."""
+    known = [block for block in message.content if block.get("type") in ("text", "reasoning", "tool_call")]
+    if len(known) < len(message.content):  # blocks no replay state describes (the projection would skip them)
+        for position, block in enumerate(message.content):
+            if block.get("type") not in ("text", "reasoning", "tool_call"):
+                refuse(index, message.id, f"content[{position}] ({block.get('type')!r} in an assistant message)")
+        message = message.with_content(known)
+    try:
+        replayed = replayed_blocks(message)
+    except UnsupportedContentError:
+        replayed = None  # e.g. edited arguments that are no JSON object: refused block by block below
+    if replayed is not None:
+        return replayed
+    blocks = [_block(index, message, p, b, refuse, allowed=("text", "reasoning", "tool_call")) for p, b in enumerate(message.content)]
+    return [block for block in blocks if block]
 
 
 def _image(block: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -112,13 +138,9 @@ def _block(
             return None
         out = {"type": "image", "source": source}
     elif kind == "reasoning":
-        if "redacted_data" in block:
-            out = {"type": "redacted_thinking", "data": block["redacted_data"]}
-        elif isinstance(block.get("signature"), str):
-            out = {"type": "thinking", "thinking": block.get("text", ""), "signature": block["signature"]}
-        else:
-            refuse(index, message.id, f"{where} (reasoning without the signature Anthropic requires)")
-            return None
+        # Reached only when the message has no Anthropic replay state that fits its content.
+        refuse(index, message.id, f"{where} (reasoning without the signature Anthropic requires: no fitting source.replay_state)")
+        return None
     elif kind == "tool_call":
         arguments = arguments_object(block["arguments"])
         if arguments is None:
@@ -141,9 +163,6 @@ def _block(
 _MAPPED = {
     "text": frozenset(("type", "text")),
     "image": frozenset(("type", "source")),
-    "thinking": frozenset(("type", "thinking", "signature")),
-    "redacted_thinking": frozenset(("type", "data")),
-    "tool_use": frozenset(("type", "id", "name", "input")),
     "tool_result": frozenset(("type", "tool_use_id", "content", "is_error")),
 }
 
@@ -170,13 +189,59 @@ def from_anthropic(
         item_ids = ItemIds(builder, raw, index)
         role = item.get("role")
         if role == "assistant":
-            blocks = [_import_block(index, p, part, refuse) for p, part in enumerate(parts)]
-            builder.add(item_ids.take(), "assistant", [b for b in blocks if b], model_source(FORMAT, None))
+            content, state = _import_assistant(index, parts, refuse)
+            builder.add(item_ids.take(), "assistant", content, model_source(FORMAT, None, state))
         elif role == "user":
             _import_user(builder, item_ids, index, parts, refuse)
         else:
             raise ConversionError(f"Anthropic item {index}: role {role!r} cannot be imported (user, assistant)")
     return tuple(builder.messages)
+
+
+def _import_assistant(index: int, parts: list[Any], refuse: Refusal) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """Content and replay state (`block_entry`, as the model records them); the state only when
+    it holds something the blocks do not (a signature, redacted thinking, extra keys)."""
+    content: list[dict[str, Any]] = []
+    layout: list[dict[str, Any]] = []
+    for position, raw in enumerate(parts):
+        part = _mapping(raw)
+        kind = part.get("type") if isinstance(part, Mapping) else None
+        if kind not in MAPPED_KEYS:
+            refuse.foreign(index, f"content[{position}] ({kind!r} block in an assistant message)")
+            continue
+        try:
+            block, entry = block_entry(part)  # type: ignore[arg-type]
+        except ValueError as error:
+            raise ConversionError(f"Anthropic item {index} content[{position}]: {error}") from None
+        if block is not None:
+            content.append(block)
+        layout.append(entry)
+    needed = any(entry["type"] in ("thinking", "redacted_thinking") or "extra" in entry for entry in layout)
+    return content, replay_state(layout) if needed else None
+
+
+def native_replay_state(blocks: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The Anthropic replay state of an assistant turn that another library keeps as native
+    Messages API blocks (langchain-anthropic's content, pydantic-ai's parts), or `None` when they
+    hold no thinking or not only such blocks. Keys beyond Anthropic's are the holder's (langchain's
+    ``index``), not the API's: they are not kept."""
+    entries = []
+    for block in blocks:
+        if block.get("type") not in MAPPED_KEYS:
+            return None
+        try:
+            _, entry = block_entry(block)
+        except ValueError:
+            return None
+        entry.pop("extra", None)
+        entries.append(entry)
+    if not any(entry["type"] in ("thinking", "redacted_thinking") for entry in entries):
+        return None
+    return replay_state(entries)
+
+
+def _mapping(part: Any) -> Any:
+    return part.model_dump(exclude_none=True) if not isinstance(part, Mapping) and hasattr(part, "model_dump") else part
 
 
 def _import_user(builder: MessageBuilder, item_ids: ItemIds, index: int, parts: list[Any], refuse: Refusal) -> None:
@@ -197,8 +262,7 @@ def _import_user(builder: MessageBuilder, item_ids: ItemIds, index: int, parts: 
 
 
 def _import_block(index: int, position: int, part: Any, refuse: Refusal) -> dict[str, Any] | None:
-    if not isinstance(part, Mapping):
-        part = part.model_dump(exclude_none=True) if hasattr(part, "model_dump") else part
+    part = _mapping(part)
     kind = part.get("type") if isinstance(part, Mapping) else None
     mapped = _MAPPED.get(kind)  # type: ignore[arg-type]
     if mapped is None:
@@ -216,12 +280,6 @@ def _import_block(index: int, position: int, part: Any, refuse: Refusal) -> dict
             return {"type": "image", "url": source["url"], **extra}
         refuse.foreign(index, f"content[{position}] (an image source of type {source.get('type')!r})")
         return None
-    if kind == "thinking":
-        return {"type": "reasoning", "text": part["thinking"], "signature": part["signature"], **extra}
-    if kind == "redacted_thinking":
-        return {"type": "reasoning", "text": "", "redacted_data": part["data"], **extra}
-    if kind == "tool_use":
-        return tool_call_block(part["id"], part["name"], part.get("input") or {}, **extra)
     inner = part.get("content", ())
     inner_parts = [{"type": "text", "text": inner}] if isinstance(inner, str) else list(inner or ())
     blocks = [_import_block(index, position, p, refuse) for p in inner_parts]

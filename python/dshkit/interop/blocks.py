@@ -20,6 +20,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Union
 
 from dshkit.llm import FrozenDict, Message, freeze_message, new_message_id, thaw
+from dshkit.models.anthropic_projection import REPLAY_API as ANTHROPIC
+from dshkit.models.responses_projection import REPLAY_API as RESPONSES
 
 __all__ = [
     "ConversionError",
@@ -32,6 +34,7 @@ __all__ = [
     "extras",
     "image_block_from_url",
     "model_source",
+    "opaque_replay_state",
     "system_source",
     "text_block",
     "tool_call_block",
@@ -150,6 +153,25 @@ def model_source(provider: str | None, model: str | None, replay_state: Any = No
     if replay_state is not None:
         source["replay_state"] = replay_state
     return source
+
+
+def opaque_replay_state(message: Message) -> str | None:
+    """What the message's ``source.replay_state`` holds that only its own API takes back
+    (thinking signatures, redacted thinking, encrypted reasoning), or `None`. Item ids and block
+    layout alone are not named: a format without them loses no content."""
+    state = message.source.get("replay_state")
+    if not isinstance(state, Mapping):
+        return None
+    if state.get("api") == ANTHROPIC:
+        entries = [e for e in state.get("blocks", ()) if isinstance(e, Mapping)]
+        if any(e.get("type") == "redacted_thinking" for e in entries):
+            return "Anthropic redacted thinking"
+        if any(e.get("type") == "thinking" and e.get("signature") for e in entries):
+            return "an Anthropic thinking signature"
+    if state.get("api") == RESPONSES:
+        if any(isinstance(e, Mapping) and e.get("encrypted_content") is not None for e in state.get("items", ())):
+            return "encrypted Responses reasoning"
+    return None
 
 
 def tool_source(call_id: str) -> dict[str, Any]:

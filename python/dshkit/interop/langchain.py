@@ -6,8 +6,11 @@ dshkit id both ways (a langchain message without an id gets one minted, or from 
 
 - content is a str when it is one plain text block, else a list of standard content blocks:
   ``text``, ``reasoning`` (its text in ``reasoning``) and ``image`` (``base64`` + ``mime_type``,
-  or ``url``); a dshkit block's other keys (a thinking ``signature``, Responses item state) ride
-  in the block's ``extras``.
+  or ``url``); a dshkit block's other keys ride in the block's ``extras``, the message's
+  ``source.replay_state`` in ``response_metadata["dshkit_replay_state"]``. An ``AIMessage`` in
+  langchain-anthropic's native form (``thinking`` blocks with a ``signature``,
+  ``redacted_thinking``) is imported with the Anthropic replay state built from those blocks, as
+  `dshkit.models.AnthropicModel` records it.
 - tool calls with a JSON-object argument text go to ``tool_calls`` (args as a dict); any other
   argument text goes to ``invalid_tool_calls`` with the raw text, so nothing is lost.
   Extra keys of a tool_call block ride in ``additional_kwargs["dshkit_tool_call_extras"]``.
@@ -36,12 +39,14 @@ from dshkit.interop.blocks import (
     tool_source,
     user_source,
 )
+from dshkit.interop.anthropic import native_replay_state
 from dshkit.llm import Message, thaw
 
 __all__ = ["from_langchain", "to_langchain"]
 
 FORMAT = "langchain"
 CALL_EXTRAS = "dshkit_tool_call_extras"
+STATE_KEY = "dshkit_replay_state"
 _MAPPED = {"text": ("type", "text"), "reasoning": ("type", "text"), "image": ("type", "url", "media_type", "data")}
 
 
@@ -140,12 +145,15 @@ def _ai_message(lc: Any, index: int, message: Message, refuse: Refusal) -> Any:
         content = [{"type": "text", "text": ""}]
     metadata = {"model_provider": message.source.get("provider"), "model_name": message.source.get("model")}
     kwargs = {CALL_EXTRAS: call_extras} if call_extras else {}
+    response_metadata: dict[str, Any] = {key: value for key, value in metadata.items() if isinstance(value, str)}
+    if message.source.get("replay_state") is not None:
+        response_metadata[STATE_KEY] = thaw(message.source["replay_state"])
     return lc.AIMessage(
         content=content if blocks else "",
         tool_calls=tool_calls,
         invalid_tool_calls=invalid,
         id=message.id,
-        response_metadata={key: value for key, value in metadata.items() if isinstance(value, str)},
+        response_metadata=response_metadata,
         additional_kwargs=kwargs,
     )
 
@@ -177,7 +185,11 @@ def from_langchain(messages: Iterable[Any], *, ids: IdsArgument = None, lossy: b
 
 def _ai_source(item: Any) -> dict[str, Any]:
     metadata = getattr(item, "response_metadata", None) or {}
-    return model_source(metadata.get("model_provider") or FORMAT, metadata.get("model_name"))
+    state = metadata.get(STATE_KEY)
+    if state is None and isinstance(item.content, list):
+        parts = [{"type": "text", "text": part} if isinstance(part, str) else part for part in item.content]
+        state = native_replay_state(parts)
+    return model_source(metadata.get("model_provider") or FORMAT, metadata.get("model_name"), state)
 
 
 def _blocks(content: Any, index: int, refuse: Refusal, skip_calls: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
@@ -194,8 +206,10 @@ def _blocks(content: Any, index: int, refuse: Refusal, skip_calls: frozenset[str
             blocks.append(text_block(part["text"], **extra))
         elif kind == "reasoning":
             blocks.append({"type": "reasoning", "text": part.get("reasoning", ""), **extra})
-        elif kind == "thinking":  # langchain-anthropic's native form
-            blocks.append({"type": "reasoning", "text": part.get("thinking", ""), **({"signature": part["signature"]} if "signature" in part else {})})
+        elif kind == "thinking":  # langchain-anthropic's native form (the signature: in the replay state)
+            blocks.append({"type": "reasoning", "text": part.get("thinking", "")})
+        elif kind == "redacted_thinking":
+            continue  # no text: in the replay state only
         elif kind == "image" and isinstance(part.get("url"), str):
             blocks.append({"type": "image", "url": part["url"], **extra})
         elif kind == "image" and isinstance(part.get("base64"), str):

@@ -5,6 +5,8 @@ validate as the ``openai`` package's ``ChatCompletionMessageParam``); `from_chat
 one. Chat messages have no id field: the dshkit id is not written on export, and an import mints
 ids unless ``ids=`` gives them. Reasoning travels in ``reasoning_content`` (the DeepSeek field).
 Tool results are ``role: "tool"`` messages; tool-call arguments stay the raw JSON text.
+Replay state only another API takes back (a thinking signature, redacted thinking, encrypted
+reasoning in ``source.replay_state``) is refused unless ``lossy=True``; item ids are dropped.
 No SDK is needed: the dicts are built directly.
 """
 
@@ -22,6 +24,7 @@ from dshkit.interop.blocks import (
     data_url,
     image_block_from_url,
     model_source,
+    opaque_replay_state,
     system_source,
     text_block,
     tool_call_block,
@@ -143,6 +146,9 @@ def _assistant(index: int, message: Message, refuse: Refusal) -> dict[str, Any]:
             reasoning.append(block.get("text", ""))
         else:
             calls.append({"id": block["id"], "type": "function", "function": {"name": block["name"], "arguments": block["arguments"]}})
+    opaque = opaque_replay_state(message)
+    if opaque is not None:
+        refuse(index, message.id, f"source.replay_state ({opaque}, which only its own API takes back)")
     item: dict[str, Any] = {"role": "assistant"}
     if len(texts) == 1:
         item["content"] = texts[0]

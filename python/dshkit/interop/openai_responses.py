@@ -8,17 +8,21 @@ message; each ``function_call_output`` is one tool-result message.
 
 Where the Responses state lives (so it replays byte for byte):
 
-- every dshkit block made from an item carries ``"openai_item"``: the item's own fields other
-  than its content (``id`` such as ``msg_…``/``fc_…``/``rs_…``, ``type``, ``role``, ``status``,
-  ``encrypted_content``, ...). Blocks of one item share it; export regroups consecutive blocks
-  whose ``openai_item`` has the same ``id``.
-- a block made from a content part (``output_text``, ``summary_text``, ...) carries
-  ``"openai_part"``: the part's fields other than its text (``type``, ``annotations``, ...).
-- the dshkit message id of an imported group is the id of its first item that has one.
+- assistant-side items use the replay state `dshkit.models.OpenAIResponsesModel` uses (one
+  representation): the run's ``source.replay_state`` comes from
+  `dshkit.models.responses_replay.item_entry` (item ids ``rs_…``/``msg_…``/``fc_…``,
+  ``encrypted_content``, the part layout, other item and part keys), and an assistant message
+  whose state fits its content is exported by
+  `dshkit.models.responses_projection.replayed_items`, exactly as the model sends it. A run gets
+  the state when its items carry ids (every reasoning and message item one); without it, text goes
+  out as id-less assistant messages, calls as id-less function calls, and reasoning is refused.
+- user-side items (input messages, ``function_call_output``) are no model output: their own
+  fields ride in the blocks, the item's under ``"openai_item"`` and a content part's under
+  ``"openai_part"``.
+- the dshkit message id of an imported group is the id of its first item, if it has one.
 
-Export writes item ids only from ``openai_item``: the API mints item ids itself, with typed
-prefixes it checks on replay, so a message made elsewhere goes out as id-less items (message,
-function call) and its dshkit id is not written. Reasoning needs its Responses item to replay.
+The dshkit message id is never written on export: the API mints item ids itself, with typed
+prefixes it checks on replay, so a message made elsewhere goes out as id-less items.
 No SDK is needed: the dicts are built directly.
 """
 
@@ -39,13 +43,15 @@ from dshkit.interop.blocks import (
     model_source,
     system_source,
     text_block,
-    tool_call_block,
     tool_result_block,
     tool_result_parts,
     tool_source,
     user_source,
 )
 from dshkit.llm import Message, thaw
+from dshkit.models.chat_projection import UnsupportedContentError
+from dshkit.models.responses_projection import REPLAY_API, replayed_items
+from dshkit.models.responses_replay import ASSISTANT_ITEMS, item_entry, replay_state
 
 __all__ = ["from_response_items", "item_ids_of", "to_response_items"]
 
@@ -133,63 +139,50 @@ def _input_items(index: int, message: Message, refuse: Refusal) -> list[dict[str
 
 
 def _assistant_items(index: int, message: Message, refuse: Refusal) -> list[dict[str, Any]]:
+    """The items `OpenAIResponsesModel` would send when the replay state fits, else block by block."""
+    known = [block for block in message.content if block.get("type") in ("text", "reasoning", "tool_call")]
+    if len(known) < len(message.content):  # blocks no replay state describes (the projection would skip them)
+        for position, block in enumerate(message.content):
+            if block.get("type") not in ("text", "reasoning", "tool_call"):
+                refuse(index, message.id, f"content[{position}] ({block.get('type')!r} in an assistant message)")
+        message = message.with_content(known)
+    try:
+        replayed = replayed_items(message)
+    except UnsupportedContentError:
+        replayed = None  # refused block by block below
+    if replayed is not None:
+        return replayed
     items: list[dict[str, Any]] = []
-    group: list[Mapping[str, Any]] = []
-
-    def flush() -> None:
-        if group:
-            items.append(_assistant_item(index, message, group, refuse))
-            group.clear()
-
     for position, block in enumerate(message.content):
         kind = block.get("type")
-        if kind not in ("text", "reasoning", "tool_call"):
+        if kind == "text":
+            items.append({"type": "message", "role": "assistant", "content": block["text"]})
+        elif kind == "tool_call":
+            items.append({"type": "function_call", "call_id": block["id"], "name": block["name"], "arguments": block["arguments"]})
+        elif kind == "reasoning":
+            refuse(index, message.id, f"content[{position}] (reasoning without the Responses item id it needs to replay: no fitting source.replay_state)")
+        else:
             refuse(index, message.id, f"content[{position}] ({kind!r} in an assistant message)")
-            continue
-        if kind == "reasoning" and not (block.get(ITEM) or {}).get("id"):
-            refuse(index, message.id, f"content[{position}] (reasoning without the Responses item id it needs to replay)")
-            continue
-        if group:
-            last = group[-1]
-            same_id = (last.get(ITEM) or {}).get("id")
-            if kind == "tool_call" or last.get("type") != kind or not same_id or (block.get(ITEM) or {}).get("id") != same_id:
-                flush()
-        group.append(block)
-    flush()
     return items
-
-
-def _assistant_item(index: int, message: Message, group: Sequence[Mapping[str, Any]], refuse: Refusal) -> dict[str, Any]:
-    first = group[0]
-    kind = first["type"]
-    extra = _item_extras(first)
-    if kind == "tool_call":
-        return {"type": "function_call", **extra, "call_id": first["id"], "name": first["name"], "arguments": first["arguments"]}
-    if kind == "reasoning":
-        summary = [_part(block, "summary_text") for block in group if PART in block]
-        return {"type": "reasoning", **extra, "summary": summary}
-    parts = [_part(block, "output_text") for block in group]
-    for part in parts:
-        if part["type"] == "output_text":
-            part.setdefault("annotations", [])
-    return {"type": "message", "role": "assistant", **extra, "content": _content(group, parts)}
 
 
 # -- import --------------------------------------------------------------------------------
 
-_CONTENT_KEYS = {
+_CONTENT_KEYS = {  # user-side items: the keys the blocks hold; the others ride in "openai_item"
     "message": frozenset(("content",)),
-    "reasoning": frozenset(("summary",)),
-    "function_call": frozenset(("call_id", "name", "arguments")),
     "function_call_output": frozenset(("call_id", "output")),
 }
 
 
 def item_ids_of(message: Message) -> list[str]:
-    """The Responses item ids a message's blocks were imported from (in order, no repeats)."""
+    """The Responses item ids a message was made from (its replay state's, else its blocks')."""
+    state = message.source.get("replay_state")
+    if isinstance(state, Mapping) and state.get("api") == REPLAY_API:
+        candidates = [entry.get("id") for entry in state.get("items", ()) if isinstance(entry, Mapping)]
+    else:
+        candidates = [(block.get(ITEM) or {}).get("id") for block in message.content]
     seen: list[str] = []
-    for block in message.content:
-        item_id = (block.get(ITEM) or {}).get("id")
+    for item_id in candidates:
         if isinstance(item_id, str) and item_id not in seen:
             seen.append(item_id)
     return seen
@@ -208,27 +201,19 @@ def from_response_items(
     """Import Responses input items (dicts, or the openai SDK's item objects)."""
     builder = MessageBuilder(FORMAT, ids)
     refuse = Refusal(FORMAT, lossy)
-    group: list[dict[str, Any]] = []
-    group_ids: ItemIds | None = None
-
-    def flush() -> None:
-        nonlocal group_ids
-        if group_ids is not None:
-            builder.add(group_ids.take(), "assistant", list(group), model_source(FORMAT, None))
-            group.clear()
-            group_ids = None
+    run = _AssistantRun()
 
     for index, raw in enumerate(items):
         item = raw if isinstance(raw, Mapping) else _dump(raw, index)
         kind = _kind(item)
+        if kind == "message" and item.get("role") == "assistant" or kind in ASSISTANT_ITEMS - {"message"}:
+            if run.ids is None:
+                run.ids, run.start = ItemIds(builder, raw, index, item.get("id")), index
+            run.add(index, item, refuse)
+            continue
+        run.flush(builder, refuse)
         kept = extras(item, _CONTENT_KEYS.get(kind, frozenset()))  # type: ignore[arg-type]
         marks = {ITEM: kept} if kept else {}
-        if kind == "message" and item.get("role") == "assistant" or kind in ("reasoning", "function_call"):
-            if group_ids is None:
-                group_ids = ItemIds(builder, raw, index, item.get("id"))
-            group.extend(_assistant_blocks(item, kind, index, marks, refuse))  # type: ignore[arg-type]
-            continue
-        flush()
         item_ids = ItemIds(builder, raw, index, item.get("id"))
         if kind == "message":
             role = item.get("role")
@@ -245,8 +230,39 @@ def from_response_items(
             builder.add(item_ids.take(), "user", [tool_result_block(call_id, inner, False, **marks)], tool_source(call_id))
         else:
             refuse.foreign(index, f"(an item of type {kind!r})")
-    flush()
+    run.flush(builder, refuse)
     return tuple(builder.messages)
+
+
+class _AssistantRun:
+    """Consecutive assistant-side items: one dshkit assistant message, its state by `item_entry`."""
+
+    __slots__ = ("content", "ids", "layout", "start")
+
+    def __init__(self) -> None:
+        self.start = 0  # the index of the run's first item
+        self.ids: ItemIds | None = None
+        self.content: list[dict[str, Any]] = []
+        self.layout: list[dict[str, Any]] = []
+
+    def add(self, index: int, item: Mapping[str, Any], refuse: Refusal) -> None:
+        try:
+            blocks, entry = item_entry(item)
+        except ValueError as error:
+            refuse.foreign(index, f"({error})")
+            return
+        self.content.extend(blocks)
+        self.layout.append(entry)
+
+    def flush(self, builder: MessageBuilder, refuse: Refusal) -> None:
+        if self.ids is not None and (self.content or self.layout):
+            identified = any(entry.get("id") for entry in self.layout)
+            complete = all(entry.get("id") for entry in self.layout if entry["type"] != "function_call")
+            state = replay_state(self.layout) if identified and complete else None
+            if state is None and any("encrypted_content" in entry for entry in self.layout):
+                refuse.foreign(self.start, "(encrypted reasoning in a run of items that do not all have ids: it cannot be replayed)")
+            builder.add(self.ids.take(), "assistant", self.content, model_source(FORMAT, None, state))
+        self.ids, self.content, self.layout = None, [], []
 
 
 def _dump(raw: Any, index: int) -> Mapping[str, Any]:
@@ -275,20 +291,3 @@ def _parts(content: Any, index: int, marks: Mapping[str, Any], refuse: Refusal) 
         else:
             refuse.foreign(index, f"content[{position}] ({kind!r} part)")
     return blocks
-
-
-def _assistant_blocks(item: Mapping[str, Any], kind: str, index: int, marks: Mapping[str, Any], refuse: Refusal) -> list[dict[str, Any]]:
-    if kind == "function_call":
-        return [tool_call_block(item["call_id"], item["name"], item.get("arguments", ""), **marks)]
-    if kind == "reasoning":
-        summary = item.get("summary") or ()
-        if not summary:
-            return [{"type": "reasoning", "text": "", **marks}]
-        blocks = []
-        for part in summary:
-            kept = extras(part, {"text"})
-            blocks.append({"type": "reasoning", "text": part["text"], **marks, **({PART: kept} if kept else {})})
-        return blocks
-    if item.get("refusal") is not None:
-        refuse.foreign(index, "(a refusal)")
-    return _parts(item.get("content"), index, marks, refuse)

@@ -7,8 +7,13 @@ reads that id back and mints one (or takes it from ``ids=``) where it is missing
 - system text: ``SystemPromptPart`` (one per text block); user content: one ``UserPromptPart``
   (``str``, ``ImageUrl``, ``BinaryContent``); tool results: ``ToolReturnPart``, or
   ``RetryPromptPart`` when ``is_error`` (the tool name is looked up from the earlier call).
-- assistant: ``ThinkingPart`` (with ``signature``), ``TextPart``, ``ToolCallPart`` (``args`` is the
-  raw JSON text); a block's other keys ride in the part's ``provider_details["dshkit"]``.
+- assistant: ``ThinkingPart``, ``TextPart``, ``ToolCallPart`` (``args`` is the raw JSON text); a
+  block's other keys ride in the part's ``provider_details["dshkit"]``, the message's
+  ``source.replay_state`` in ``metadata["dshkit_replay_state"]``. A response pydantic-ai made
+  with Anthropic thinking signatures (``ThinkingPart.signature``; redacted thinking is the part
+  with id ``redacted_thinking``) is imported with the Anthropic replay state built from them, as
+  `dshkit.models.AnthropicModel` records it; a signature from another provider is refused
+  unless ``lossy=True``.
 - a request holding several parts becomes several dshkit messages (consecutive system parts
   stay one message); the k-th after the first gets ``<id>.<k>``.
 """
@@ -26,6 +31,7 @@ from dshkit.interop.blocks import (
     ItemIds,
     MessageBuilder,
     Refusal,
+    arguments_object,
     model_source,
     system_source,
     text_block,
@@ -35,12 +41,15 @@ from dshkit.interop.blocks import (
     tool_source,
     user_source,
 )
+from dshkit.interop.anthropic import native_replay_state
 from dshkit.llm import Message, thaw
 
 __all__ = ["from_pydantic_ai", "to_pydantic_ai"]
 
 FORMAT = "pydantic_ai"
 ID_KEY = "dshkit_id"
+STATE_KEY = "dshkit_replay_state"
+REDACTED_ID = "redacted_thinking"  # pydantic-ai's id for a ThinkingPart holding redacted thinking
 
 
 def _messages_module() -> Any:
@@ -72,6 +81,8 @@ def to_pydantic_ai(messages: Iterable[Message], *, lossy: bool = False) -> list[
         if message.role == "assistant":
             parts = [_response_part(pa, index, message, p, b, refuse, tool_names) for p, b in enumerate(message.content)]
             source = message.source
+            if source.get("replay_state") is not None:
+                metadata[STATE_KEY] = thaw(source["replay_state"])
             out.append(pa.ModelResponse(
                 parts=[part for part in parts if part is not None],
                 model_name=source.get("model"),
@@ -168,7 +179,8 @@ def from_pydantic_ai(messages: Iterable[Any], *, ids: IdsArgument = None, lossy:
         kind = getattr(item, "kind", None)
         if kind == "response":
             blocks = [_response_block(index, part, refuse) for part in item.parts]
-            source = model_source(item.provider_name or FORMAT, item.model_name)
+            state = metadata.get(STATE_KEY) or _signed_state(index, item, refuse)
+            source = model_source(item.provider_name or FORMAT, item.model_name, state)
             builder.add(item_ids.take(), "assistant", [b for b in blocks if b], source)
         elif kind == "request":
             _import_request(builder, item_ids, index, item, refuse)
@@ -231,9 +243,40 @@ def _response_block(index: int, part: Any, refuse: Refusal) -> dict[str, Any] | 
     if kind == "text":
         return text_block(part.content, **extra)
     if kind == "thinking":
-        signature = {"signature": part.signature} if part.signature is not None else {}
-        return {"type": "reasoning", "text": part.content, **signature, **extra}
+        if getattr(part, "id", None) == REDACTED_ID:
+            return None  # no text: it lives in the replay state only
+        return {"type": "reasoning", "text": part.content, **extra}
     if kind == "tool-call":
         return tool_call_block(part.tool_call_id, part.tool_name, part.args, **extra)
     refuse.foreign(index, f"(a {kind!r} part)")
     return None
+
+
+def _signed_state(index: int, item: Any, refuse: Refusal) -> dict[str, Any] | None:
+    """The Anthropic replay state of a response whose thinking parts carry signatures."""
+    signed = [p for p in item.parts if p.part_kind == "thinking" and p.signature is not None]
+    if not signed:
+        return None
+    providers = {getattr(p, "provider_name", None) or item.provider_name for p in signed}
+    state = native_replay_state(_anthropic_blocks(item.parts)) if providers <= {"anthropic", None} else None
+    if state is None:
+        refuse.foreign(index, f"(thinking signatures of {sorted(map(str, providers))}: dshkit keeps only Anthropic's, in source.replay_state)")
+    return state
+
+
+def _anthropic_blocks(parts: Iterable[Any]) -> list[dict[str, Any]]:
+    """Response parts as the Messages API blocks pydantic-ai made them from."""
+    native: list[dict[str, Any]] = []
+    for part in parts:
+        if part.part_kind == "thinking" and getattr(part, "id", None) == REDACTED_ID:
+            native.append({"type": "redacted_thinking", "data": part.signature})
+        elif part.part_kind == "thinking":
+            native.append({"type": "thinking", "thinking": part.content, "signature": part.signature})
+        elif part.part_kind == "text":
+            native.append({"type": "text", "text": part.content})
+        elif part.part_kind == "tool-call":
+            args = arguments_object(part.args) if isinstance(part.args, str) and part.args.strip() else part.args
+            native.append({"type": "tool_use", "id": part.tool_call_id, "name": part.tool_name, "input": args or {}})
+        else:
+            native.append({"type": part.part_kind})  # not Anthropic's: no state
+    return native

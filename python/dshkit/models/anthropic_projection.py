@@ -8,8 +8,9 @@ byte-identical bytes (`encode_chat_body` is format-neutral). Mapping (see ``docs
 - user ``text`` / ``image`` blocks become ``text`` / ``image`` blocks; each ``tool_result`` block
   a ``tool_result`` block (first in its user turn, as the API requires) with ``is_error`` kept.
 - consecutive messages of one role are one turn (parallel tool results answer one assistant turn).
-- an assistant message whose ``source.replay_state`` was written by `AnthropicStreamTranslator`
-  goes back block for block as it came: ``thinking`` blocks with their signatures,
+- an assistant message whose ``source.replay_state`` (format: `dshkit.models.anthropic_replay`;
+  written by `AnthropicStreamTranslator`, or on import by `dshkit.interop.anthropic`) goes back
+  block for block as it came: ``thinking`` blocks with their signatures,
   ``redacted_thinking`` with its data, text and ``tool_use`` in their order. Without that state
   (another provider's message, an interrupted prefix, an edited message) text and tool calls are
   sent and reasoning is dropped: Anthropic refuses thinking without a valid signature.
@@ -22,13 +23,14 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from dshkit.llm import thaw
 from dshkit.models.chat_projection import UnsupportedContentError
 
 if TYPE_CHECKING:
     from dshkit.llm import Message
     from dshkit.session import ModelRequest
 
-__all__ = ["REPLAY_API", "RESERVED_BODY_KEYS", "anthropic_body", "anthropic_messages", "anthropic_tools"]
+__all__ = ["REPLAY_API", "RESERVED_BODY_KEYS", "anthropic_body", "anthropic_messages", "anthropic_tools", "replayed_blocks"]
 
 REPLAY_API = "anthropic-messages"
 """The ``api`` of the replay state this projection reads back."""
@@ -166,7 +168,7 @@ def _tool_result(message: Message, block: Mapping[str, Any], index: int) -> dict
 
 
 def _assistant_blocks(message: Message) -> list[dict[str, Any]]:
-    replayed = _replayed(message)
+    replayed = replayed_blocks(message)
     if replayed is not None:
         return replayed
     blocks: list[dict[str, Any]] = []
@@ -185,9 +187,10 @@ def _assistant_blocks(message: Message) -> list[dict[str, Any]]:
     return blocks
 
 
-def _replayed(message: Message) -> list[dict[str, Any]] | None:
-    """The message's blocks as Anthropic sent them, or ``None`` when its replay state does not
-    describe exactly this content (so a signature is never sent beside other text)."""
+def replayed_blocks(message: Message) -> list[dict[str, Any]] | None:
+    """The message's blocks as Anthropic sent them, or ``None`` when it has no Anthropic replay
+    state or the state does not describe exactly this content (so a signature is never sent
+    beside other text). An entry's ``extra`` keys are written back into its block."""
     source = message.source
     state = source.get("replay_state") if isinstance(source, Mapping) else None
     if not isinstance(state, Mapping) or state.get("api") != REPLAY_API:
@@ -202,6 +205,7 @@ def _replayed(message: Message) -> list[dict[str, Any]] | None:
     used: set[object] = set()
     blocks: list[dict[str, Any]] = []
     for entry in layout:
+        before = len(blocks)
         kind = entry.get("type") if isinstance(entry, Mapping) else None
         raw_length = entry.get("length") if isinstance(entry, Mapping) else None
         if kind in ("thinking", "text") and (isinstance(raw_length, bool) or not isinstance(raw_length, int) or raw_length < 0):
@@ -229,6 +233,9 @@ def _replayed(message: Message) -> list[dict[str, Any]] | None:
             blocks.append(_tool_use(message, found[1], found[0]))
         else:
             return None
+        extra = entry.get("extra")
+        if isinstance(extra, Mapping) and len(blocks) > before:
+            blocks[-1] = {**thaw(extra), **blocks[-1]}
     if at_reasoning != len(reasoning) or at_text != len(text) or len(used) != len(calls):
         return None
     return blocks

@@ -10,9 +10,9 @@ I/O, like `dshkit.models.chat_stream.ChatStreamTranslator`):
   ``text_delta`` becomes ``text_delta``, ``thinking_delta`` ``reasoning_delta``,
   ``input_json_delta`` the arguments of a ``tool_call_delta`` (a call whose input never streamed
   gets ``{}``). ``signature_delta`` and ``redacted_thinking`` data are not chunks: they go, with
-  the block layout, into the finish chunk's ``replay_state``
-  (``{"api": "anthropic-messages", "id": ..., "blocks": [...]}``), from which
-  `dshkit.models.anthropic_projection` rebuilds the exact blocks for the next request.
+  the block layout, into the finish chunk's ``replay_state`` (format:
+  `dshkit.models.anthropic_replay`), from which `dshkit.models.anthropic_projection` rebuilds
+  the exact blocks for the next request.
 - ``ping`` is ignored; an ``error`` event raises `ProviderStreamError` (transient kinds such as
   ``overloaded_error`` are retryable); ``message_stop`` ends the stream.
 """
@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from dshkit.models.anthropic_projection import REPLAY_API
+from dshkit.models.anthropic_replay import replay_state
 from dshkit.models.chat_stream import excerpt, map_finish_reason
 from dshkit.models.errors import IncompleteStreamError, MalformedResponseError, ProviderStreamError, provider_error_fields
 from dshkit.models.protocol import Chunk, FinishChunk
@@ -100,11 +100,7 @@ class AnthropicStreamTranslator:
             finish = {"type": "finish", "reason": "error", "error": {"code": "refusal", "message": "the model refused to answer"}}
         else:
             finish = map_finish_reason(_STOP_REASONS.get(reason, reason), saw_tool_calls=bool(self._tool_index))
-        state: dict[str, Any] = {"api": REPLAY_API}
-        if self._message_id is not None:
-            state["id"] = self._message_id
-        state["blocks"] = [self._layout[index] for index in sorted(self._layout)]
-        finish["replay_state"] = state
+        finish["replay_state"] = replay_state([self._layout[index] for index in sorted(self._layout)], message_id=self._message_id)
         chunks.append(finish)
         return chunks
 

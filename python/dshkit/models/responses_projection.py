@@ -10,7 +10,8 @@ authority and every request carries the whole conversation; encrypted reasoning 
 - user ``text`` / ``image`` blocks are ``input_text`` / ``input_image`` parts of a ``message``
   item; each ``tool_result`` block a ``function_call_output`` item (text as a string, with images
   a list of parts), before the rest of its message.
-- an assistant message whose ``source.replay_state`` was written by `ResponsesStreamTranslator`
+- an assistant message whose ``source.replay_state`` (format: `dshkit.models.responses_replay`;
+  written by `ResponsesStreamTranslator`, or on import by `dshkit.interop.openai_responses`)
   goes back item for item with the ids the API gave: ``reasoning`` items with their summaries and
   ``encrypted_content``, ``message`` items with their parts, ``function_call`` items. Without that
   state, text is an assistant message, tool calls ``function_call`` items, reasoning is dropped
@@ -22,13 +23,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from dshkit.llm import thaw
 from dshkit.models.chat_projection import UnsupportedContentError
 
 if TYPE_CHECKING:
     from dshkit.llm import Message
     from dshkit.session import ModelRequest
 
-__all__ = ["REPLAY_API", "RESERVED_BODY_KEYS", "responses_body", "responses_input", "responses_tools"]
+__all__ = ["REPLAY_API", "RESERVED_BODY_KEYS", "replayed_items", "responses_body", "responses_input", "responses_tools"]
 
 REPLAY_API = "openai-responses"
 RESERVED_BODY_KEYS = frozenset(("model", "input", "tools", "stream", "instructions", "store", "previous_response_id"))
@@ -151,7 +153,7 @@ def _call_output(message: Message, block: Mapping[str, Any], index: int) -> dict
 
 
 def _assistant_items(message: Message) -> list[dict[str, Any]]:
-    replayed = _replayed(message)
+    replayed = replayed_items(message)
     if replayed is not None:
         return replayed
     texts: list[str] = []
@@ -171,9 +173,10 @@ def _assistant_items(message: Message) -> list[dict[str, Any]]:
     return items + calls
 
 
-def _replayed(message: Message) -> list[dict[str, Any]] | None:
-    """The output items as the API sent them, or ``None`` when the replay state does not describe
-    exactly this content (so encrypted reasoning is never sent beside other text)."""
+def replayed_items(message: Message) -> list[dict[str, Any]] | None:
+    """The output items as the API sent them, or ``None`` when the message has no Responses replay
+    state or it does not describe exactly this content (so encrypted reasoning is never sent
+    beside other text). The ``extra`` keys of an entry or part are written back into it."""
     source = message.source
     state = source.get("replay_state") if isinstance(source, Mapping) else None
     if not isinstance(state, Mapping) or state.get("api") != REPLAY_API:
@@ -202,9 +205,9 @@ def _replayed(message: Message) -> list[dict[str, Any]] | None:
             for part in entry.get("parts", ()):
                 piece = text.take(part.get("length") if isinstance(part, Mapping) else None)
                 if isinstance(part, Mapping) and part.get("type") == "refusal":
-                    parts.append({"type": "refusal", "refusal": piece})
+                    parts.append(_with_extra({"type": "refusal", "refusal": piece}, part))
                 else:
-                    parts.append({"type": "output_text", "text": piece, "annotations": []})
+                    parts.append(_with_extra({"type": "output_text", "text": piece, "annotations": []}, part))
             items.append({"type": "message", "id": entry.get("id"), "role": "assistant", "status": "completed", "content": parts})
         elif kind == "function_call":
             found = calls.get(entry.get("call_id"))
@@ -214,9 +217,15 @@ def _replayed(message: Message) -> list[dict[str, Any]] | None:
             items.append(_function_call(message, found[1], found[0], entry.get("id")))
         else:
             return None
+        items[-1] = _with_extra(items[-1], entry)
     if reasoning.bad or text.bad or not reasoning.at_end or not text.at_end or len(used) != len(calls):
         return None
     return items
+
+
+def _with_extra(built: dict[str, Any], entry: object) -> dict[str, Any]:
+    extra = entry.get("extra") if isinstance(entry, Mapping) else None
+    return {**built, **thaw(extra)} if isinstance(extra, Mapping) else built
 
 
 class _Cursor:

@@ -13,9 +13,9 @@
 - ``response.completed`` / ``response.incomplete`` end the response with its ``usage``;
   ``response.failed`` and ``error`` events raise `ProviderStreamError`.
 
-The finish chunk's ``replay_state`` is ``{"api": "openai-responses", "id": "resp_...",
-"items": [...]}``: per output item its id, kind, the lengths of its text parts, its ``call_id``
-and its ``encrypted_content``, from which `dshkit.models.responses_projection` rebuilds the items.
+The finish chunk's ``replay_state`` (format: `dshkit.models.responses_replay`) holds per output
+item its id, kind, the lengths of its text parts, its ``call_id`` and its ``encrypted_content``,
+from which `dshkit.models.responses_projection` rebuilds the items.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any
 from dshkit.models.chat_stream import excerpt, map_finish_reason
 from dshkit.models.errors import IncompleteStreamError, MalformedResponseError, ProviderStreamError, provider_error_fields
 from dshkit.models.protocol import Chunk, FinishChunk
-from dshkit.models.responses_projection import REPLAY_API
+from dshkit.models.responses_replay import replay_state
 from dshkit.models.sse import ServerSentEvent
 
 __all__ = ["ResponsesStreamTranslator", "TRANSIENT_ERRORS"]
@@ -91,11 +91,7 @@ class ResponsesStreamTranslator:
         if self._usage is not None:
             chunks.append({"type": "usage", "usage": self._usage})
         finish: FinishChunk = map_finish_reason(self._end, saw_tool_calls=bool(self._tool_index))
-        state: dict[str, Any] = {"api": REPLAY_API}
-        if self._response_id is not None:
-            state["id"] = self._response_id
-        state["items"] = [self._items[index] for index in sorted(self._items)]
-        finish["replay_state"] = state
+        finish["replay_state"] = replay_state([self._items[index] for index in sorted(self._items)], response_id=self._response_id)
         chunks.append(finish)
         return chunks
 
