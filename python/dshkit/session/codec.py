@@ -25,6 +25,7 @@ from dshkit.session.errors import SessionCorruptError
 from dshkit.session.events import (
     ASSISTANT_MESSAGE,
     INBOX_SPLICED,
+    KNOWN_EVENT_TYPES,
     MESSAGE_EVENT_TYPES,
     TOOL_RESULT,
     USER_MESSAGE,
@@ -101,8 +102,8 @@ def decode_events(
     events: list[Event] = []
     add = events.append
     user_message, assistant_message, tool_result = USER_MESSAGE, ASSISTANT_MESSAGE, TOOL_RESULT
-    seq = 0
-    for index, text in enumerate(records):
+    known = KNOWN_EVENT_TYPES
+    for seq, text in enumerate(records):  # seqs are contiguous from 0: record `seq` holds event `seq`
         record: Any = None
         try:
             record = from_json(text)
@@ -121,9 +122,9 @@ def decode_events(
                 if event_type == INBOX_SPLICED and data.get("inserted"):
                     data = data | {"inserted": tuple(map(freeze_message, data["inserted"]))}
                 event = make(event_class, (event_type, seq, time, data, None, ()))
-                fold(event)
+                if event_type not in known:  # a known type without a message leaves the surface as it is
+                    fold(event)
                 add(event)
-                seq += 1
                 continue
             source_seqs = record["source_event_seqs"]
             if type(source_seqs) is not tuple:
@@ -131,10 +132,9 @@ def decode_events(
             event = make(event_class, (event_type, seq, time, data, record["surface_op"], source_seqs))
             fold(event)
             add(event)
-            seq += 1
         except Exception as error:
             reason = _reason(record, seq) if record is not None else "not valid JSON"
             if not reason:
                 reason = f"bad {record.get('type')} event: {error}" if str(error) else f"bad {record.get('type')} event"
-            raise SessionCorruptError(f"{describe(index)}: {reason}") from None
+            raise SessionCorruptError(f"{describe(seq)}: {reason}") from None
     return events

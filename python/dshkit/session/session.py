@@ -275,7 +275,7 @@ class Session:
     def _append(
         self, event_type: Any, data: Any, surface_op: Any, source_event_seqs: Iterable[int], at: int | None
     ) -> Event:
-        if self._publishing == threading.get_ident():
+        if self._publishing is not None and self._publishing == threading.get_ident():
             raise RuntimeError("an observer cannot append to the session it observes (appends are not re-entrant)")
         with self._lock:
             if self._closed or self._read_only:
@@ -296,15 +296,15 @@ class Session:
             # Committed: from here on nothing may fail and undo the append.
             self._events.append(event)
             self._last_time = now
-            surface.fold(event)
-            if event_type == REQUEST_HEADER:
+            if op is not None:  # only message events change the surface (prepare_data refused blocking ones)
+                surface.fold(event)
+            elif event_type == REQUEST_HEADER:
                 self._header = event
-            self._publish(event)
+            if self._observers:
+                self._publish(event)
             return event
 
     def _publish(self, event: Event) -> None:
-        if not self._observers:
-            return
         self._publishing = threading.get_ident()
         try:
             for observer, on_error in self._observers:

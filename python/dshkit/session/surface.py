@@ -113,13 +113,14 @@ class Surface:
             return
         message: Message = data if event_type == USER_MESSAGE else data["message"]
         if op == SURFACE_APPEND:
-            self._seen.setdefault(message.id, seq)
+            message_id = message.id
+            self._seen.setdefault(message_id, seq)
             if message.role == "assistant" and not is_model_visible(message):
                 return
             position = len(self._nodes)
             self._nodes.append(message)
             self._node_seqs.append(seq)
-            self._positions[message.id] = position
+            self._positions[message_id] = position
             self._cache = None
             if self._pairing is not None:
                 self._pairing.add(message, position)
