@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from dshkit.models.chat import default_log_path, main
+from dshkit.cli.chat import default_log_path, main
 from dshkit.session import Session
 
 WAIT = 20.0  # generous bound for a process to react (behaviour, not speed)
@@ -212,7 +212,7 @@ class _Terminal(io.StringIO):
 def test_usage_line_on_a_terminal(tmp_path: Path) -> None:
     from dshkit import create_assistant_message, create_user_message
     from dshkit.agent import AgentEvent
-    from dshkit.models.chat import _Chat
+    from dshkit.cli.chat import _Chat
     from dshkit.models.openai_compat import OpenAICompatibleModel
 
     session = Session()

@@ -20,7 +20,7 @@ from typing import Any
 
 from dshkit import Message, create_tool_result_message, freeze_message
 
-from .events import (
+from dshkit.session.events import (
     ASSISTANT_MESSAGE,
     STEP_END,
     STEP_START,
@@ -30,7 +30,7 @@ from .events import (
     TURN_START,
     Event,
 )
-from .surface import Surface
+from dshkit.session.surface import Surface
 
 INTERRUPTED = "INTERRUPTED"
 NOT_STARTED = "NOT_STARTED"

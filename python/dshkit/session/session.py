@@ -11,9 +11,9 @@ from typing import Any, overload
 
 from dshkit import Message, new_message_id
 
-from .codec import decode_events, decode_header, encode_event, encode_header
-from .errors import SessionClosedError
-from .events import (
+from dshkit.session.codec import decode_events, decode_header, encode_event, encode_header
+from dshkit.session.errors import SessionClosedError
+from dshkit.session.events import (
     COMPACTION_END,
     COMPACTION_START,
     REQUEST_HEADER,
@@ -25,9 +25,10 @@ from .events import (
     prepare_surface_op,
     replace_op,
 )
-from .repair import plan_closers
-from .store import check_durability, store_for_path
-from .surface import Surface
+from dshkit.session.repair import plan_closers
+from dshkit.session.stores import store_for_path
+from dshkit.session.stores.protocol import SessionStore, check_durability
+from dshkit.session.surface import Surface
 
 logger = logging.getLogger("dshkit.session")
 
@@ -79,27 +80,42 @@ class Session:
         """A new session held in memory only."""
         self._init(store=None, durability="none", read_only=False, session_id=new_message_id(), created_at=_now_ms())
 
-    def _init(self, *, store: Any, durability: str, read_only: bool, session_id: str, created_at: int) -> None:
+    def _init(
+        self,
+        *,
+        store: SessionStore | None,
+        durability: str,
+        read_only: bool,
+        session_id: str,
+        created_at: int,
+        events: list[Event] | None = None,
+        surface: Surface | None = None,
+    ) -> None:
+        """Set up the state; `events` and `surface` (their fold) come from a loaded log."""
         self._store = store
         self._durability = durability
         self._read_only = read_only
         self._closed = False
         self._id = session_id
         self._created_at = created_at
-        self._events: list[Event] = []
+        self._events: list[Event] = [] if events is None else events
         self._events_view = EventsView(self._events)
-        self._surface = Surface()
+        self._surface = Surface() if surface is None else surface
         self._observers: tuple[tuple[Observer, Callable[[BaseException, Event], object] | None], ...] = ()
         self._lock = threading.RLock()
         self._publishing: int | None = None  # thread ident while observers run
-        self._last_time = created_at
-        self._header: Event | None = None
+        self._last_time = max(created_at, self._events[-1].time) if self._events else created_at
+        self._header: Event | None = latest_header(self._events)
 
     # -- construction ---------------------------------------------------------------------
 
     @classmethod
     def create(
-        cls, path: str | os.PathLike[str] | None = None, *, durability: str = "checkpoint", store: Any = None
+        cls,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        durability: str = "checkpoint",
+        store: SessionStore | None = None,
     ) -> Session:
         """Start a new log at `path` (`.jsonl`, `.sqlite` or `.db`) or in `store`.
 
@@ -121,7 +137,7 @@ class Session:
         path: str | os.PathLike[str] | None = None,
         *,
         durability: str = "checkpoint",
-        store: Any = None,
+        store: SessionStore | None = None,
         read_only: bool = False,
     ) -> Session:
         """Load the log at `path` (or in `store`), repairing a turn left open by a crash.
@@ -137,15 +153,17 @@ class Session:
         session = cls.__new__(cls)
         try:
             header = decode_header(header_text, store.describe(-1))
+            surface = Surface()
+            events = decode_events(records, store.describe, surface.fold)
             session._init(
                 store=store,
                 durability=durability,
                 read_only=read_only,
                 session_id=header["id"],
                 created_at=header["created_at"],
+                events=events,
+                surface=surface,
             )
-            decode_events(records, store.describe, session._events, session._surface)
-            session._after_load()
             if not read_only:
                 session._repair()
         except BaseException:
@@ -154,18 +172,12 @@ class Session:
         return session
 
     @staticmethod
-    def _resolve_store(path: str | os.PathLike[str] | None, store: Any) -> Any:
+    def _resolve_store(path: str | os.PathLike[str] | None, store: SessionStore | None) -> SessionStore | None:
         if store is not None and path is not None:
             raise ValueError("pass a path or a store, not both")
         if path is not None:
             return store_for_path(path)
         return store
-
-    def _after_load(self) -> None:
-        events = self._events
-        if events:
-            self._last_time = max(self._last_time, events[-1].time)
-        self._header = latest_header(events)
 
     def _repair(self) -> None:
         closers = plan_closers(self._events, self._surface)
@@ -189,7 +201,7 @@ class Session:
         return self._created_at
 
     @property
-    def store(self) -> Any:
+    def store(self) -> SessionStore | None:
         """The store holding the log (`None` in memory)."""
         return self._store
 
@@ -226,23 +238,15 @@ class Session:
 
     def message(self, message_id: str) -> Message:
         """The message with this id on the surface (its latest replacement); `KeyError` if none."""
-        surface = self._surface
-        position = surface.positions.get(message_id)
-        if position is None:
-            raise KeyError(message_id)
-        return surface.nodes[position]
+        return self._surface.node(message_id)
 
     def has_message(self, message_id: str) -> bool:
         """Whether any event ever logged this message id (on the surface or replaced away)."""
-        return message_id in self._surface.seen
+        return self._surface.first_seq(message_id) is not None
 
     def message_event(self, message_id: str) -> Event:
         """The event that put the message with this id on the surface; `KeyError` if none."""
-        surface = self._surface
-        position = surface.positions.get(message_id)
-        if position is None:
-            raise KeyError(message_id)
-        return self._events[surface.node_seqs[position]]
+        return self._events[self._surface.event_seq(message_id)]
 
     def pending_tool_calls(self) -> tuple[str, ...]:
         """Ids of tool calls on the surface that have no result yet, in order."""
@@ -271,7 +275,7 @@ class Session:
     def _append(
         self, event_type: Any, data: Any, surface_op: Any, source_event_seqs: Iterable[int], at: int | None
     ) -> Event:
-        if self._publishing == threading.get_ident():
+        if self._publishing is not None and self._publishing == threading.get_ident():
             raise RuntimeError("an observer cannot append to the session it observes (appends are not re-entrant)")
         with self._lock:
             if self._closed or self._read_only:
@@ -292,16 +296,15 @@ class Session:
             # Committed: from here on nothing may fail and undo the append.
             self._events.append(event)
             self._last_time = now
-            if op is not None:
-                surface.apply(frozen if event_type == USER_MESSAGE else frozen["message"], seq, op)
+            if op is not None:  # only message events change the surface (prepare_data refused blocking ones)
+                surface.fold(event)
             elif event_type == REQUEST_HEADER:
                 self._header = event
-            self._publish(event)
+            if self._observers:
+                self._publish(event)
             return event
 
     def _publish(self, event: Event) -> None:
-        if not self._observers:
-            return
         self._publishing = threading.get_ident()
         try:
             for observer, on_error in self._observers:
@@ -358,12 +361,12 @@ class Session:
             raise TypeError(f"replace needs a Message, not {type(message).__name__}")
         with self._lock:
             surface = self._surface
-            position = surface.positions.get(message.id)
+            position = surface.position(message.id)
             if position is None:
-                if message.id in surface.seen:
+                if surface.first_seq(message.id) is not None:
                     raise ValueError(f"message {message.id} is no longer on the surface (it was replaced by a range)")
                 raise ValueError(f"the session holds no message with id {message.id}")
-            old = self._events[surface.node_seqs[position]]
+            old = self._events[surface.event_seq(message.id)]
             data = message if old.type == USER_MESSAGE else {**old.data, "message": message}
             return self.append(old.type, data, surface_op=replace_op(position, position + 1), source_event_seqs=(old.seq,))
 
@@ -381,18 +384,18 @@ class Session:
             surface = self._surface
             positions = []
             for name, message_id in (("start_id", start_id), ("end_id", end_id)):
-                position = surface.positions.get(message_id)
+                position = surface.position(message_id)
                 if position is None:
                     raise ValueError(f"{name}: the session holds no message {message_id!r} on its surface")
                 positions.append(position)
             start, last = positions
             if start > last:
                 raise ValueError(f"start_id {start_id} comes after end_id {end_id} on the surface")
-            if summary.id in surface.seen:
+            if surface.first_seq(summary.id) is not None:
                 raise ValueError(f"summary {summary.id} is already in the session: a summary is a new message with a new id")
             op = replace_op(start, last + 1)
             surface.check(USER_MESSAGE, prepare_data(USER_MESSAGE, summary), op, self._events)
-            replaced = [self._events[seq] for seq in surface.node_seqs[start : last + 1]]
+            replaced = [self._events[seq] for seq in surface.event_seqs(start, last + 1)]
             begin = self.append(
                 COMPACTION_START,
                 {

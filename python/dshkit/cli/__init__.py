@@ -1,7 +1,7 @@
 """The `dshkit` command line: `demo`, `log show|verify|messages`, `chat`.
 
-Each subcommand lives with the layer it belongs to and is imported only when used, so that
-`dshkit log verify` does not import the agent or HTTP stack.
+The top layer: each command is a module of this package (`dshkit.cli.demo`, `.log`, `.chat`)
+imported only when used, so that `dshkit log verify` does not import the agent or HTTP stack.
 """
 
 from __future__ import annotations
@@ -38,15 +38,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the process exit code."""
     args = build_parser().parse_args(argv)
     if args.command == "demo":
-        from dshkit.demo import main as run_demo
+        from dshkit.cli.demo import main as run_demo
 
         return run_demo(args)
     if args.command == "log":
-        from dshkit.session.cli import main as run_log
+        from dshkit.cli.log import main as run_log
 
         return run_log(args)
     if args.command == "chat":
-        from dshkit.models.chat import main as run_chat
+        from dshkit.cli.chat import main as run_chat
 
         return run_chat(args)
     raise AssertionError(args.command)  # argparse rejects unknown commands

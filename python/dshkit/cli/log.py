@@ -7,10 +7,10 @@ import sys
 import warnings
 from typing import TextIO
 
-from .errors import SessionError, SessionRecoveryWarning
-from .session import Session
-from .transcript import render
-from .verify import check_events, format_problems
+from dshkit.session.errors import SessionError, SessionRecoveryWarning
+from dshkit.session.session import Session
+from dshkit.session.transcript import render
+from dshkit.session.verify import check_events, format_problems
 
 
 def _open(path: str, problems: list[str]) -> Session:
@@ -47,6 +47,7 @@ def run(command: str, path: str, out: TextIO, err: TextIO) -> int:
             return 0
         if command == "verify":
             store = session.store
+            assert store is not None  # opened from a path
             problems.extend(format_problems(check_events(session.events), store.describe, path))
             for problem in problems:
                 print(problem, file=out)
@@ -58,5 +59,5 @@ def run(command: str, path: str, out: TextIO, err: TextIO) -> int:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Entry point used by `dshkit.cli`: `args.log_command` and `args.path`."""
+    """Entry point of `dshkit log`: `args.log_command` and `args.path`."""
     return run(args.log_command, args.path, sys.stdout, sys.stderr)
