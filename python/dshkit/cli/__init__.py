@@ -28,7 +28,13 @@ def build_parser() -> argparse.ArgumentParser:
         action = log_commands.add_parser(name, help=help_text)
         action.add_argument("path", metavar="PATH")
 
-    chat = commands.add_parser("chat", help="chat with an OpenAI-compatible model (DSHKIT_* env)")
+    chat = commands.add_parser("chat", help="chat with a model over HTTP (DSHKIT_* env)")
+    chat.add_argument(
+        "--api",
+        choices=("chat", "anthropic", "responses"),
+        default=None,
+        help="wire format: chat (Chat Completions, the default), anthropic (Messages) or responses; env DSHKIT_API",
+    )
     chat.add_argument("--log", metavar="PATH", help="session log to write (default: a new file)")
     chat.add_argument("--system", metavar="TEXT", help="system prompt")
     return parser
