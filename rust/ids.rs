@@ -9,21 +9,23 @@
 use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use pyo3::exceptions::PyOverflowError;
+use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::PyString;
+use pyo3::types::{PyInt, PyString};
+
+use crate::walk::type_name;
 
 const CROCKFORD: &[u8; 32] = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ";
 const RANDOM_BITS: u32 = 80;
 const RANDOM_MASK: u128 = (1u128 << RANDOM_BITS) - 1;
 const MAX_TIMESTAMP: u64 = (1u64 << 48) - 1;
-pub const ULID_LEN: usize = 26;
+pub(crate) const ULID_LEN: usize = 26;
 
 /// The last id minted by this process (0: none yet, or reset after fork).
 static LAST_ID: Mutex<u128> = Mutex::new(0);
 
 /// The id that follows `last` at time `now_ms`; `None` once the 128-bit space is exhausted.
-pub fn next_id(last: u128, now_ms: u64, fresh_random: impl FnOnce() -> u128) -> Option<u128> {
+pub(crate) fn next_id(last: u128, now_ms: u64, fresh_random: impl FnOnce() -> u128) -> Option<u128> {
     let last_ms = (last >> RANDOM_BITS) as u64;
     if now_ms > last_ms && now_ms <= MAX_TIMESTAMP {
         Some(((now_ms as u128) << RANDOM_BITS) | (fresh_random() & RANDOM_MASK))
@@ -33,7 +35,7 @@ pub fn next_id(last: u128, now_ms: u64, fresh_random: impl FnOnce() -> u128) -> 
 }
 
 /// Crockford base32 of a 128-bit value: the first character holds the top 3 bits.
-pub fn encode(value: u128) -> [u8; ULID_LEN] {
+pub(crate) fn encode(value: u128) -> [u8; ULID_LEN] {
     let mut out = [0u8; ULID_LEN];
     for (i, slot) in out.iter_mut().enumerate() {
         let shift = 5 * (ULID_LEN - 1 - i);
@@ -54,7 +56,7 @@ fn random_bits() -> u128 {
     u128::from_le_bytes(bytes)
 }
 
-pub fn mint() -> Option<u128> {
+pub(crate) fn mint() -> Option<u128> {
     let mut last = LAST_ID.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let id = next_id(*last, now_ms(), random_bits)?;
     *last = id;
@@ -63,9 +65,26 @@ pub fn mint() -> Option<u128> {
 
 /// A new message id: a monotonic ULID string.
 #[pyfunction]
-pub fn new_message_id(py: Python<'_>) -> PyResult<Bound<'_, PyString>> {
+pub(crate) fn new_message_id(py: Python<'_>) -> PyResult<Bound<'_, PyString>> {
     let id = mint().ok_or_else(|| PyOverflowError::new_err("ULID space exhausted"))?;
     let text = encode(id);
+    // SAFETY: the Crockford alphabet is ASCII.
+    Ok(PyString::new(py, unsafe { std::str::from_utf8_unchecked(&text) }))
+}
+
+/// The 26-character ULID text (Crockford base32) of a 128-bit value: what `new_message_id`
+/// mints, for ids derived from other data (crash repair's deterministic closer ids).
+#[pyfunction]
+#[pyo3(signature = (value, /))]
+fn encode_ulid<'py>(value: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyString>> {
+    let py = value.py();
+    if !value.is_instance_of::<PyInt>() {
+        return Err(PyTypeError::new_err(format!("encode_ulid: value must be an int, not {}", type_name(value))));
+    }
+    let value: u128 = value
+        .extract()
+        .map_err(|_| PyValueError::new_err(format!("encode_ulid: value {value} is outside 0 .. 2**128 - 1")))?;
+    let text = encode(value);
     // SAFETY: the Crockford alphabet is ASCII.
     Ok(PyString::new(py, unsafe { std::str::from_utf8_unchecked(&text) }))
 }
@@ -77,9 +96,10 @@ fn _reset_ids_after_fork() {
     *LAST_ID.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = 0;
 }
 
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(new_message_id, m)?)?;
     m.add_function(wrap_pyfunction!(_reset_ids_after_fork, m)?)?;
+    m.add_function(wrap_pyfunction!(encode_ulid, m)?)?;
     Ok(())
 }
 

@@ -13,7 +13,7 @@ use pyo3::types::{PyAny, PyBytes, PyDict, PyList, PyString, PyTuple};
 use serde::de::{DeserializeSeed, Error as _, MapAccess, SeqAccess, Visitor};
 
 use crate::errors::PathError;
-use crate::freeze::{check_float, check_int, is_mapping, mapping_pairs, not_json, untrack, Walk, MAX_DEPTH, STACK_CHECK_EVERY, STACK_GROWTH, STACK_RED_ZONE};
+use crate::walk::{check_float, check_int, is_mapping, key_error, key_text, mapping_pairs, not_json, on_enough_stack, untrack, Walk, MAX_DEPTH};
 use crate::frozendict::{EntriesBuilder, FrozenDict};
 use crate::message::Message;
 
@@ -82,16 +82,9 @@ fn write_str(out: &mut Vec<u8>, text: &Bound<'_, PyAny>) -> Result<(), PathError
 
 fn write_key(out: &mut Vec<u8>, key: &Bound<'_, PyAny>) -> Result<(), PathError> {
     if !key.is_instance_of::<PyString>() {
-        return Err(PathError::type_error(format!(
-            "keys must be str, not {}",
-            key.get_type().name().map(|n| n.to_string()).unwrap_or_default()
-        )));
+        return Err(key_error(key));
     }
     write_str(out, key)
-}
-
-fn key_text(key: &Bound<'_, PyAny>) -> String {
-    key.cast::<PyString>().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default()
 }
 
 /// Write a JSON object from `(key, value)` pairs.
@@ -150,7 +143,7 @@ fn write_float(out: &mut Vec<u8>, obj: &Bound<'_, PyAny>) -> Result<(), PathErro
     Ok(())
 }
 
-pub fn write_value(out: &mut Vec<u8>, obj: &Bound<'_, PyAny>, walk: &mut Walk) -> Result<(), PathError> {
+pub(crate) fn write_value(out: &mut Vec<u8>, obj: &Bound<'_, PyAny>, walk: &mut Walk) -> Result<(), PathError> {
     let py = obj.py();
     let ty = obj.get_type_ptr();
     if ty == std::ptr::addr_of_mut!(ffi::PyUnicode_Type) {
@@ -211,7 +204,7 @@ pub fn write_value(out: &mut Vec<u8>, obj: &Bound<'_, PyAny>, walk: &mut Walk) -
     Err(not_json(obj))
 }
 
-pub fn bytes_to_pystring<'py>(py: Python<'py>, bytes: &[u8]) -> Bound<'py, PyString> {
+pub(crate) fn bytes_to_pystring<'py>(py: Python<'py>, bytes: &[u8]) -> Bound<'py, PyString> {
     // SAFETY: the writer only emits valid UTF-8 (ASCII punctuation and UTF-8 from Python strs).
     PyString::new(py, unsafe { std::str::from_utf8_unchecked(bytes) })
 }
@@ -219,7 +212,7 @@ pub fn bytes_to_pystring<'py>(py: Python<'py>, bytes: &[u8]) -> Bound<'py, PyStr
 /// Compact JSON text of a frozen or plain JSON tree, or of a `Message`.
 #[pyfunction]
 #[pyo3(signature = (value, /))]
-pub fn to_json<'py>(value: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyString>> {
+pub(crate) fn to_json<'py>(value: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyString>> {
     let mut out = Vec::with_capacity(128);
     write_value(&mut out, value, &mut Walk::new()).map_err(|e| e.into_pyerr("value"))?;
     Ok(bytes_to_pystring(value.py(), &out))
@@ -230,7 +223,7 @@ pub fn to_json<'py>(value: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyString>>
 /// `Message` its four fields.
 #[pyfunction]
 #[pyo3(signature = (value, /))]
-pub fn json_default<'py>(value: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+pub(crate) fn json_default<'py>(value: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
     let py = value.py();
     if let Ok(frozen) = value.cast::<FrozenDict>() {
         return Ok(frozen.get().to_dict(py)?.into_any());
@@ -260,12 +253,7 @@ impl<'de, 'py> DeserializeSeed<'de> for FrozenSeed<'py> {
     type Value = PyValue<'py>;
 
     fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
-        // Checking the stack costs a thread-local read: every few levels is enough.
-        if self.depth % STACK_CHECK_EVERY == 0 {
-            stacker::maybe_grow(STACK_RED_ZONE, STACK_GROWTH, || deserializer.deserialize_any(self))
-        } else {
-            deserializer.deserialize_any(self)
-        }
+        on_enough_stack(self.depth, || deserializer.deserialize_any(self))
     }
 }
 
@@ -499,7 +487,7 @@ fn cached_key<'py>(py: Python<'py>, cache: *mut KeySlots, key: &str, hash: u32) 
 }
 
 /// Parse JSON into a frozen tree; errors name the line and column.
-pub fn parse<'py>(py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyAny>> {
+pub(crate) fn parse<'py>(py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyAny>> {
     // From a `str`: the text is valid UTF-8 already, so strings are not validated one by one.
     let mut deserializer = serde_json::Deserializer::from_str(text);
     deserializer.disable_recursion_limit();
@@ -520,7 +508,7 @@ pub fn parse<'py>(py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyAny>> {
 }
 
 /// The UTF-8 text of JSON given as `str` or `bytes` (bytes are validated once, up front).
-pub fn json_text<'a>(text: &'a Bound<'_, PyAny>) -> PyResult<&'a str> {
+pub(crate) fn json_text<'a>(text: &'a Bound<'_, PyAny>) -> PyResult<&'a str> {
     if let Ok(s) = text.cast::<PyString>() {
         let mut size: ffi::Py_ssize_t = 0;
         let data = unsafe { ffi::PyUnicode_AsUTF8AndSize(s.as_ptr(), &mut size) };
@@ -544,11 +532,11 @@ pub fn json_text<'a>(text: &'a Bound<'_, PyAny>) -> PyResult<&'a str> {
 /// Parse JSON text straight into a frozen tree (`FrozenDict`, tuples, leaves).
 #[pyfunction]
 #[pyo3(signature = (text, /))]
-pub fn from_json<'py>(text: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+pub(crate) fn from_json<'py>(text: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
     parse(text.py(), json_text(text)?)
 }
 
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(to_json, m)?)?;
     m.add_function(wrap_pyfunction!(from_json, m)?)?;
     m.add_function(wrap_pyfunction!(json_default, m)?)?;

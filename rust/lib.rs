@@ -1,13 +1,15 @@
 //! Native core of dshkit, exposed to Python as `dshkit._core`.
 //!
-//! One module per concept; this file only wires them into the Python module.
+//! One module per concept; this file only wires them into the Python module. Nothing is public
+//! to other Rust crates: the Python module is the only interface.
 
-pub mod errors;
-pub mod freeze;
-pub mod frozendict;
-pub mod ids;
-pub mod json;
-pub mod message;
+mod errors;
+mod freeze;
+mod frozendict;
+mod ids;
+mod json;
+mod message;
+mod walk;
 
 use pyo3::prelude::*;
 

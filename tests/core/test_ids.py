@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import multiprocessing
 import os
+import random
 import queue
 import re
 import subprocess
@@ -17,6 +19,8 @@ import pytest
 
 import dshkit
 from dshkit import new_message_id
+from dshkit.llm import encode_ulid
+from dshkit.session.repair import closer_message_id
 
 CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 ULID_PATTERN = re.compile(r"[0-7][0-9A-HJKMNP-TV-Z]{25}")
@@ -309,3 +313,53 @@ def test_multiprocessing_fork_children_mint_distinct_ids() -> None:
 def test_the_fork_reset_hook_is_exposed_by_the_core() -> None:
     # dshkit registers it with os.register_at_fork at import; it must exist and be callable.
     assert callable(dshkit._core._reset_ids_after_fork)
+
+
+# --- the ULID text encoding, exposed for ids derived from other data -------------------------
+
+
+def reference_ulid_text(value: int) -> str:
+    """Crockford base32 of a 128-bit value, written out in Python (what repair.py did itself)."""
+    return "".join(CROCKFORD[(value >> shift) & 31] for shift in range(125, -1, -5))
+
+
+def test_encode_ulid_is_the_crockford_text_of_any_128_bit_value() -> None:
+    rng = random.Random(8)
+    values = [0, 1, 31, 32, 2**80, 2**80 - 1, 2**127, 2**128 - 1] + [rng.getrandbits(128) for _ in range(2_000)]
+    for value in values:
+        text = encode_ulid(value)
+        assert type(text) is str and ULID_PATTERN.fullmatch(text), text
+        assert text == reference_ulid_text(value)
+        assert decode(text) == value
+    assert encode_ulid(0) == "0" * 26
+    assert encode_ulid(2**128 - 1) == "7" + "Z" * 25
+
+
+def test_encode_ulid_agrees_with_minted_ids() -> None:
+    for minted in (new_message_id() for _ in range(100)):
+        assert encode_ulid(decode(minted)) == minted
+
+
+@pytest.mark.parametrize("value", [-1, 2**128, 2**200, -(2**128)])
+def test_encode_ulid_refuses_values_outside_128_bits(value: int) -> None:
+    with pytest.raises(ValueError, match="outside 0 .. 2\\*\\*128 - 1"):
+        encode_ulid(value)
+
+
+@pytest.mark.parametrize("value", ["0", 1.0, None, b"\x00"])
+def test_encode_ulid_refuses_non_ints(value: object) -> None:
+    with pytest.raises(TypeError, match="must be an int"):
+        encode_ulid(value)  # type: ignore[arg-type]
+
+
+def test_crash_repair_ids_are_unchanged_by_the_native_encoding() -> None:
+    """closer_message_id now encodes natively: its ids must stay byte-identical to the ones
+    earlier versions wrote into logs (pinned values computed with the Python encoding)."""
+    assert closer_message_id("c1", 7) == "7WVVS18SMT0K3CTKWFTSMMMQQX"
+    assert closer_message_id("call_0001", 0) == "5K4G9DBMD89AVHZEJM5TMVHCQY"
+    assert closer_message_id("\u00e9", 123456) == "369255N0JDSY8P1C3V9FPKAWJ1"
+    for seq in range(300):
+        call_id = f"call-{seq % 7}"
+        digest = hashlib.sha256(f"dshkit/crash-repair\x00{call_id}\x00{seq}".encode()).digest()
+        value = (int.from_bytes(digest[:17], "big") >> 6) & ((1 << 128) - 1)
+        assert closer_message_id(call_id, seq) == reference_ulid_text(value)
