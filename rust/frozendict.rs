@@ -117,10 +117,6 @@ impl EntriesBuilder {
         self.entries.as_slice().len()
     }
 
-    pub(crate) fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// The key of entry `index`, borrowed.
     pub(crate) fn key<'a, 'py>(&'a self, py: Python<'py>, index: usize) -> Borrowed<'a, 'py, PyAny> {
         unsafe { Borrowed::from_ptr(py, self.entries.as_slice()[index].0) }

@@ -8,6 +8,7 @@ mod freeze;
 mod frozendict;
 mod ids;
 mod json;
+mod json_parse;
 mod message;
 mod walk;
 

@@ -18,7 +18,8 @@ use crate::freeze::{freeze_at, freeze_below};
 use crate::walk::{is_mapping, type_name, untrack, Walk};
 use crate::frozendict::FrozenDict;
 use crate::ids;
-use crate::json::{bytes_to_pystring, json_text, parse, write_value};
+use crate::json::{bytes_to_pystring, json_text, write_value};
+use crate::json_parse::parse;
 
 const FIELDS: [&str; 4] = ["id", "role", "content", "source"];
 const PLUGIN_FORMS: [&str; 6] = ["instructions", "catalog", "snapshot", "notice", "relay", "recall"];
