@@ -222,7 +222,7 @@ impl<'a, 'py> Parser<'a, 'py> {
         Ok(Value(entries.build(self.py, height + 1).into_any(), height + 1))
     }
 
-    /// An object key (the opening quote consumed) and the hash of its text.
+    /// An object key (the opening quote consumed) and its Python hash.
     fn key(&mut self) -> Parsed<(Bound<'py, PyString>, isize)> {
         let span = self.string()?;
         let text = match span {
@@ -230,11 +230,14 @@ impl<'a, 'py> Parser<'a, 'py> {
             Span::Input(start, end) => unsafe { self.text.get_unchecked(start..end) },
             Span::Scratch => self.scratch.as_str(),
         };
-        let hash = fnv1a(text);
         let key = match self.keys.as_deref_mut() {
-            Some(cache) if text.len() <= KEY_CACHE_MAX_LEN => cache.get(self.py, text, hash),
+            Some(cache) if text.len() <= KEY_CACHE_MAX_LEN => cache.get(self.py, text),
             _ => PyString::new(self.py, text),
         };
+        // Python's own str hash (SipHash, keyed per process): keys chosen to collide under a
+        // fixed hash cannot make an object quadratic. Computed once and kept in the str object,
+        // so a cached key has it already, and a large FrozenDict's lookup dict reuses it.
+        let hash = unsafe { ffi::PyObject_Hash(key.as_ptr()) };
         Ok((key, hash as isize))
     }
 
@@ -435,7 +438,7 @@ fn out_of_range(text: &str, at: usize) -> ParseError {
     ParseError { message: format!("integer {text} is outside the 64-bit signed range"), at }
 }
 
-/// Hashes that are already mixed are used as they are.
+/// Hashes that are already well mixed (Python's keyed `str` hash) are used as they are.
 #[derive(Default)]
 struct PassThrough(u64);
 
@@ -453,9 +456,10 @@ impl Hasher for PassThrough {
     }
 }
 
-/// The keys of the object being parsed, by hash, to find a repeated key: a scan of a small
-/// inline array for the usual handful of keys, a hash map for large objects. Two different keys
-/// with the same hash go to a side list.
+/// The keys of the object being parsed, by Python hash, to find a repeated key: a scan of a
+/// small inline array for the usual handful of keys, a hash map for large objects. Two
+/// different keys with the same hash (by chance only: the hash is keyed per process) go to a
+/// side list.
 struct SeenKeys {
     len: usize,
     small: [isize; SEEN_INLINE],
@@ -521,7 +525,8 @@ struct CachedKey {
 
 /// Process-wide cache of object keys, because logs repeat the same few keys on every line: a
 /// fixed number of slots, so it never grows, and held for a whole parse (one lock per
-/// document, not per key).
+/// document, not per key). A slot is chosen by FNV-1a of the text: keys made to collide only
+/// share a slot and miss the cache, each then costing what an uncached key costs.
 struct KeySlots(Vec<Option<CachedKey>>);
 
 // SAFETY: the strings are only touched while the mutex is held by a thread attached to Python.
@@ -529,8 +534,7 @@ unsafe impl Send for KeySlots {}
 
 static KEY_CACHE: std::sync::Mutex<Option<KeySlots>> = std::sync::Mutex::new(None);
 
-/// FNV-1a of a key's text: keys are short and not adversarial here (a collision costs one
-/// string comparison, never a wrong result).
+/// FNV-1a of a key's text: only picks a cache slot (a collision costs a cache miss).
 fn fnv1a(key: &str) -> u32 {
     let mut hash: u32 = 0x811c_9dc5;
     for byte in key.bytes() {
@@ -540,8 +544,8 @@ fn fnv1a(key: &str) -> u32 {
 }
 
 impl KeySlots {
-    fn get<'py>(&mut self, py: Python<'py>, key: &str, hash: u32) -> Bound<'py, PyString> {
-        let slot = hash as usize % KEY_CACHE_SLOTS;
+    fn get<'py>(&mut self, py: Python<'py>, key: &str) -> Bound<'py, PyString> {
+        let slot = fnv1a(key) as usize % KEY_CACHE_SLOTS;
         if let Some(entry) = &self.0[slot] {
             if &*entry.text == key {
                 return unsafe { Bound::from_borrowed_ptr(py, entry.string).cast_into_unchecked::<PyString>() };

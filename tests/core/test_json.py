@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 import pytest
 
-from support import PlainMapping
+from support import PlainMapping, fnv1a_32, fnv1a_colliding_keys
 from dshkit import (
     FrozenDict,
     Message,
@@ -344,6 +344,25 @@ def test_from_json_strings_of_every_length_around_the_word_scan() -> None:
                 text = plain[:at] + stop + plain[at:]
                 encoded = json.dumps({text: [text]}, ensure_ascii=False)
                 assert thaw(from_json(encoded)) == {text: [text]}, encoded
+
+
+@pytest.mark.parametrize("rounds", [3, 8, 10])
+def test_keys_sharing_one_fnv1a_hash_are_kept_apart_and_repeats_still_found(rounds: int) -> None:
+    """Issue 9: keys chosen to collide under the parser's key hash (32-bit FNV-1a) once made
+    `from_json` quadratic. Whatever the hash, distinct keys stay distinct and a repeated key
+    keeps its first position and its last value. 8 rounds give keys of 32 characters (the
+    longest the key cache holds), 10 rounds keys it does not cache."""
+    keys = fnv1a_colliding_keys(rounds)
+    assert len(set(keys)) == len(keys) == 2**rounds
+    assert len({fnv1a_32(key.encode()) for key in keys}) == 1
+    members = [f'"{key}":{i}' for i, key in enumerate(keys)]
+    members += [f'"{key}":"again {i}"' for i, key in enumerate(keys) if i % 3 == 0]
+    text = "{" + ",".join(members) + "}"
+    value = from_json(text)
+    assert list(value.items()) == list(json.loads(text).items())
+    assert len(value) == len(keys)
+    assert all(value[key] == (f"again {i}" if i % 3 == 0 else i) for i, key in enumerate(keys))
+    assert [from_json(text)[key] for key in keys] == [value[key] for key in keys]  # through the key cache again
 
 
 def test_from_json_depth_limit() -> None:
