@@ -4,9 +4,14 @@
 //! within the same millisecond, or when the clock steps back, the previous id is incremented, so
 //! ids are strictly increasing as strings across all threads. An increment that overflows the
 //! random part carries into the time part (the id runs slightly ahead of the clock until the
-//! clock catches up). The Python package resets the state in a forked child.
+//! clock catches up).
+//!
+//! A forked child forgets the last id, so that parent and child never both mint "last + 1": the
+//! reset is a `pthread_atfork` handler, so it also runs for forks that bypass Python's
+//! `os.register_at_fork` (ctypes `libc.fork`, C extensions).
 
-use std::sync::Mutex;
+use std::cell::UnsafeCell;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
@@ -21,8 +26,84 @@ const RANDOM_MASK: u128 = (1u128 << RANDOM_BITS) - 1;
 const MAX_TIMESTAMP: u64 = (1u64 << 48) - 1;
 pub(crate) const ULID_LEN: usize = 26;
 
-/// The last id minted by this process (0: none yet, or reset after fork).
-static LAST_ID: Mutex<u128> = Mutex::new(0);
+/// The last id minted by this process (0: none yet, or reset after fork), behind a spin lock
+/// rather than a `Mutex`: the fork handlers hold it across `fork()` (so that no thread is
+/// half-way through minting when the child's copy is taken) and release it on both sides, which
+/// a `Mutex` guard cannot do. The lock is held for a few arithmetic steps (and one `getrandom`
+/// per new millisecond).
+struct LastId {
+    locked: AtomicBool,
+    value: UnsafeCell<u128>,
+}
+
+// SAFETY: `value` is only touched while `locked` is held.
+unsafe impl Sync for LastId {}
+
+static LAST_ID: LastId = LastId { locked: AtomicBool::new(false), value: UnsafeCell::new(0) };
+
+impl LastId {
+    fn lock(&self) {
+        let mut spins = 0u32;
+        while self.locked.compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
+            spins += 1;
+            if spins < 100 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+    }
+
+    fn unlock(&self) {
+        self.locked.store(false, Ordering::Release);
+    }
+
+    /// Run `update` on the last id with the lock held (released even if `update` panics).
+    fn update<T>(&self, update: impl FnOnce(&mut u128) -> T) -> T {
+        struct Release<'a>(&'a LastId);
+        impl Drop for Release<'_> {
+            fn drop(&mut self) {
+                self.0.unlock();
+            }
+        }
+        self.lock();
+        let _release = Release(self);
+        // SAFETY: the lock is held until `_release` drops.
+        update(unsafe { &mut *self.value.get() })
+    }
+}
+
+extern "C" fn before_fork() {
+    LAST_ID.lock();
+}
+
+extern "C" fn after_fork_in_parent() {
+    LAST_ID.unlock();
+}
+
+extern "C" fn after_fork_in_child() {
+    // SAFETY: the lock was taken by `before_fork` in the thread that forked, the only thread
+    // the child has.
+    unsafe { *LAST_ID.value.get() = 0 };
+    LAST_ID.unlock();
+}
+
+/// Install the fork handlers, once per process.
+fn reset_in_forked_children() -> PyResult<()> {
+    #[cfg(unix)]
+    {
+        static INSTALLED: std::sync::OnceLock<libc::c_int> = std::sync::OnceLock::new();
+        let status = *INSTALLED.get_or_init(|| unsafe {
+            libc::pthread_atfork(Some(before_fork), Some(after_fork_in_parent), Some(after_fork_in_child))
+        });
+        if status != 0 {
+            return Err(pyo3::exceptions::PyOSError::new_err(format!(
+                "pthread_atfork failed (error {status}): ids would repeat in forked children"
+            )));
+        }
+    }
+    Ok(())
+}
 
 /// The id that follows `last` at time `now_ms`; `None` once the 128-bit space is exhausted.
 pub(crate) fn next_id(last: u128, now_ms: u64, fresh_random: impl FnOnce() -> u128) -> Option<u128> {
@@ -57,10 +138,11 @@ fn random_bits() -> u128 {
 }
 
 pub(crate) fn mint() -> Option<u128> {
-    let mut last = LAST_ID.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    let id = next_id(*last, now_ms(), random_bits)?;
-    *last = id;
-    Some(id)
+    LAST_ID.update(|last| {
+        let id = next_id(*last, now_ms(), random_bits)?;
+        *last = id;
+        Some(id)
+    })
 }
 
 /// A new message id: a monotonic ULID string.
@@ -89,14 +171,15 @@ fn encode_ulid<'py>(value: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyString>>
     Ok(PyString::new(py, unsafe { std::str::from_utf8_unchecked(&text) }))
 }
 
-/// Forget the last id (called in a forked child so that parent and child never continue the
-/// same sequence: the child's next id draws fresh randomness).
+/// Forget the last id, so that the next one draws fresh randomness. The fork handlers do this
+/// in every forked child already; kept for `os.register_at_fork` callers of earlier versions.
 #[pyfunction]
 fn _reset_ids_after_fork() {
-    *LAST_ID.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = 0;
+    LAST_ID.update(|last| *last = 0);
 }
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    reset_in_forked_children()?;
     m.add_function(wrap_pyfunction!(new_message_id, m)?)?;
     m.add_function(wrap_pyfunction!(_reset_ids_after_fork, m)?)?;
     m.add_function(wrap_pyfunction!(encode_ulid, m)?)?;

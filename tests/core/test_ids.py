@@ -277,6 +277,91 @@ def test_a_child_forked_within_the_same_millisecond_does_not_continue_the_parent
         pytest.skip("no fork landed in the parent's millisecond on this machine: nothing was exercised")
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_raw_libc_fork_that_skips_register_at_fork_still_gives_the_child_fresh_ids() -> None:
+    """Issue 9: a fork that bypasses `os.register_at_fork` (ctypes `libc.fork`, a C extension)
+    must not let the child continue the parent's sequence: the core resets itself natively."""
+    script = textwrap.dedent(
+        """
+        import ctypes, os
+        from dshkit import new_message_id
+        libc = ctypes.CDLL(None, use_errno=True)
+        duplicates = same_ms = 0
+        for _ in range(50):
+            read_fd, write_fd = os.pipe()
+            before = new_message_id()
+            pid = libc.fork()
+            if pid == 0:
+                os.write(write_fd, ",".join(new_message_id() for _ in range(3)).encode())
+                os._exit(0)
+            assert pid > 0, ctypes.get_errno()
+            parent_ids = {new_message_id() for _ in range(3)}
+            os.close(write_fd)
+            child_ids = os.read(read_fd, 200).decode().split(",")
+            os.close(read_fd)
+            os.waitpid(pid, 0)
+            assert len(child_ids) == 3 and child_ids == sorted(set(child_ids)), child_ids
+            same_ms += child_ids[0][:10] == before[:10]
+            duplicates += len(parent_ids & set(child_ids))
+        print(duplicates, same_ms)
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    duplicates, same_ms = map(int, done.stdout.split())
+    assert duplicates == 0
+    if same_ms == 0:
+        pytest.skip("no raw fork landed in the parent's millisecond on this machine: nothing was exercised")
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_raw_fork_while_another_thread_mints_leaves_the_child_able_to_mint() -> None:
+    """The fork handlers hold the generator's lock across the fork: a child forked while another
+    thread was minting must neither hang on a lock copied in its held state nor repeat an id."""
+    script = textwrap.dedent(
+        """
+        import ctypes, os, threading, time
+        from dshkit import new_message_id
+        libc = ctypes.CDLL(None, use_errno=True)
+        stop = False
+        parent_ids = set()
+        def mint_forever():
+            while not stop:
+                parent_ids.add(new_message_id())
+        thread = threading.Thread(target=mint_forever)
+        thread.start()
+        hung = 0
+        child_ids = []
+        for _ in range(40):
+            read_fd, write_fd = os.pipe()
+            pid = libc.fork()  # ctypes releases the GIL: the other thread keeps minting meanwhile
+            if pid == 0:
+                os.write(write_fd, new_message_id().encode())
+                os._exit(0)
+            os.close(write_fd)
+            deadline = time.monotonic() + 10
+            while os.waitpid(pid, os.WNOHANG) == (0, 0):
+                if time.monotonic() > deadline:
+                    os.kill(pid, 9)
+                    os.waitpid(pid, 0)
+                    hung += 1
+                    break
+                time.sleep(0.001)
+            child_ids.append(os.read(read_fd, 26).decode())
+            os.close(read_fd)
+        stop = True
+        thread.join()
+        print(hung, sum(1 for i in child_ids if i in parent_ids), len(parent_ids))
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    hung, duplicates, minted = map(int, done.stdout.split())
+    assert hung == 0
+    assert duplicates == 0
+    assert minted > 0
+
+
 def _mint_into_pipe(connection: multiprocessing.connection.Connection, count: int) -> None:
     connection.send([new_message_id() for _ in range(count)])
     connection.close()
