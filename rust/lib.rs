@@ -3,6 +3,7 @@
 //! One module per concept; this file only wires them into the Python module. Nothing is public
 //! to other Rust crates: the Python module is the only interface.
 
+mod checksum;
 mod errors;
 mod freeze;
 mod frozendict;
@@ -22,5 +23,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     freeze::register(m)?;
     json::register(m)?;
     message::register(m)?;
+    checksum::register(m)?;
     Ok(())
 }
