@@ -21,7 +21,8 @@ use crate::walk::{check_float, check_int, is_mapping, key_error, key_text, mappi
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
-/// Escape class per byte: 0 = copy, 1 = short escape (`\n`...), 2 = `\u00XX`.
+/// Escape class per byte: 0 = copy, 1 = short escape (`\n`...), 2 = `\u00XX`. The bytes of
+/// class 0 are also those the parser copies straight from its input.
 static ESCAPE: [u8; 256] = {
     let mut table = [0u8; 256];
     let mut i = 0;
@@ -39,16 +40,48 @@ static ESCAPE: [u8; 256] = {
     table
 };
 
+const ONES: u64 = 0x0101_0101_0101_0101;
+const HIGHS: u64 = 0x8080_8080_8080_8080;
+
+/// Does any of the 8 bytes in `word` need escaping in a JSON string (`"`, `\`, a control
+/// character)? The classic "has a zero byte" test, applied to each of the three.
+#[inline(always)]
+fn word_needs_escape(word: u64) -> bool {
+    let has_zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGHS;
+    let quote = has_zero(word ^ (ONES * b'"' as u64));
+    let backslash = has_zero(word ^ (ONES * b'\\' as u64));
+    let below_space = word.wrapping_sub(ONES * 0x20) & !word & HIGHS;
+    (quote | backslash | below_space) != 0
+}
+
+/// Length of the leading run of `text` that a JSON string holds as it is (no `"`, `\` or
+/// control character), scanned 8 bytes at a time: shared by the writer and the parser.
+#[inline(always)]
+pub(crate) fn plain_run_len(text: &[u8]) -> usize {
+    let mut i = 0;
+    while i + 8 <= text.len() {
+        let word = u64::from_le_bytes([
+            text[i], text[i + 1], text[i + 2], text[i + 3], text[i + 4], text[i + 5], text[i + 6], text[i + 7],
+        ]);
+        if word_needs_escape(word) {
+            break;
+        }
+        i += 8;
+    }
+    while i < text.len() && ESCAPE[text[i] as usize] == 0 {
+        i += 1;
+    }
+    i
+}
+
 fn write_str_bytes(out: &mut Vec<u8>, text: &[u8]) {
     out.reserve(text.len() + 2);
     out.push(b'"');
-    let mut start = 0;
-    for (i, &byte) in text.iter().enumerate() {
-        let class = ESCAPE[byte as usize];
-        if class == 0 {
-            continue;
-        }
-        out.extend_from_slice(&text[start..i]);
+    let mut rest = text;
+    loop {
+        let run = plain_run_len(rest);
+        out.extend_from_slice(&rest[..run]);
+        let Some(&byte) = rest.get(run) else { break };
         match byte {
             b'"' => out.extend_from_slice(b"\\\""),
             b'\\' => out.extend_from_slice(b"\\\\"),
@@ -59,9 +92,8 @@ fn write_str_bytes(out: &mut Vec<u8>, text: &[u8]) {
             0x0c => out.extend_from_slice(b"\\f"),
             _ => out.extend_from_slice(&[b'\\', b'u', b'0', b'0', HEX[(byte >> 4) as usize], HEX[(byte & 0xf) as usize]]),
         }
-        start = i + 1;
+        rest = &rest[run + 1..];
     }
-    out.extend_from_slice(&text[start..]);
     out.push(b'"');
 }
 
@@ -274,7 +306,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::write_str_bytes;
+    use super::{plain_run_len, word_needs_escape, write_str_bytes};
 
     fn escaped(text: &str) -> String {
         let mut out = Vec::new();
@@ -287,6 +319,33 @@ mod tests {
         assert_eq!(escaped("a\"b\\c"), r#""a\"b\\c""#);
         assert_eq!(escaped("\n\r\t\u{8}\u{c}"), r#""\n\r\t\b\f""#);
         assert_eq!(escaped("\u{1}\u{1f}"), r#""\u0001\u001f""#);
+    }
+
+    #[test]
+    fn the_word_test_finds_every_byte_to_escape_in_any_lane() {
+        for lane in 0..8 {
+            for stop in [b'"', b'\\', 0x00, 0x1f] {
+                let mut bytes = [b'a'; 8];
+                bytes[lane] = stop;
+                assert!(word_needs_escape(u64::from_le_bytes(bytes)), "{stop:#x} in lane {lane}");
+                assert_eq!(plain_run_len(&bytes), lane);
+            }
+        }
+        assert!(!word_needs_escape(u64::from_le_bytes(*b"plain ok")));
+        assert!(!word_needs_escape(u64::from_le_bytes([0x20, 0x7f, 0x80, 0xff, b'!', b'#', b'[', b']'])));
+        assert_eq!(plain_run_len(b"0123456789abcdefg"), 17);
+    }
+
+    #[test]
+    fn escapes_at_every_position_around_the_word_scan() {
+        for length in 0..20 {
+            for at in 0..=length {
+                let mut text = "x".repeat(length);
+                text.insert(at, '"');
+                let expected = format!("\"{}\\\"{}\"", &text[..at], &text[at + 1..]);
+                assert_eq!(escaped(&text), expected);
+            }
+        }
     }
 
     #[test]

@@ -15,6 +15,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyAny, PyString};
 
 use crate::frozendict::EntriesBuilder;
+use crate::json::plain_run_len;
 use crate::walk::{on_enough_stack, untrack, MAX_DEPTH};
 
 /// A parse error: what was wrong, and the byte offset where it was found.
@@ -27,33 +28,6 @@ type Parsed<T> = Result<T, ParseError>;
 
 /// A parsed value and the nesting depth of its subtree (0 for a leaf).
 struct Value<'py>(Bound<'py, PyAny>, usize);
-
-/// Bytes that end the plain run of a string: the quote, a backslash, a control character.
-static STRING_STOP: [bool; 256] = {
-    let mut table = [false; 256];
-    let mut i = 0;
-    while i < 0x20 {
-        table[i] = true;
-        i += 1;
-    }
-    table[b'"' as usize] = true;
-    table[b'\\' as usize] = true;
-    table
-};
-
-const ONES: u64 = 0x0101_0101_0101_0101;
-const HIGHS: u64 = 0x8080_8080_8080_8080;
-
-/// Does any of the 8 bytes in `word` stop a string's plain run? (The classic "has a zero byte"
-/// test applied to `"`, `\` and bytes below 0x20.)
-#[inline(always)]
-fn word_has_stop(word: u64) -> bool {
-    let quote = word ^ (ONES * b'"' as u64);
-    let backslash = word ^ (ONES * b'\\' as u64);
-    let has_zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGHS;
-    let below_space = word.wrapping_sub(ONES * 0x20) & !word & HIGHS;
-    (has_zero(quote) | has_zero(backslash) | below_space) != 0
-}
 
 /// Where a string's text is: a range of the input, or the scratch buffer.
 #[derive(Clone, Copy)]
@@ -69,6 +43,8 @@ struct Parser<'a, 'py> {
     pos: usize,
     /// Decoded text of a string that holds escapes.
     scratch: String,
+    /// Items of the arrays being parsed, innermost last.
+    items: Vec<Bound<'py, PyAny>>,
     keys: Option<&'a mut KeySlots>,
 }
 
@@ -127,7 +103,8 @@ impl<'a, 'py> Parser<'a, 'py> {
     fn array(&mut self, depth: usize) -> Parsed<Value<'py>> {
         self.enter(depth)?;
         self.pos += 1; // '['
-        let mut items: Vec<Bound<'py, PyAny>> = Vec::new();
+        // The items of every open array share one stack: no allocation per array.
+        let base = self.items.len();
         let mut height = 0;
         self.skip_whitespace();
         if self.peek() == Some(b']') {
@@ -136,7 +113,7 @@ impl<'a, 'py> Parser<'a, 'py> {
             loop {
                 let Value(item, item_height) = self.value(depth + 1)?;
                 height = height.max(item_height);
-                items.push(item);
+                self.items.push(item);
                 self.skip_whitespace();
                 match self.peek() {
                     Some(b',') => self.pos += 1,
@@ -153,10 +130,11 @@ impl<'a, 'py> Parser<'a, 'py> {
                 }
             }
         }
+        let len = self.items.len() - base;
         let tuple = unsafe {
-            let tuple = ffi::PyTuple_New(items.len() as ffi::Py_ssize_t);
+            let tuple = ffi::PyTuple_New(len as ffi::Py_ssize_t);
             let tuple = Bound::from_owned_ptr_or_err(self.py, tuple).map_err(|e| ParseError { message: e.to_string(), at: self.pos })?;
-            for (i, item) in items.into_iter().enumerate() {
+            for (i, item) in self.items.drain(base..).enumerate() {
                 ffi::PyTuple_SET_ITEM(tuple.as_ptr(), i as ffi::Py_ssize_t, item.into_ptr());
             }
             tuple
@@ -270,19 +248,7 @@ impl<'a, 'py> Parser<'a, 'py> {
     /// Advance past bytes that need no attention inside a string.
     #[inline(always)]
     fn skip_plain_run(&mut self) {
-        while self.pos + 8 <= self.bytes.len() {
-            let word = u64::from_le_bytes(self.bytes[self.pos..self.pos + 8].try_into().unwrap());
-            if word_has_stop(word) {
-                break;
-            }
-            self.pos += 8;
-        }
-        while let Some(byte) = self.peek() {
-            if STRING_STOP[byte as usize] {
-                return;
-            }
-            self.pos += 1;
-        }
+        self.pos += plain_run_len(&self.bytes[self.pos..]);
     }
 
     /// Decode the rest of a string holding escapes into `out`; stops after the closing quote.
@@ -577,7 +543,7 @@ pub(crate) fn parse<'py>(py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyA
     let keys = guard
         .as_deref_mut()
         .map(|slots| slots.get_or_insert_with(|| KeySlots((0..KEY_CACHE_SLOTS).map(|_| None).collect())));
-    let mut parser = Parser { py, text, bytes: text.as_bytes(), pos: 0, scratch: String::new(), keys };
+    let mut parser = Parser { py, text, bytes: text.as_bytes(), pos: 0, scratch: String::new(), items: Vec::new(), keys };
     let result = parser.value(0).and_then(|value| {
         parser.skip_whitespace();
         if parser.pos < parser.bytes.len() {
@@ -594,19 +560,6 @@ pub(crate) fn parse<'py>(py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyA
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_word_test_finds_every_stop_byte_in_any_lane() {
-        for lane in 0..8 {
-            for stop in [b'"', b'\\', 0x00, 0x1f] {
-                let mut bytes = [b'a'; 8];
-                bytes[lane] = stop;
-                assert!(word_has_stop(u64::from_le_bytes(bytes)), "{stop:#x} in lane {lane}");
-            }
-        }
-        assert!(!word_has_stop(u64::from_le_bytes(*b"plain ok")));
-        assert!(!word_has_stop(u64::from_le_bytes([0x20, 0x7f, 0x80, 0xff, b'!', b'#', b'[', b']'])));
-    }
 
     #[test]
     fn positions_count_lines_and_byte_columns_from_one() {

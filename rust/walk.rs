@@ -50,12 +50,14 @@ impl Walk {
         Walk { path: Vec::with_capacity(16), outer_levels }
     }
 
+    #[inline]
     fn level(&self) -> usize {
         self.outer_levels + self.path.len()
     }
 
     /// Enter a container; errors when nesting exceeds `MAX_DEPTH` (reporting a cycle if the
     /// container is already on the path).
+    #[inline]
     fn enter(&mut self, obj: &Bound<'_, PyAny>) -> Result<(), PathError> {
         if self.level() >= MAX_DEPTH {
             let ptr = obj.as_ptr();
@@ -72,6 +74,7 @@ impl Walk {
         Ok(())
     }
 
+    #[inline]
     fn leave(&mut self) {
         self.path.pop();
     }
@@ -101,6 +104,7 @@ impl Walk {
 /// Take a container the walk built out of the cyclic GC. Frozen values only reference values
 /// that existed before them, so they can never be part of a cycle; tracking them would only
 /// make every collection walk them (it dominated the cost of freezing large trees).
+#[inline]
 pub(crate) fn untrack(obj: &Bound<'_, PyAny>) {
     unsafe {
         if ffi::PyObject_IS_GC(obj.as_ptr()) != 0 {
@@ -165,6 +169,7 @@ pub(crate) fn mapping_pairs<'py>(
 }
 
 /// Check that an `int` fits in 64 signed bits.
+#[inline]
 pub(crate) fn check_int(obj: &Bound<'_, PyAny>) -> Result<i64, PathError> {
     let mut overflow: std::os::raw::c_int = 0;
     let value = unsafe { ffi::PyLong_AsLongLongAndOverflow(obj.as_ptr(), &mut overflow) };
@@ -181,6 +186,7 @@ pub(crate) fn check_int(obj: &Bound<'_, PyAny>) -> Result<i64, PathError> {
 }
 
 /// Check that a `float` is finite (JSON has no NaN or infinities).
+#[inline]
 pub(crate) fn check_float(obj: &Bound<'_, PyAny>) -> Result<f64, PathError> {
     let value = unsafe { ffi::PyFloat_AsDouble(obj.as_ptr()) };
     if !value.is_finite() {
