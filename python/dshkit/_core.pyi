@@ -98,6 +98,12 @@ class Message:
 def new_message_id() -> MessageId:
     """A new monotonic ULID (26 characters, Crockford base32)."""
 
+def encode_ulid(value: int, /) -> str:
+    """The 26-character ULID text (Crockford base32) of an int in `0 .. 2**128 - 1`."""
+
+def crc32c(data: bytes | str, /) -> int:
+    """CRC-32C (Castagnoli) of `data`, or of the UTF-8 of a `str`: an unsigned 32-bit int."""
+
 def freeze(value: object, /) -> _JSONValue:
     """Deep-freeze and detach a JSON-like tree."""
 
