@@ -209,6 +209,10 @@ class SSEDecoder:
     def _interpret_line(self, line: str) -> None:
         if line[0] == ":":
             return
+        if line.startswith("data:"):  # the common case, with one copy of the value instead of two
+            self._data.append(line[6:] if line.startswith(" ", 5) else line[5:])
+            self._has_data = True
+            return
         field, colon, value = line.partition(":")
         if colon and value.startswith(" "):
             value = value[1:]
