@@ -25,7 +25,7 @@ venv: $(VENV)/.deps
 
 # Debug (dev-profile) build of the extension, installed editable into .venv.
 dev: venv
-	$(VENV)/bin/maturin develop --quiet --profile dev --extras test,bench
+	$(VENV)/bin/maturin develop --quiet --profile dev --extras test,bench,postgres
 
 demo: dev
 	$(PY) -m dshkit demo
@@ -69,7 +69,7 @@ wheels: $(VENV)/.wheel-tools
 	$(VENV)/bin/maturin sdist --out dist
 
 bench: venv
-	$(VENV)/bin/maturin develop --quiet --release --extras test,bench
+	$(VENV)/bin/maturin develop --quiet --release --extras test,bench,postgres
 	$(PY) -m pytest benches --benchmark-only --benchmark-json=bench-results/latest.json -q -p no:cacheprovider -o testpaths=benches
 	$(PY) benches/report.py bench-results/latest.json
 

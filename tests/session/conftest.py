@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -70,3 +70,33 @@ def build() -> type[Build]:
 def log_path(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
     """A path (not yet created) for a log in each store (the store contract itself is `test_store_contract.py`)."""
     return tmp_path / f"session.{request.param}"
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """The URL of a database in a private PostgreSQL cluster started for this test run."""
+    from postgres_server import ServerUnavailable, start_server
+
+    server = start_server()
+    try:
+        url = server.__enter__()
+    except ServerUnavailable as error:
+        pytest.skip(f"no PostgreSQL server: {error}")
+    try:
+        yield url
+    finally:
+        server.__exit__(None, None, None)
+
+
+@pytest.fixture
+def fresh_database(postgres_url: str) -> Iterator[str]:
+    """The URL of a new, empty database in the test cluster (dropped afterwards)."""
+    import psycopg
+
+    name = f"fresh_{dshkit.new_message_id().lower()}"
+    admin_url = postgres_url.replace("/dshkit_test?", "/postgres?")
+    with psycopg.connect(admin_url, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    yield postgres_url.replace("/dshkit_test?", f"/{name}?")
+    with psycopg.connect(admin_url, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dshkit.agent.assembly import StreamAssembler
-from dshkit.agent.calls import call_sync_or_async
+from dshkit.agent.calls import call_sync_or_async, durability_point
 from dshkit.agent.cancel import CancelToken
 from dshkit.agent.checks import check_rewrite, check_user_message
 from dshkit.agent.events import EventHub
@@ -331,7 +331,7 @@ class TurnRunner:
                 return StepResult("aborted")
             self._log_header(config)
             # Durability point: the log is on disk before the model sees the request.
-            self._session.sync()
+            await durability_point(self._session)
             request = project_request(self._session)
             self._hub.emit("request", turn=turn.number, step=turn.step, request=request)
             assembler = StreamAssembler()

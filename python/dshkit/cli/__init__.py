@@ -1,4 +1,4 @@
-"""The `dshkit` command line: `demo`, `log show|verify|messages`, `chat`.
+"""The `dshkit` command line: `demo`, `log show|verify|messages|list`, `chat`.
 
 The top layer: each command is a module of this package (`dshkit.cli.demo`, `.log`, `.chat`)
 imported only when used, so that `dshkit log verify` does not import the agent or HTTP stack.
@@ -26,7 +26,10 @@ def build_parser() -> argparse.ArgumentParser:
         ("messages", "the derived messages, one JSON object per line"),
     ):
         action = log_commands.add_parser(name, help=help_text)
-        action.add_argument("path", metavar="PATH")
+        action.add_argument("path", metavar="PATH", help="a .jsonl/.sqlite/.db log or a postgresql:// URL")
+        action.add_argument("--session", metavar="ID", help="the session to read (needed for a postgresql:// URL)")
+    listing = log_commands.add_parser("list", help="the sessions in a directory of logs or a PostgreSQL database")
+    listing.add_argument("path", metavar="LOCATION", help="a directory or a postgresql:// URL")
 
     chat = commands.add_parser("chat", help="chat with a model over HTTP (DSHKIT_* env)")
     chat.add_argument(

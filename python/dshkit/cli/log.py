@@ -1,32 +1,53 @@
-"""`dshkit log show|verify|messages PATH`: inspect a session log without changing it."""
+"""`dshkit log show|verify|messages PATH [--session ID]` and `dshkit log list LOCATION`: inspect logs without changing them."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 import warnings
+from datetime import datetime, timezone
 from typing import TextIO
 
+from dshkit.session.catalog import list_sessions
 from dshkit.session.errors import SessionError, SessionRecoveryWarning
 from dshkit.session.session import Session
 from dshkit.session.transcript import render
 from dshkit.session.verify import check_events, format_problems
 
 
-def _open(path: str, problems: list[str]) -> Session:
+def _open(path: str, problems: list[str], session_id: str | None) -> Session:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", SessionRecoveryWarning)
-        session = Session.open(path, read_only=True)
+        session = Session.open(path, read_only=True, session_id=session_id)
     problems.extend(str(warning.message) for warning in caught if issubclass(warning.category, SessionRecoveryWarning))
     return session
 
 
-def run(command: str, path: str, out: TextIO, err: TextIO) -> int:
+def _when(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def list_command(location: str, out: TextIO, err: TextIO) -> int:
+    """Print one line per session at `location`, newest first; returns the exit code."""
+    try:
+        infos = list_sessions(location)
+    except (OSError, SessionError, ValueError, ImportError) as error:
+        print(f"dshkit log list: {error}", file=err)
+        return 1
+    for info in infos:
+        parent = f"  fork of {info.parent_id}" if info.parent_id else ""
+        print(f"{info.id}  {info.event_count:>7} events  created {_when(info.created_at)}  updated {_when(info.updated_at)}{parent}", file=out)
+    return 0
+
+
+def run(command: str, path: str, out: TextIO, err: TextIO, session_id: str | None = None) -> int:
     """Run one log command; returns the exit code (0 ok, 1 problem found or unreadable log)."""
+    if command == "list":
+        return list_command(path, out, err)
     problems: list[str] = []
     try:
-        session = _open(path, problems)
-    except (OSError, SessionError, ValueError) as error:
+        session = _open(path, problems, session_id)
+    except (OSError, SessionError, ValueError, ImportError) as error:
         print(f"dshkit log {command}: {error}", file=err)
         return 1
     with session:
@@ -60,4 +81,4 @@ def run(command: str, path: str, out: TextIO, err: TextIO) -> int:
 
 def main(args: argparse.Namespace) -> int:
     """Entry point of `dshkit log`: `args.log_command` and `args.path`."""
-    return run(args.log_command, args.path, sys.stdout, sys.stderr)
+    return run(args.log_command, args.path, sys.stdout, sys.stderr, getattr(args, "session", None))

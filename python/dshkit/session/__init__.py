@@ -8,8 +8,10 @@ See DESIGN section 3 and `docs/session.md`.
 
 from __future__ import annotations
 
+from dshkit.session.catalog import SessionInfo, list_sessions
 from dshkit.session.errors import (
     SessionClosedError,
+    SessionConflictError,
     SessionCorruptError,
     SessionError,
     SessionRecoveryWarning,
@@ -25,8 +27,9 @@ from dshkit.session.events import (
 from dshkit.session.repair import closer_message_id
 from dshkit.session.request import ModelRequest, derive_messages, project_request
 from dshkit.session.session import EventsView, Session
-from dshkit.session.stores import DURABILITY_MODES, SessionStore, store_for_path
+from dshkit.session.stores import DURABILITY_MODES, SessionStore, store_for_location, store_for_path
 from dshkit.session.stores.jsonl import JsonlStore
+from dshkit.session.stores.postgres import PostgresStore
 from dshkit.session.stores.sqlite import SqliteStore
 
 __all__ = [
@@ -38,9 +41,12 @@ __all__ = [
     "JsonlStore",
     "ModelRequest",
     "Session",
+    "PostgresStore",
     "SessionClosedError",
+    "SessionConflictError",
     "SessionCorruptError",
     "SessionError",
+    "SessionInfo",
     "SessionRecoveryWarning",
     "SessionStore",
     "SqliteStore",
@@ -48,7 +54,9 @@ __all__ = [
     "closer_message_id",
     "derive_messages",
     "is_ignorable",
+    "list_sessions",
     "project_request",
     "replace_op",
+    "store_for_location",
     "store_for_path",
 ]

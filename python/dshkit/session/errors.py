@@ -14,6 +14,14 @@ class SessionCorruptError(SessionError):
     """
 
 
+class SessionConflictError(SessionError):
+    """An append reached a seq (or message id) that the store already holds with a different record.
+
+    A retry of an append whose acknowledgement was lost finds the identical record and succeeds;
+    a different record means another writer appended to the session: the log is not forked.
+    """
+
+
 class SessionClosedError(SessionError):
     """An append or sync on a session that was closed (or opened read-only)."""
 
@@ -28,6 +36,7 @@ class SessionRecoveryWarning(UserWarning):
 
 __all__ = [
     "SessionClosedError",
+    "SessionConflictError",
     "SessionCorruptError",
     "SessionError",
     "SessionRecoveryWarning",

@@ -26,7 +26,7 @@ from dshkit.session.events import (
     replace_op,
 )
 from dshkit.session.repair import plan_closers
-from dshkit.session.stores import store_for_path
+from dshkit.session.stores import store_for_location
 from dshkit.session.stores.protocol import SessionStore, check_durability
 from dshkit.session.surface import Surface
 
@@ -106,6 +106,7 @@ class Session:
         self._publishing: int | None = None  # thread ident while observers run
         self._last_time = max(created_at, self._events[-1].time) if self._events else created_at
         self._header: Event | None = latest_header(self._events)
+        self._parent: tuple[str | None, int] = (None, 0)
 
     # -- construction ---------------------------------------------------------------------
 
@@ -116,19 +117,36 @@ class Session:
         *,
         durability: str = "checkpoint",
         store: SessionStore | None = None,
+        session_id: str | None = None,
     ) -> Session:
-        """Start a new log at `path` (`.jsonl`, `.sqlite` or `.db`) or in `store`.
+        """Start a new log at `path` (`.jsonl`, `.sqlite`, `.db` or a `postgresql://` URL) or in `store`.
 
-        `FileExistsError` if the path already exists: an existing log is never overwritten.
+        `session_id` names the new session (default: a fresh id). `FileExistsError` if the path
+        (or, in a database, the session id) already exists: an existing log is never overwritten.
         """
         check_durability(durability)
-        store = cls._resolve_store(path, store)
-        if store is None:
-            return cls()
+        if session_id is not None and not (isinstance(session_id, str) and session_id):
+            raise ValueError(f"session_id must be a non-empty str, not {session_id!r}")
+        store = cls._resolve_store(path, store, session_id)
+        session_id = session_id or getattr(store, "session_id", None) or new_message_id()
+        return cls._start(store, durability, encode_header(session_id, _now_ms()))
+
+    @classmethod
+    def _start(
+        cls, store: SessionStore | None, durability: str, header_text: str, events: list[Event] | None = None, surface: Surface | None = None
+    ) -> Session:
+        """A new session with this header (and seed events), created in `store` or in memory."""
+        header = decode_header(header_text, "new session header")
         session = cls.__new__(cls)
-        session_id, created_at = new_message_id(), _now_ms()
-        store.create(encode_header(session_id, created_at), durability)
-        session._init(store=store, durability=durability, read_only=False, session_id=session_id, created_at=created_at)
+        if store is not None:
+            store.create(header_text, durability)
+        else:
+            durability = "none"
+        session._init(
+            store=store, durability=durability, read_only=False, session_id=header["id"],
+            created_at=header["created_at"], events=events, surface=surface,
+        )
+        session._parent = (header.get("parent_id"), header.get("seed_length", 0))
         return session
 
     @classmethod
@@ -139,20 +157,24 @@ class Session:
         durability: str = "checkpoint",
         store: SessionStore | None = None,
         read_only: bool = False,
+        session_id: str | None = None,
     ) -> Session:
         """Load the log at `path` (or in `store`), repairing a turn left open by a crash.
 
+        A `postgresql://` URL needs `session_id`; for a file it is checked against the header.
         `read_only=True` loads without repairing, locking or ever writing (for inspection).
         Raises `FileNotFoundError` if there is no log and `SessionCorruptError` if it cannot be read.
         """
         check_durability(durability)
-        store = cls._resolve_store(path, store)
+        store = cls._resolve_store(path, store, session_id)
         if store is None:
             raise ValueError("Session.open needs a path or a store")
         header_text, records = store.load(durability, read_only=read_only)
         session = cls.__new__(cls)
         try:
             header = decode_header(header_text, store.describe(-1))
+            if session_id is not None and header["id"] != session_id:
+                raise ValueError(f"{store.describe(-1)}: the log holds session {header['id']}, not {session_id}")
             surface = Surface()
             events = decode_events(records, store.describe, surface.fold)
             session._init(
@@ -164,6 +186,7 @@ class Session:
                 events=events,
                 surface=surface,
             )
+            session._parent = (header.get("parent_id"), header.get("seed_length", 0))
             if not read_only:
                 session._repair()
         except BaseException:
@@ -172,11 +195,13 @@ class Session:
         return session
 
     @staticmethod
-    def _resolve_store(path: str | os.PathLike[str] | None, store: SessionStore | None) -> SessionStore | None:
+    def _resolve_store(
+        path: str | os.PathLike[str] | None, store: SessionStore | None, session_id: str | None = None
+    ) -> SessionStore | None:
         if store is not None and path is not None:
             raise ValueError("pass a path or a store, not both")
         if path is not None:
-            return store_for_path(path)
+            return store_for_location(path, session_id)
         return store
 
     def _repair(self) -> None:
@@ -199,6 +224,16 @@ class Session:
     def created_at(self) -> int:
         """When the log was created, in ms since the epoch."""
         return self._created_at
+
+    @property
+    def parent_id(self) -> str | None:
+        """The id of the session this one was forked from (`None` if it was not forked)."""
+        return self._parent[0]
+
+    @property
+    def seed_length(self) -> int:
+        """How many events a fork copied from its parent (0 if it was not forked)."""
+        return self._parent[1]
 
     @property
     def store(self) -> SessionStore | None:
@@ -409,6 +444,19 @@ class Session:
             )
             self.append(COMPACTION_END, {"summary_id": summary.id, "start_seq": begin.seq})
             return event
+
+    def fork(
+        self, at: int | str | None = None, *, dest: str | os.PathLike[str] | None = None, session_id: str | None = None
+    ) -> Session:
+        """A new session whose log begins with this one's events up to a turn boundary.
+
+        `at` is a message id or an event seq that ends a turn (`None`: now, which must be between
+        turns); `ValueError` otherwise. `dest` is a path or URL of any store (default: in memory).
+        The child's header records `parent_id` and `seed_length`; its messages keep their ids.
+        """
+        from dshkit.session.fork import fork_session
+
+        return fork_session(self, at, dest, session_id)
 
     # -- durability and lifetime ----------------------------------------------------------
 

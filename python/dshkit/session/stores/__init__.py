@@ -22,7 +22,10 @@ _BY_SUFFIX: dict[str, tuple[str, str]] = {
     ".sqlite": ("dshkit.session.stores.sqlite", "SqliteStore"),
     ".db": ("dshkit.session.stores.sqlite", "SqliteStore"),
 }
-_BY_SCHEME: dict[str, tuple[str, str]] = {}  # URL scheme (before "://") -> store, e.g. a server database
+_BY_SCHEME: dict[str, tuple[str, str]] = {  # URL scheme (before "://") -> store: a server database
+    "postgresql": ("dshkit.session.stores.postgres", "PostgresStore"),
+    "postgres": ("dshkit.session.stores.postgres", "PostgresStore"),
+}
 
 
 def _selected(location: str | os.PathLike[str]) -> tuple[str, str] | None:
@@ -48,4 +51,21 @@ def store_for_path(location: str | os.PathLike[str]) -> SessionStore:
     return store_class(location)  # type: ignore[no-any-return]
 
 
-__all__ = ["DURABILITY_MODES", "SessionStore", "check_durability", "store_for_path"]
+def store_for_location(location: str | os.PathLike[str], session_id: str | None = None) -> SessionStore:
+    """The store a location selects, for the session `session_id` where the store holds many.
+
+    A `postgresql://` URL selects one session of a database by `session_id` (`None` when
+    creating: the session mints one); a file path holds one log and needs none.
+    """
+    selected = _selected(location)
+    text = os.fspath(location)
+    if selected is None and "://" in text:
+        schemes = ", ".join(f"{scheme}://" for scheme in _BY_SCHEME)
+        raise ValueError(f"cannot tell the store from {text!r}: the URL schemes are {schemes}")
+    if selected is not None and selected[0] == _BY_SCHEME["postgresql"][0]:
+        module_name, class_name = selected
+        return getattr(importlib.import_module(module_name), class_name)(text, session_id)  # type: ignore[no-any-return]
+    return store_for_path(location)
+
+
+__all__ = ["DURABILITY_MODES", "SessionStore", "check_durability", "store_for_location", "store_for_path"]
