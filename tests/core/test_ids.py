@@ -316,13 +316,16 @@ def test_a_raw_libc_fork_that_skips_register_at_fork_still_gives_the_child_fresh
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 def test_a_raw_fork_while_another_thread_mints_leaves_the_child_able_to_mint() -> None:
-    """The fork handlers hold the generator's lock across the fork: a child forked while another
-    thread was minting must neither hang on a lock copied in its held state nor repeat an id."""
+    """A child forked (bypassing `os.register_at_fork`) while another thread keeps minting must
+    neither hang on the generator's lock nor repeat an id: the fork handlers hold the lock across
+    the fork. The fork is called with the GIL held (`ctypes.PyDLL`): a raw fork that released it
+    would leave the child waiting for a GIL held by a thread that does not exist there, which no
+    library can prevent."""
     script = textwrap.dedent(
         """
         import ctypes, os, threading, time
         from dshkit import new_message_id
-        libc = ctypes.CDLL(None, use_errno=True)
+        libc = ctypes.PyDLL(None, use_errno=True)
         stop = False
         parent_ids = set()
         def mint_forever():
@@ -334,7 +337,7 @@ def test_a_raw_fork_while_another_thread_mints_leaves_the_child_able_to_mint() -
         child_ids = []
         for _ in range(40):
             read_fd, write_fd = os.pipe()
-            pid = libc.fork()  # ctypes releases the GIL: the other thread keeps minting meanwhile
+            pid = libc.fork()
             if pid == 0:
                 os.write(write_fd, new_message_id().encode())
                 os._exit(0)
