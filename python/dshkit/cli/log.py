@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import warnings
 from datetime import datetime, timezone
@@ -11,6 +12,7 @@ from typing import TextIO
 from dshkit.session.catalog import list_sessions
 from dshkit.session.errors import SessionError, SessionRecoveryWarning
 from dshkit.session.session import Session
+from dshkit.session.stores import known_suffixes
 from dshkit.session.transcript import render
 from dshkit.session.verify import check_events, format_problems
 
@@ -40,14 +42,40 @@ def list_command(location: str, out: TextIO, err: TextIO) -> int:
     return 0
 
 
+def _unusable(path: str) -> str | None:
+    """Why `path` cannot be a session log, phrased for a shell user; ``None`` when it may be one."""
+    if "://" in path:  # a store URL: the store itself says what is wrong
+        return None
+    if os.path.isdir(path):
+        return f"{path}: is a directory; give the log file inside it"
+    if not os.path.exists(path):
+        return f"{path}: no such file"
+    suffix = os.path.splitext(path)[1].lower()
+    if suffix not in known_suffixes():
+        *others, last = known_suffixes()
+        kinds = f"{', '.join(others)} or {last}" if others else last
+        return (
+            f"{path}: expected a session log file ending in {kinds} (the store is chosen by the name); "
+            "if this file is a dshkit log, rename or link it to such a name"
+        )
+    return None
+
+
 def run(command: str, path: str, out: TextIO, err: TextIO, session_id: str | None = None) -> int:
     """Run one log command; returns the exit code (0 ok, 1 problem found or unreadable log)."""
     if command == "list":
         return list_command(path, out, err)
     problems: list[str] = []
+    reason = _unusable(path)
+    if reason is not None:
+        print(f"dshkit log {command}: {reason}", file=err)
+        return 1
     try:
         session = _open(path, problems, session_id)
-    except (OSError, SessionError, ValueError, ImportError) as error:
+    except OSError as error:
+        print(f"dshkit log {command}: {path}: {error.strerror or error}", file=err)
+        return 1
+    except (SessionError, ValueError, ImportError) as error:
         print(f"dshkit log {command}: {error}", file=err)
         return 1
     with session:

@@ -36,6 +36,11 @@ def _selected(location: str | os.PathLike[str]) -> tuple[str, str] | None:
     return _BY_SUFFIX.get(Path(text).suffix.lower())
 
 
+def known_suffixes() -> tuple[str, ...]:
+    """The file suffixes that select a store (``.jsonl``, ``.sqlite``, ...), for messages to users."""
+    return tuple(_BY_SUFFIX)
+
+
 def store_for_path(location: str | os.PathLike[str]) -> SessionStore:
     """The store a location selects: a `.jsonl` path JSON Lines, a `.sqlite`/`.db` path SQLite.
 
@@ -68,4 +73,11 @@ def store_for_location(location: str | os.PathLike[str], session_id: str | None 
     return store_for_path(location)
 
 
-__all__ = ["DURABILITY_MODES", "SessionStore", "check_durability", "store_for_location", "store_for_path"]
+__all__ = [
+    "DURABILITY_MODES",
+    "SessionStore",
+    "check_durability",
+    "known_suffixes",
+    "store_for_location",
+    "store_for_path",
+]
