@@ -10,7 +10,9 @@ in `extra_info`; the pytest-benchmark time is the time of one whole round.
   `"checkpoint"`. The store cost of a step is the time spent inside the store (dshkit's
   `append`/`sync`, LangGraph's checkpointer methods, the SDK session's `add_items`) between one
   model call and the next; the figures are medians over rounds of steps 8-12 ("step 10") and
-  96-100 ("step 100"). LangGraph runs `create_react_agent` with a fake tool-calling chat model and
+  96-100 ("step 100"); the dshkit row also records the CPU time of those calls (the calling
+  thread's plus the server backend's, from `/proc`), which a loaded machine inflates far less
+  than wall time. LangGraph runs `create_react_agent` with a fake tool-calling chat model and
   `PostgresSaver`; the SDK row appends the same items (the call and its output) per step to a
   `SQLAlchemySession`, which is the least its runner stores.
 - `postgres-throughput`: events per second appended by 50 concurrent sessions (threads), each
@@ -51,6 +53,13 @@ TARGETS = [
         "group": GROUP,
         "row": "test_dshkit_postgres_100_steps",
         "extra_info": "step100_over_step10",
+        "max_value": 1.2,
+    },
+    {
+        "name": "PostgreSQL checkpoint: store CPU per step (client + server backend) flat (step 100 <= 1.2x step 10)",
+        "group": GROUP,
+        "row": "test_dshkit_postgres_100_steps",
+        "extra_info": "cpu_step100_over_step10",
         "max_value": 1.2,
     },
     {
@@ -130,28 +139,52 @@ def _script(steps: int) -> list[Any]:
     return responses
 
 
+def _backend_cpu_ns(store: Any) -> int | None:
+    """CPU time the store's server backend has used so far (Linux `/proc`), or None."""
+    connection = getattr(store, "_connection", None)
+    if connection is None or connection.closed:
+        return None
+    try:
+        with open(f"/proc/{connection.info.backend_pid}/schedstat") as stat:
+            return int(stat.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None  # not Linux, or a server on another machine
+
+
 class TimedStore:
-    """Wraps a store and charges the time of every call to the current agent step."""
+    """Wraps a store and charges the time of every call to the current agent step.
+
+    `costs` is wall time; `cpu_costs` the CPU time of the calling thread plus that of the
+    store's server backend, which a loaded machine does not inflate the way it does wall time.
+    """
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner
         self.costs: list[float] = [0.0] * (STEPS + 1)
+        self.cpu_costs: list[float] = [0.0] * (STEPS + 1)
         self.step = 0
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
+    def _charge(self, call: Any, *args: Any) -> None:
+        index = max(self.step - 1, 0)
+        server_before = _backend_cpu_ns(self.inner)
+        cpu_before, start = time.thread_time(), time.perf_counter()
+        call(*args)
+        self.costs[index] += time.perf_counter() - start
+        self.cpu_costs[index] += time.thread_time() - cpu_before
+        server_after = _backend_cpu_ns(self.inner)
+        if server_before is not None and server_after is not None:
+            self.cpu_costs[index] += (server_after - server_before) / 1e9
+
     def append(self, event: Any, record: str) -> None:
         if event.type == "step/start":
             self.step += 1
-        start = time.perf_counter()
-        self.inner.append(event, record)
-        self.costs[self.step - 1] += time.perf_counter() - start
+        self._charge(self.inner.append, event, record)
 
     def sync(self) -> None:
-        start = time.perf_counter()
-        self.inner.sync()
-        self.costs[max(self.step - 1, 0)] += time.perf_counter() - start
+        self._charge(self.inner.sync)
 
 
 async def _agent_session(session: Session) -> None:
@@ -164,6 +197,7 @@ def test_dshkit_postgres_100_steps(benchmark: Any, pg_url: str) -> None:
     from dshkit.session import PostgresStore
 
     rounds: list[list[float]] = []
+    cpu_rounds: list[list[float]] = []
 
     def one_round() -> None:
         store = TimedStore(PostgresStore(pg_url))
@@ -171,9 +205,16 @@ def test_dshkit_postgres_100_steps(benchmark: Any, pg_url: str) -> None:
             asyncio.run(_agent_session(session))
             assert sum(event.type == "step/start" for event in session.events) == STEPS
         rounds.append(store.costs)
+        cpu_rounds.append(store.cpu_costs)
 
     benchmark.pedantic(one_round, rounds=ROUNDS, warmup_rounds=1)
     _record(benchmark, "dshkit", rounds[-ROUNDS:])
+    cpu_early, cpu_late = _per_step_costs(cpu_rounds[-ROUNDS:])
+    benchmark.extra_info.update(
+        cpu_us_at_step10=round(cpu_early * 1e6, 1),
+        cpu_us_at_step100=round(cpu_late * 1e6, 1),
+        cpu_step100_over_step10=round(cpu_late / cpu_early, 3) if cpu_early else float("inf"),
+    )
 
 
 # -- LangGraph --------------------------------------------------------------------------------

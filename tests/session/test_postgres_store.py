@@ -24,7 +24,8 @@ from dshkit.session import (
 )
 from dshkit.session.codec import encode_event, encode_header
 from dshkit.session.events import Event
-from dshkit.session.stores.postgres_schema import SCHEMA_VERSION
+from dshkit.session.stores.postgres import ensure_schema
+from dshkit.session.stores.postgres_schema import SCHEMA_VERSION, WRITE_EVENTS, write_params
 from dshkit.session.verify import check_events
 
 psycopg = pytest.importorskip("psycopg", reason="the PostgreSQL store needs psycopg (dshkit[postgres])")
@@ -218,6 +219,42 @@ def test_an_identical_record_is_accepted_and_a_different_one_is_a_conflict(postg
         store.append(other, encode_event(other))
     store.close()
     assert rows(postgres_url, "idempotent") == [(0, encode_event(event))]
+
+
+def _plan_nodes(plan: dict) -> list[dict]:
+    return [plan] + [node for child in plan.get("Plans", ()) for node in _plan_nodes(child)]
+
+
+@pytest.mark.parametrize("plan_cache_mode", ["force_custom_plan", "force_generic_plan"])
+def test_a_write_reads_no_stored_event_unless_some_row_was_already_there(postgres_url, plan_cache_mode):
+    """The cost of a write must not grow with the session: new rows are inserted, nothing is scanned."""
+    session_id = f"plan-{plan_cache_mode}"
+    body = '{"seq":%d,"time":1,"type":"plugin/x","data":{"ignorable":true}}'
+
+    def batch(first: int, count: int, text: str = body) -> dict:
+        return write_params(session_id, [(seq, "plugin/x", 1, None, text % seq) for seq in range(first, first + count)])
+
+    def reads_of_stored_events(connection, params) -> int:
+        with connection.transaction(force_rollback=True):
+            (plan,), = connection.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + WRITE_EVENTS, params, prepare=True).fetchone()
+        return sum(
+            node["Actual Loops"] for node in _plan_nodes(plan["Plan"])
+            if node.get("Relation Name") == "dshkit_events" and node["Node Type"] != "ModifyTable"
+        )
+
+    with psycopg.connect(postgres_url, autocommit=True) as connection:
+        ensure_schema(connection)
+        connection.execute("INSERT INTO dshkit_sessions VALUES (%s, '{}', 0, NULL)", (session_id,))
+        for first in range(0, 2000, 200):
+            connection.execute(WRITE_EVENTS, batch(first, 200)).fetchone()
+        connection.execute("ANALYZE dshkit_events")
+        connection.execute(f"SET plan_cache_mode = {plan_cache_mode}")
+        assert reads_of_stored_events(connection, batch(2000, 8)) == 0
+        assert reads_of_stored_events(connection, batch(1996, 8)) > 0  # 4 were stored: they are compared
+        assert connection.execute(WRITE_EVENTS, batch(1996, 8)).fetchone() == (8, 4)  # 4 identical, 4 new
+        with pytest.raises(psycopg.Error, match="event 2003 is already stored with a different record"):
+            connection.execute(WRITE_EVENTS, batch(2003, 2, body + " ")).fetchone()
+    assert len(rows(postgres_url, session_id)) == 2004
 
 
 def test_a_writer_that_lost_its_lock_cannot_fork_the_log(postgres_url, build):

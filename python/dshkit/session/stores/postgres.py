@@ -152,6 +152,11 @@ class PostgresStore:
             raise ConnectionError(f"cannot connect to {redact(self.url)}: {str(error).strip()}") from error
         try:
             ensure_schema(connection)
+            # psycopg prepares a statement on the server after 5 runs; the write is the same
+            # statement every time and every lookup in it is by the full primary key, so its
+            # plan never depends on the values: without this, PostgreSQL may judge a fresh plan
+            # per write cheaper (it did for WRITE_EVENTS) and spend more planning than writing.
+            connection.execute("SET plan_cache_mode = force_generic_plan")
             if self._durability == "none":
                 connection.execute("SET synchronous_commit = off")
         except BaseException:

@@ -66,6 +66,11 @@ UNLOCK = "SELECT pg_advisory_unlock(%s)"
 # Rows that were inserted plus rows already holding the identical record must cover the batch.
 # The outer SELECT sees the table as it was before the INSERT (one snapshot), so a row that a
 # concurrent writer committed meanwhile counts neither as inserted nor as identical: conflict.
+#
+# The cost of a write must not grow with the session (or the table): the stored rows are read
+# only when some row of the batch was not inserted (a retry, or a conflict): the CASE evaluates
+# `identical` only then, and `identical` probes the primary key once per batch row (LATERAL with
+# LIMIT 1), never a join the planner could turn into a scan of the table.
 WRITE_EVENTS = """
 WITH batch AS (
     SELECT * FROM unnest(%(seqs)s::bigint[], %(types)s::text[], %(times)s::bigint[],
@@ -77,16 +82,21 @@ WITH batch AS (
     ON CONFLICT (session_id, seq) DO NOTHING
     RETURNING seq
 ), identical AS (
-    SELECT batch.seq FROM batch JOIN dshkit_events stored
-        ON stored.session_id = %(session)s AND stored.seq = batch.seq AND stored.body = batch.body
+    SELECT batch.seq FROM batch CROSS JOIN LATERAL (
+        SELECT stored.body FROM dshkit_events stored
+        WHERE stored.session_id = %(session)s AND stored.seq = batch.seq
+        LIMIT 1
+    ) stored
+    WHERE stored.body = batch.body
 )
-SELECT dshkit_check_write(
+SELECT CASE WHEN (SELECT count(*) FROM inserted) = %(expected)s::bigint THEN %(expected)s::bigint
+ELSE dshkit_check_write(
     %(session)s,
     %(expected)s,
     (SELECT count(*) FROM inserted) + (SELECT count(*) FROM identical),
     (SELECT min(seq) FROM batch WHERE seq NOT IN (SELECT seq FROM inserted)
                                   AND seq NOT IN (SELECT seq FROM identical))
-), (SELECT count(*) FROM inserted)
+) END, (SELECT count(*) FROM inserted)
 """
 
 LIST_SESSIONS = """
