@@ -33,7 +33,9 @@ from dshkit.session.events import (
 )
 
 HEADER_TYPE = "session"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+"""The version `Session.create` writes: 2 adds a checksum to every record (`dshkit.session.records`)."""
+READABLE_VERSIONS = (1, 2)
 
 
 def encode_event(event: Event) -> str:
@@ -61,8 +63,11 @@ def decode_header(text: str | bytes, where: str) -> FrozenDict[Any]:
     version = header.get("version")
     if type(version) is not int:
         raise SessionCorruptError(f"{where}: session header has no int 'version'")
-    if version != FORMAT_VERSION:
-        raise SessionCorruptError(f"{where}: log format version {version} is not supported (this dshkit reads version {FORMAT_VERSION})")
+    if version not in READABLE_VERSIONS:
+        raise SessionCorruptError(
+            f"{where}: log format version {version} is not supported (this dshkit reads versions "
+            f"{', '.join(map(str, READABLE_VERSIONS))})"
+        )
     if not isinstance(header.get("id"), str) or type(header.get("created_at")) is not int:
         raise SessionCorruptError(f"{where}: session header needs a str 'id' and an int 'created_at'")
     return header
