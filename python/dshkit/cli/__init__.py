@@ -27,6 +27,8 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         action = log_commands.add_parser(name, help=help_text)
         action.add_argument("path", metavar="PATH")
+        if name == "verify":
+            action.add_argument("--all", action="store_true", help="print every problem (default: the first 50)")
 
     chat = commands.add_parser("chat", help="chat with a model over HTTP (DSHKIT_* env)")
     chat.add_argument(

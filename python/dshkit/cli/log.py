@@ -7,7 +7,7 @@ import sys
 import warnings
 from typing import TextIO
 
-from dshkit.session.errors import SessionError, SessionRecoveryWarning
+from dshkit.session.errors import SessionError, SessionIntegrityWarning, SessionRecoveryWarning
 from dshkit.session.session import Session
 from dshkit.session.transcript import render
 from dshkit.session.verify import check_events, format_problems
@@ -16,13 +16,21 @@ from dshkit.session.verify import check_events, format_problems
 def _open(path: str, problems: list[str]) -> Session:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", SessionRecoveryWarning)
+        warnings.simplefilter("ignore", SessionIntegrityWarning)  # `verify` lists each broken record itself
         session = Session.open(path, read_only=True)
     problems.extend(str(warning.message) for warning in caught if issubclass(warning.category, SessionRecoveryWarning))
     return session
 
 
-def run(command: str, path: str, out: TextIO, err: TextIO) -> int:
-    """Run one log command; returns the exit code (0 ok, 1 problem found or unreadable log)."""
+SHOWN_PROBLEMS = 50  # `verify` prints this many problems unless told --all
+
+
+def run(command: str, path: str, out: TextIO, err: TextIO, *, all_problems: bool = False) -> int:
+    """Run one log command; returns the exit code (0 ok, 1 problem found or unreadable log).
+
+    `verify` prints the first `SHOWN_PROBLEMS` problems, a count of the rest and a one-line
+    summary; `all_problems` prints every one.
+    """
     problems: list[str] = []
     try:
         session = _open(path, problems)
@@ -49,9 +57,13 @@ def run(command: str, path: str, out: TextIO, err: TextIO) -> int:
             store = session.store
             assert store is not None  # opened from a path
             problems.extend(format_problems(check_events(session.events), store.describe, path))
-            for problem in problems:
+            shown = problems if all_problems else problems[:SHOWN_PROBLEMS]
+            for problem in shown:
                 print(problem, file=out)
             if problems:
+                if len(shown) < len(problems):
+                    print(f"... and {len(problems) - len(shown)} more (--all prints every problem)", file=out)
+                print(f"{path}: {len(problems)} problem(s) in {len(session.events)} events", file=out)
                 return 1
             print(f"{path}: ok ({len(session.events)} events, {len(session.messages())} messages)", file=out)
             return 0
@@ -59,5 +71,5 @@ def run(command: str, path: str, out: TextIO, err: TextIO) -> int:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Entry point of `dshkit log`: `args.log_command` and `args.path`."""
-    return run(args.log_command, args.path, sys.stdout, sys.stderr)
+    """Entry point of `dshkit log`: `args.log_command`, `args.path` (and `args.all` for verify)."""
+    return run(args.log_command, args.path, sys.stdout, sys.stderr, all_problems=getattr(args, "all", False))

@@ -12,6 +12,7 @@ from dshkit.session.errors import (
     SessionClosedError,
     SessionCorruptError,
     SessionError,
+    SessionIntegrityWarning,
     SessionRecoveryWarning,
     UnknownEventError,
 )
@@ -41,6 +42,7 @@ __all__ = [
     "SessionClosedError",
     "SessionCorruptError",
     "SessionError",
+    "SessionIntegrityWarning",
     "SessionRecoveryWarning",
     "SessionStore",
     "SqliteStore",
