@@ -52,7 +52,7 @@ def verified(rows: Iterable[tuple[Any, Any]], describe: Callable[[int], str]) ->
 
     `describe(index)` names where row `index` lives; the first bad row is a `SessionCorruptError`.
     """
-    records = []
+    records: list[Any] = []
     add = records.append
     for index, (record, stored) in enumerate(rows):
         if type(stored) is not int or crc32c(record) != stored:
@@ -79,7 +79,7 @@ def unseal_line(line: bytes) -> bytes | None:
 
 def unseal_lines(lines: list[bytes], describe: Callable[[int], str]) -> list[bytes]:
     """The record texts of complete lines, each checked; the first bad line is a `SessionCorruptError`."""
-    records = []
+    records: list[bytes] = []
     add = records.append
     expected = b',"crc":"%08x"}'
     for index, line in enumerate(lines):
