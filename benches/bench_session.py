@@ -9,6 +9,10 @@ benchmark that reads it. Floors are the least a program must do for the same wor
 - open: read the file and `json.loads` every line (`orjson.loads` shown beside it);
 - messages after an append: the same append followed by a full re-derivation of the history.
 
+The checksum (format version 2, `dshkit.session.records`) has groups of its own: sealing one
+event line beside encoding it without a checksum, and checking every line of the 100,000-event
+log beside only splitting it into lines (both inside the open rows above as well).
+
 `messages()` returns a tuple (the contract), so after an append it is rebuilt by one pointer copy
 of the surface: no event is re-folded, but the copy grows with the history; the 1k and 100k
 groups show both effects.
@@ -29,6 +33,8 @@ import pytest
 
 import dshkit
 from dshkit.session import Session, derive_messages
+from dshkit.session.codec import encode_event
+from dshkit.session.records import seal_line, unseal_lines
 
 EVENTS_PER_TURN = 16
 BIG = 100_000
@@ -259,3 +265,32 @@ def test_messages_after_append(benchmark, logs: dict[str, Path], tmp_path: Path,
     rounds = 300 if row == "dshkit" else 5
     benchmark.pedantic(append_then_messages, rounds=rounds, iterations=1, warmup_rounds=5)
     session.close()
+
+
+# --- the checksum's own cost --------------------------------------------------------------------
+
+
+@pytest.mark.benchmark(group="session-checksum-append")
+@pytest.mark.parametrize("row", ["seal_line", "encode_line_floor"])
+def test_checksum_on_append(benchmark, row: str) -> None:
+    session = Session()
+    event = session.append("user/message", user_message("message number 1: a short prompt of the usual length"))
+    record = encode_event(event)
+    if row == "seal_line":
+        benchmark(seal_line, record)
+    else:
+        benchmark(lambda text: (text + "\n").encode(), record)
+
+
+@pytest.mark.benchmark(group="session-checksum-open-100k")
+@pytest.mark.parametrize("row", ["check_every_line", "split_lines_floor"])
+def test_checksum_on_open(benchmark, logs: dict[str, Path], row: str) -> None:
+    content = logs["big.jsonl"].read_bytes()
+
+    def split() -> list[bytes]:
+        return content.split(b"\n")[1:-1]
+
+    if row == "check_every_line":
+        assert len(benchmark.pedantic(lambda: unseal_lines(split(), str), rounds=5, warmup_rounds=1)) == BIG
+    else:
+        assert len(benchmark.pedantic(split, rounds=5, warmup_rounds=1)) == BIG

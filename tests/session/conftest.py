@@ -10,7 +10,29 @@ import pytest
 
 import dshkit
 from dshkit import Message
+from dshkit._core import crc32c
 from dshkit.session import Event, Session
+from dshkit.session.records import SUFFIX_LENGTH, seal_line
+
+
+def seal_any(text: str) -> bytes:
+    """A JSON Lines line for any record text, even a broken one, whose checksum matches.
+
+    A JSON object is sealed as the store seals it; other text gets the checksum suffix as if
+    it ended in the object's closing brace, so it reads back as `text + "}"`: still broken,
+    which is the point (damage whose checksum passes shows the decoder's own error).
+    """
+    if text.endswith("}"):
+        return seal_line(text)
+    return b'%s,"crc":"%08x"}\n' % (text.encode(), crc32c((text + "}").encode()))
+
+
+def to_version_1(path: Path) -> None:
+    """Rewrite a JSON Lines log in format version 1 (no checksums), as an older dshkit wrote it."""
+    header, *lines = path.read_bytes().split(b"\n")
+    header = header[:-SUFFIX_LENGTH].replace(b'"version":2', b'"version":1') + b"}"
+    events = [line[:-SUFFIX_LENGTH] + b"}" for line in lines[:-1]]
+    path.write_bytes(b"\n".join([header, *events, b""]))
 
 
 class Build:
@@ -59,6 +81,17 @@ class Build:
                 session.append("turn/end", {"turn": turn, "reason": {"kind": "completed"}}),
             ]
         return out
+
+
+@pytest.fixture
+def legacy_log(tmp_path: Path) -> Path:
+    """A version 1 JSON Lines log (no checksums) holding five user messages m0..m4."""
+    path = tmp_path / "log.jsonl"
+    with Session.create(path) as session:
+        for n in range(5):
+            session.append("user/message", Build.user(f"m{n}"))
+    to_version_1(path)
+    return path
 
 
 @pytest.fixture

@@ -32,6 +32,9 @@ from dshkit.session import (
     SessionStore,
     SqliteStore,
 )
+from dshkit.session.records import checksum
+
+from tests.session.conftest import seal_any
 
 
 class StoreUnderTest:
@@ -121,7 +124,7 @@ class JsonlUnderTest(StoreUnderTest):
 
     def replace_record(self, index: int, text: str) -> None:
         lines = self.location.read_bytes().splitlines(keepends=True)
-        lines[index + 1] = text.encode() + b"\n"
+        lines[index + 1] = seal_any(text)
         self.location.write_bytes(b"".join(lines))
 
     def tear_tail(self, text: str) -> bool:
@@ -132,8 +135,8 @@ class JsonlUnderTest(StoreUnderTest):
 
 class SqliteUnderTest(StoreUnderTest):
     name = "sqlite"
-    second_writer = "append"
-    second_writer_error = "another writer"
+    second_writer = "open"
+    second_writer_error = "already open for writing"
 
     @property
     def location(self) -> Path:
@@ -157,7 +160,7 @@ class SqliteUnderTest(StoreUnderTest):
 
     def replace_record(self, index: int, text: str) -> None:
         with closing(sqlite3.connect(self.location)) as db, db:
-            db.execute("UPDATE dshkit_events SET body = ? WHERE seq = ?", (text, index))
+            db.execute("UPDATE dshkit_events SET body = ?, crc = ? WHERE seq = ?", (text, checksum(text), index))
 
     def tear_tail(self, text: str) -> bool:
         return False  # every append is one transaction: there is no half-written event

@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 from typing import TextIO
 
 from dshkit.session.catalog import list_sessions
-from dshkit.session.errors import SessionError, SessionRecoveryWarning
+from dshkit.session.errors import SessionError, SessionIntegrityWarning, SessionRecoveryWarning
 from dshkit.session.session import Session
 from dshkit.session.stores import known_suffixes
 from dshkit.session.transcript import render
@@ -20,9 +20,13 @@ from dshkit.session.verify import check_events, format_problems
 def _open(path: str, problems: list[str], session_id: str | None) -> Session:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", SessionRecoveryWarning)
+        warnings.simplefilter("ignore", SessionIntegrityWarning)  # `verify` lists each broken record itself
         session = Session.open(path, read_only=True, session_id=session_id)
     problems.extend(str(warning.message) for warning in caught if issubclass(warning.category, SessionRecoveryWarning))
     return session
+
+
+SHOWN_PROBLEMS = 50  # `verify` prints this many problems unless told --all
 
 
 def _when(ms: int) -> str:
@@ -61,8 +65,20 @@ def _unusable(path: str) -> str | None:
     return None
 
 
-def run(command: str, path: str, out: TextIO, err: TextIO, session_id: str | None = None) -> int:
-    """Run one log command; returns the exit code (0 ok, 1 problem found or unreadable log)."""
+def run(
+    command: str,
+    path: str,
+    out: TextIO,
+    err: TextIO,
+    session_id: str | None = None,
+    *,
+    all_problems: bool = False,
+) -> int:
+    """Run one log command; returns the exit code (0 ok, 1 problem found or unreadable log).
+
+    `verify` prints the first `SHOWN_PROBLEMS` problems, a count of the rest and a one-line
+    summary; `all_problems` prints every one.
+    """
     if command == "list":
         return list_command(path, out, err)
     problems: list[str] = []
@@ -98,9 +114,13 @@ def run(command: str, path: str, out: TextIO, err: TextIO, session_id: str | Non
             store = session.store
             assert store is not None  # opened from a path
             problems.extend(format_problems(check_events(session.events), store.describe, path))
-            for problem in problems:
+            shown = problems if all_problems else problems[:SHOWN_PROBLEMS]
+            for problem in shown:
                 print(problem, file=out)
             if problems:
+                if len(shown) < len(problems):
+                    print(f"... and {len(problems) - len(shown)} more (--all prints every problem)", file=out)
+                print(f"{path}: {len(problems)} problem(s) in {len(session.events)} events", file=out)
                 return 1
             print(f"{path}: ok ({len(session.events)} events, {len(session.messages())} messages)", file=out)
             return 0
@@ -108,5 +128,12 @@ def run(command: str, path: str, out: TextIO, err: TextIO, session_id: str | Non
 
 
 def main(args: argparse.Namespace) -> int:
-    """Entry point of `dshkit log`: `args.log_command` and `args.path`."""
-    return run(args.log_command, args.path, sys.stdout, sys.stderr, getattr(args, "session", None))
+    """Entry point of `dshkit log`: `args.log_command`, `args.path`, `args.session`, `args.all`."""
+    return run(
+        args.log_command,
+        args.path,
+        sys.stdout,
+        sys.stderr,
+        getattr(args, "session", None),
+        all_problems=getattr(args, "all", False),
+    )

@@ -14,6 +14,7 @@ from dshkit.session.errors import (
     SessionConflictError,
     SessionCorruptError,
     SessionError,
+    SessionIntegrityWarning,
     SessionRecoveryWarning,
     UnknownEventError,
 )
@@ -47,6 +48,7 @@ __all__ = [
     "SessionCorruptError",
     "SessionError",
     "SessionInfo",
+    "SessionIntegrityWarning",
     "SessionRecoveryWarning",
     "SessionStore",
     "SqliteStore",

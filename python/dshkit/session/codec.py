@@ -25,7 +25,6 @@ from dshkit.session.errors import SessionCorruptError
 from dshkit.session.events import (
     ASSISTANT_MESSAGE,
     INBOX_SPLICED,
-    KNOWN_EVENT_TYPES,
     MESSAGE_EVENT_TYPES,
     TOOL_RESULT,
     USER_MESSAGE,
@@ -33,7 +32,9 @@ from dshkit.session.events import (
 )
 
 HEADER_TYPE = "session"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+"""The version `Session.create` writes: 2 adds a checksum to every record (`dshkit.session.records`)."""
+READABLE_VERSIONS = (1, 2)
 
 
 def encode_event(event: Event) -> str:
@@ -65,8 +66,11 @@ def decode_header(text: str | bytes, where: str) -> FrozenDict[Any]:
     version = header.get("version")
     if type(version) is not int:
         raise SessionCorruptError(f"{where}: session header has no int 'version'")
-    if version != FORMAT_VERSION:
-        raise SessionCorruptError(f"{where}: log format version {version} is not supported (this dshkit reads version {FORMAT_VERSION})")
+    if version not in READABLE_VERSIONS:
+        raise SessionCorruptError(
+            f"{where}: log format version {version} is not supported (this dshkit reads versions "
+            f"{', '.join(map(str, READABLE_VERSIONS))})"
+        )
     if not isinstance(header.get("id"), str) or type(header.get("created_at")) is not int:
         raise SessionCorruptError(f"{where}: session header needs a str 'id' and an int 'created_at'")
     return header
@@ -95,18 +99,20 @@ def decode_events(
     records: Sequence[str | bytes],
     describe: Callable[[int], str],
     fold: Callable[[Event], object],
+    *,
+    into: list[Event] | None = None,
 ) -> list[Event]:
     """Decode stored records into events, calling `fold(event)` on each in seq order.
 
     `describe(index)` names where record `index` lives (`"/x/log.jsonl: line 7"`); every error,
-    including a `ValueError` from `fold`, is a `SessionCorruptError` carrying that name.
+    including one from `fold`, is a `SessionCorruptError` carrying that name. Events are added
+    to `into` (a new list by default) as they are folded, so `fold` sees the events before.
     """
     make = tuple.__new__
     event_class = Event
-    events: list[Event] = []
+    events: list[Event] = [] if into is None else into
     add = events.append
     user_message, assistant_message, tool_result = USER_MESSAGE, ASSISTANT_MESSAGE, TOOL_RESULT
-    known = KNOWN_EVENT_TYPES
     for seq, text in enumerate(records):  # seqs are contiguous from 0: record `seq` holds event `seq`
         record: Any = None
         try:
@@ -125,9 +131,12 @@ def decode_events(
                     raise ValueError
                 if event_type == INBOX_SPLICED and data.get("inserted"):
                     data = data | {"inserted": tuple(map(freeze_message, data["inserted"]))}
-                event = make(event_class, (event_type, seq, time, data, None, ()))
-                if event_type not in known:  # a known type without a message leaves the surface as it is
-                    fold(event)
+                if len(record) == 4:
+                    event = make(event_class, (event_type, seq, time, data, None, ()))
+                else:  # keys a message event has: kept, so the append rules can refuse them
+                    extra = (record.get("surface_op"), record.get("source_event_seqs", ()))
+                    event = make(event_class, (event_type, seq, time, data, *extra))
+                fold(event)
                 add(event)
                 continue
             source_seqs = record["source_event_seqs"]

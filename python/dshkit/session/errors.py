@@ -34,11 +34,16 @@ class SessionRecoveryWarning(UserWarning):
     """Opening a log repaired its storage: a torn last line (an unfinished write) was cut off."""
 
 
+class SessionIntegrityWarning(UserWarning):
+    """A read-only open loaded records that break the append rules (a writable open refuses them)."""
+
+
 __all__ = [
     "SessionClosedError",
     "SessionConflictError",
     "SessionCorruptError",
     "SessionError",
+    "SessionIntegrityWarning",
     "SessionRecoveryWarning",
     "UnknownEventError",
 ]

@@ -6,23 +6,23 @@ import logging
 import os
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, overload
 
 from dshkit import Message, new_message_id
 
 from dshkit.session.codec import decode_events, decode_header, encode_event, encode_header
-from dshkit.session.errors import SessionClosedError
+from dshkit.session.errors import SessionClosedError, SessionIntegrityWarning
 from dshkit.session.events import (
     COMPACTION_END,
     COMPACTION_START,
     REQUEST_HEADER,
     USER_MESSAGE,
+    KNOWN_EVENT_TYPES,
     Event,
     latest_header,
     prepare_data,
-    prepare_source_seqs,
-    prepare_surface_op,
     replace_op,
 )
 from dshkit.session.repair import plan_closers
@@ -176,7 +176,29 @@ class Session:
             if session_id is not None and header["id"] != session_id:
                 raise ValueError(f"{store.describe(-1)}: the log holds session {header['id']}, not {session_id}")
             surface = Surface()
-            events = decode_events(records, store.describe, surface.fold)
+            events: list[Event] = []
+            broken: list[str] = []  # read-only: records that break the append rules
+            admit, fold, known = surface.admit, surface.fold, KNOWN_EVENT_TYPES
+
+            def load(event: Event) -> None:
+                if event.type in known:  # an unknown type is a newer writer's: it may exist, it blocks derivation
+                    try:
+                        admit(event.type, event.data, event.surface_op, event.source_event_seqs, events)
+                    except (TypeError, ValueError) as error:
+                        if not read_only:
+                            raise
+                        broken.append(f"{store.describe(event.seq)}: {error}")
+                fold(event)
+
+            decode_events(records, store.describe, load, into=events)
+            if broken:
+                warnings.warn(
+                    SessionIntegrityWarning(
+                        f"{len(broken)} record(s) break the append rules (opened read-only for inspection; "
+                        f"`dshkit log verify` lists them); first: {broken[0]}"
+                    ),
+                    stacklevel=2,
+                )
             session._init(
                 store=store,
                 durability=durability,
@@ -315,15 +337,9 @@ class Session:
         with self._lock:
             if self._closed or self._read_only:
                 raise SessionClosedError("the session is closed" if self._closed else "the session was opened read-only")
-            frozen = prepare_data(event_type, data)
-            op = prepare_surface_op(event_type, surface_op)
-            seq = len(self._events)
-            source_seqs = prepare_source_seqs(source_event_seqs, seq)
-            if op is None and source_seqs:
-                raise ValueError(f"{event_type} events carry no source_event_seqs (only message events do)")
             surface = self._surface
-            if op is not None:
-                surface.check(event_type, frozen, op, self._events)
+            frozen, op, source_seqs = surface.admit(event_type, data, surface_op, source_event_seqs, self._events)
+            seq = len(self._events)
             now = at if at is not None else max(_now_ms(), self._last_time)
             event = _new_event(Event, (event_type, seq, now, frozen, op, source_seqs))
             if self._store is not None:

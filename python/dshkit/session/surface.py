@@ -30,6 +30,9 @@ from dshkit.session.events import (
     USER_MESSAGE,
     Event,
     blocks_derivation,
+    prepare_data,
+    prepare_source_seqs,
+    prepare_surface_op,
 )
 
 
@@ -189,6 +192,24 @@ class Surface:
         return None
 
     # -- surface rules ----------------------------------------------------------------------
+
+    def admit(
+        self, event_type: Any, data: Any, surface_op: Any, source_event_seqs: Any, events: Sequence[Event]
+    ) -> tuple[Any, Any, tuple[int, ...]]:
+        """Apply every append rule to the event that would follow `events`: `(data, surface_op, source seqs)`, frozen.
+
+        The one gate of the log: `Session.append` passes each new event through it and
+        `Session.open` each stored one (a log is held to the rules it was written under).
+        Raises `TypeError`/`ValueError` naming the rule.
+        """
+        frozen = prepare_data(event_type, data)
+        op = prepare_surface_op(event_type, surface_op)
+        source_seqs = prepare_source_seqs(source_event_seqs, len(events))
+        if op is None and source_seqs:
+            raise ValueError(f"{event_type} events carry no source_event_seqs (only message events do)")
+        if op is not None:
+            self.check(event_type, frozen, op, events)
+        return frozen, op, source_seqs
 
     def check(self, event_type: str, data: Any, op: Any, events: Sequence[Event]) -> None:
         """Raise `ValueError` if appending this message event would break a surface rule."""
