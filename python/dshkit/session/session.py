@@ -13,6 +13,7 @@ from dshkit import Message, new_message_id
 
 from dshkit.session.codec import decode_events, decode_header, encode_event, encode_header
 from dshkit.session.errors import SessionClosedError
+from dshkit.session.history import History
 from dshkit.session.events import (
     COMPACTION_END,
     COMPACTION_START,
@@ -227,11 +228,11 @@ class Session:
 
     # -- derivation -----------------------------------------------------------------------
 
-    def messages(self) -> tuple[Message, ...]:
+    def messages(self) -> History:
         """The derived, model-visible history: the same `Message` objects that were appended.
 
-        Cached: unchanged after reads, extended by appends, re-derived only where a replace
-        touched it. Raises `UnknownEventError` if the log holds an unknown, non-ignorable event.
+        A `History`: an immutable sequence equal to the tuple of those messages, taken in O(1)
+        (appends extend a shared list, a replace re-derives only where it touched). Raises `UnknownEventError` if the log holds an unknown, non-ignorable event.
         """
         with self._lock:
             return self._surface.messages()
