@@ -22,11 +22,13 @@ from typing import Any
 from dshkit import FrozenDict, freeze_message, from_json, to_json
 
 from dshkit.session.errors import SessionCorruptError
+from dshkit.session.event_log import EventLog
 from dshkit.session.events import (
     ASSISTANT_MESSAGE,
     INBOX_SPLICED,
     KNOWN_EVENT_TYPES,
     MESSAGE_EVENT_TYPES,
+    REQUEST_HEADER,
     TOOL_RESULT,
     USER_MESSAGE,
     Event,
@@ -91,18 +93,20 @@ def decode_events(
     records: Sequence[str | bytes],
     describe: Callable[[int], str],
     fold: Callable[[Event], object],
-) -> list[Event]:
-    """Decode stored records into events, calling `fold(event)` on each in seq order.
+) -> EventLog:
+    """Decode stored records into events, calling `fold(event)` on each that can change the surface.
 
     `describe(index)` names where record `index` lives (`"/x/log.jsonl: line 7"`); every error,
-    including a `ValueError` from `fold`, is a `SessionCorruptError` carrying that name.
+    including a `ValueError` from `fold`, is a `SessionCorruptError` carrying that name. Records
+    of events without a message are kept as they were read (`EventLog.add_record`).
     """
     make = tuple.__new__
     event_class = Event
-    events: list[Event] = []
-    add = events.append
+    log = EventLog()
+    add, add_record = log.append, log.add_record
     user_message, assistant_message, tool_result = USER_MESSAGE, ASSISTANT_MESSAGE, TOOL_RESULT
     known = KNOWN_EVENT_TYPES
+    header_seq = None
     for seq, text in enumerate(records):  # seqs are contiguous from 0: record `seq` holds event `seq`
         record: Any = None
         try:
@@ -119,12 +123,14 @@ def decode_events(
             else:
                 if type(event_type) is not str:
                     raise ValueError
-                if event_type == INBOX_SPLICED and data.get("inserted"):
-                    data = data | {"inserted": tuple(map(freeze_message, data["inserted"]))}
-                event = make(event_class, (event_type, seq, time, data, None, ()))
-                if event_type not in known:  # a known type without a message leaves the surface as it is
-                    fold(event)
-                add(event)
+                if event_type in known:  # a known type without a message leaves the surface as it is
+                    if event_type == INBOX_SPLICED and data.get("inserted"):
+                        tuple(map(freeze_message, data["inserted"]))  # refused now, not when read
+                    elif event_type == REQUEST_HEADER:
+                        header_seq = seq
+                else:
+                    fold(make(event_class, (event_type, seq, time, data, None, ())))
+                add_record(event_type, time, text)
                 continue
             source_seqs = record["source_event_seqs"]
             if type(source_seqs) is not tuple:
@@ -137,4 +143,5 @@ def decode_events(
             if not reason:
                 reason = f"bad {record.get('type')} event: {error}" if str(error) else f"bad {record.get('type')} event"
             raise SessionCorruptError(f"{describe(seq)}: {reason}") from None
-    return events
+    log.header_seq = header_seq
+    return log

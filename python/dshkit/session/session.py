@@ -13,6 +13,7 @@ from dshkit import Message, new_message_id
 
 from dshkit.session.codec import decode_events, decode_header, encode_event, encode_header
 from dshkit.session.errors import SessionClosedError
+from dshkit.session.event_log import EventLog
 from dshkit.session.history import History
 from dshkit.session.events import (
     COMPACTION_END,
@@ -20,7 +21,6 @@ from dshkit.session.events import (
     REQUEST_HEADER,
     USER_MESSAGE,
     Event,
-    latest_header,
     prepare_data,
     prepare_source_seqs,
     prepare_surface_op,
@@ -46,7 +46,7 @@ class EventsView(Sequence[Event]):
 
     __slots__ = ("_events",)
 
-    def __init__(self, events: list[Event]) -> None:
+    def __init__(self, events: EventLog) -> None:
         self._events = events
 
     @overload
@@ -56,7 +56,7 @@ class EventsView(Sequence[Event]):
     def __getitem__(self, index: int | slice) -> Event | tuple[Event, ...]:
         if isinstance(index, slice):
             return tuple(self._events[index])
-        return self._events[index]
+        return self._events[index]  # type: ignore[no-any-return]
 
     def __len__(self) -> int:
         return len(self._events)
@@ -89,7 +89,7 @@ class Session:
         read_only: bool,
         session_id: str,
         created_at: int,
-        events: list[Event] | None = None,
+        events: EventLog | None = None,
         surface: Surface | None = None,
     ) -> None:
         """Set up the state; `events` and `surface` (their fold) come from a loaded log."""
@@ -99,14 +99,15 @@ class Session:
         self._closed = False
         self._id = session_id
         self._created_at = created_at
-        self._events: list[Event] = [] if events is None else events
+        self._events = EventLog() if events is None else events
         self._events_view = EventsView(self._events)
         self._surface = Surface() if surface is None else surface
         self._observers: tuple[tuple[Observer, Callable[[BaseException, Event], object] | None], ...] = ()
         self._lock = threading.RLock()
         self._publishing: int | None = None  # thread ident while observers run
         self._last_time = max(created_at, self._events[-1].time) if self._events else created_at
-        self._header: Event | None = latest_header(self._events)
+        header_seq = self._events.header_seq
+        self._header: Event | None = None if header_seq is None else self._events[header_seq]
 
     # -- construction ---------------------------------------------------------------------
 
@@ -301,6 +302,7 @@ class Session:
                 surface.fold(event)
             elif event_type == REQUEST_HEADER:
                 self._header = event
+                self._events.header_seq = seq
             if self._observers:
                 self._publish(event)
             return event
