@@ -113,9 +113,7 @@ class TurnRunner:
         self._config = config
         self._last_header: Any = None
         self._logged_config: Any = None
-        self._turn_number = max(
-            (event.data["turn"] for event in session.events if event.type == TURN_START), default=0
-        )
+        self._turn_number = _last_turn_number(session)
 
     def _append(self, event_type: str, data: Any, **kwargs: Any) -> Any:
         event = self._session.append(event_type, data, **kwargs)
@@ -466,6 +464,13 @@ class TurnRunner:
 _INTERRUPTED = object()  # _stream's answer when the cancel token cut the response
 # How a step that ends the turn stopped, as `turn_stopping` is told (ctx.reason).
 _STOPS = {"stop": "completed", "max_tokens": "max_tokens", "tools": "concluded"}
+
+
+def _last_turn_number(session: Session) -> int:
+    """The number of the session's latest turn (0 if none); turns are numbered upwards."""
+    events = session.events
+    numbers = (events[seq].data["turn"] for seq in range(len(events) - 1, -1, -1) if events[seq].type == TURN_START)
+    return next(numbers, 0)
 
 
 def _being_cancelled() -> bool:

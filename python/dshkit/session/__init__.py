@@ -25,6 +25,7 @@ from dshkit.session.events import (
     is_ignorable,
     replace_op,
 )
+from dshkit.session.history import History
 from dshkit.session.repair import closer_message_id
 from dshkit.session.request import ModelRequest, derive_messages, project_request
 from dshkit.session.session import EventsView, Session
@@ -39,6 +40,7 @@ __all__ = [
     "MESSAGE_EVENT_TYPES",
     "Event",
     "EventsView",
+    "History",
     "JsonlStore",
     "ModelRequest",
     "Session",

@@ -22,10 +22,12 @@ from typing import Any
 from dshkit import FrozenDict, freeze_message, from_json, to_json
 
 from dshkit.session.errors import SessionCorruptError
+from dshkit.session.event_log import EventLog
 from dshkit.session.events import (
     ASSISTANT_MESSAGE,
     INBOX_SPLICED,
     MESSAGE_EVENT_TYPES,
+    REQUEST_HEADER,
     TOOL_RESULT,
     USER_MESSAGE,
     Event,
@@ -100,19 +102,21 @@ def decode_events(
     describe: Callable[[int], str],
     fold: Callable[[Event], object],
     *,
-    into: list[Event] | None = None,
-) -> list[Event]:
+    into: EventLog | None = None,
+) -> EventLog:
     """Decode stored records into events, calling `fold(event)` on each in seq order.
 
     `describe(index)` names where record `index` lives (`"/x/log.jsonl: line 7"`); every error,
     including one from `fold`, is a `SessionCorruptError` carrying that name. Events are added
-    to `into` (a new list by default) as they are folded, so `fold` sees the events before.
+    to `into` (a new `EventLog` by default) as they are folded, so `fold` sees the events before;
+    a plain event without a message is kept as the record it was read from (`EventLog.add_record`).
     """
     make = tuple.__new__
     event_class = Event
-    events: list[Event] = [] if into is None else into
-    add = events.append
+    log = EventLog() if into is None else into
+    add, add_record = log.append, log.add_record
     user_message, assistant_message, tool_result = USER_MESSAGE, ASSISTANT_MESSAGE, TOOL_RESULT
+    request_header = REQUEST_HEADER
     for seq, text in enumerate(records):  # seqs are contiguous from 0: record `seq` holds event `seq`
         record: Any = None
         try:
@@ -131,13 +135,17 @@ def decode_events(
                     raise ValueError
                 if event_type == INBOX_SPLICED and data.get("inserted"):
                     data = data | {"inserted": tuple(map(freeze_message, data["inserted"]))}
+                elif event_type == request_header:
+                    log.header_seq = seq
                 if len(record) == 4:
                     event = make(event_class, (event_type, seq, time, data, None, ()))
+                    fold(event)
+                    add_record(event_type, time, text)
                 else:  # keys a message event has: kept, so the append rules can refuse them
                     extra = (record.get("surface_op"), record.get("source_event_seqs", ()))
                     event = make(event_class, (event_type, seq, time, data, *extra))
-                fold(event)
-                add(event)
+                    fold(event)
+                    add(event)
                 continue
             source_seqs = record["source_event_seqs"]
             if type(source_seqs) is not tuple:
@@ -150,4 +158,4 @@ def decode_events(
             if not reason:
                 reason = f"bad {record.get('type')} event: {error}" if str(error) else f"bad {record.get('type')} event"
             raise SessionCorruptError(f"{describe(seq)}: {reason}") from None
-    return events
+    return log

@@ -14,6 +14,8 @@ from dshkit import Message, new_message_id
 
 from dshkit.session.codec import decode_events, decode_header, encode_event, encode_header
 from dshkit.session.errors import SessionClosedError, SessionIntegrityWarning
+from dshkit.session.event_log import EventLog
+from dshkit.session.history import History
 from dshkit.session.events import (
     COMPACTION_END,
     COMPACTION_START,
@@ -21,7 +23,6 @@ from dshkit.session.events import (
     USER_MESSAGE,
     KNOWN_EVENT_TYPES,
     Event,
-    latest_header,
     prepare_data,
     replace_op,
 )
@@ -45,7 +46,7 @@ class EventsView(Sequence[Event]):
 
     __slots__ = ("_events",)
 
-    def __init__(self, events: list[Event]) -> None:
+    def __init__(self, events: EventLog) -> None:
         self._events = events
 
     @overload
@@ -55,7 +56,7 @@ class EventsView(Sequence[Event]):
     def __getitem__(self, index: int | slice) -> Event | tuple[Event, ...]:
         if isinstance(index, slice):
             return tuple(self._events[index])
-        return self._events[index]
+        return self._events[index]  # type: ignore[no-any-return]
 
     def __len__(self) -> int:
         return len(self._events)
@@ -88,7 +89,7 @@ class Session:
         read_only: bool,
         session_id: str,
         created_at: int,
-        events: list[Event] | None = None,
+        events: EventLog | None = None,
         surface: Surface | None = None,
     ) -> None:
         """Set up the state; `events` and `surface` (their fold) come from a loaded log."""
@@ -98,14 +99,15 @@ class Session:
         self._closed = False
         self._id = session_id
         self._created_at = created_at
-        self._events: list[Event] = [] if events is None else events
+        self._events = EventLog() if events is None else events
         self._events_view = EventsView(self._events)
         self._surface = Surface() if surface is None else surface
         self._observers: tuple[tuple[Observer, Callable[[BaseException, Event], object] | None], ...] = ()
         self._lock = threading.RLock()
         self._publishing: int | None = None  # thread ident while observers run
         self._last_time = max(created_at, self._events[-1].time) if self._events else created_at
-        self._header: Event | None = latest_header(self._events)
+        header_seq = self._events.header_seq
+        self._header: Event | None = None if header_seq is None else self._events[header_seq]
         self._parent: tuple[str | None, int] = (None, 0)
 
     # -- construction ---------------------------------------------------------------------
@@ -133,7 +135,7 @@ class Session:
 
     @classmethod
     def _start(
-        cls, store: SessionStore | None, durability: str, header_text: str, events: list[Event] | None = None, surface: Surface | None = None
+        cls, store: SessionStore | None, durability: str, header_text: str, events: EventLog | None = None, surface: Surface | None = None
     ) -> Session:
         """A new session with this header (and seed events), created in `store` or in memory."""
         header = decode_header(header_text, "new session header")
@@ -176,7 +178,7 @@ class Session:
             if session_id is not None and header["id"] != session_id:
                 raise ValueError(f"{store.describe(-1)}: the log holds session {header['id']}, not {session_id}")
             surface = Surface()
-            events: list[Event] = []
+            events = EventLog()
             broken: list[str] = []  # read-only: records that break the append rules
             admit, fold, known = surface.admit, surface.fold, KNOWN_EVENT_TYPES
 
@@ -284,11 +286,11 @@ class Session:
 
     # -- derivation -----------------------------------------------------------------------
 
-    def messages(self) -> tuple[Message, ...]:
+    def messages(self) -> History:
         """The derived, model-visible history: the same `Message` objects that were appended.
 
-        Cached: unchanged after reads, extended by appends, re-derived only where a replace
-        touched it. Raises `UnknownEventError` if the log holds an unknown, non-ignorable event.
+        A `History`: an immutable sequence equal to the tuple of those messages, taken in O(1)
+        (appends extend a shared list, a replace re-derives only where it touched). Raises `UnknownEventError` if the log holds an unknown, non-ignorable event.
         """
         with self._lock:
             return self._surface.messages()
@@ -351,6 +353,7 @@ class Session:
                 surface.fold(event)
             elif event_type == REQUEST_HEADER:
                 self._header = event
+                self._events.header_seq = seq
             if self._observers:
                 self._publish(event)
             return event
