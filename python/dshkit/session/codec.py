@@ -140,7 +140,7 @@ def decode_events(
                 if len(record) == 4:
                     event = make(event_class, (event_type, seq, time, data, None, ()))
                     fold(event)
-                    add_record(event_type, time, text)
+                    add_record(event, text)
                 else:  # keys a message event has: kept, so the append rules can refuse them
                     extra = (record.get("surface_op"), record.get("source_event_seqs", ()))
                     event = make(event_class, (event_type, seq, time, data, *extra))
@@ -152,7 +152,7 @@ def decode_events(
                 raise ValueError
             event = make(event_class, (event_type, seq, time, data, record["surface_op"], source_seqs))
             fold(event)
-            add(event)
+            add_record(event, text)
         except Exception as error:
             reason = _reason(record, seq) if record is not None else "not valid JSON"
             if not reason:

@@ -27,6 +27,7 @@ _DATA = 0x44  # b"D": the JSON of the event's data
 _RECORD = 0x52  # b"R": the stored JSON record of the whole event
 _MESSAGE = 0x4D  # b"M": a message event: JSON [envelope without the message or null, source seqs]
 _USER = 0x55  # b"U": a user/message appended at the end of the surface, citing nothing
+_MESSAGE_RECORD = 0x53  # b"S": the stored JSON record of a message event (its Message kept aside)
 _new_event = tuple.__new__
 
 
@@ -56,15 +57,21 @@ class EventLog:
         if len(hot) >= 2 * HOT:
             self._compact(HOT)
 
-    def add_record(self, event_type: str, time: int, record: str | bytes) -> None:
-        """Add the next event, an event without a message, as the stored JSON `record` it was read from."""
+    def add_record(self, event: Event, record: str | bytes) -> None:
+        """Add the next event as the stored JSON `record` it was decoded from (opening a log).
+
+        Kept as the record itself (and, for a message event, its `Message` beside it), so opening
+        neither re-encodes events nor moves them twice; events appended later stay hot.
+        """
         if self._hot:
-            self._compact(len(self._hot))
-        self._types.append(event_type)
-        self._times.append(time)
-        self._messages.append(None)
+            self.append(event)
+            return
+        message = event.message
+        self._types.append(event.type)
+        self._times.append(event.time)
+        self._messages.append(message)
         blob = self._blob
-        blob.append(_RECORD)
+        blob.append(_RECORD if message is None else _MESSAGE_RECORD)
         blob += record.encode() if type(record) is str else record  # type: ignore[union-attr]
         self._ends.append(len(blob))
         self._cold += 1
@@ -115,8 +122,12 @@ class EventLog:
                 # JSON holds the inserted messages as mappings: they come back as the Messages they were
                 data = data | {"inserted": tuple(map(freeze_message, data["inserted"]))}
             return _new_event(Event, (event_type, seq, time, data, None, ()))
-        envelope, source_seqs = from_json(text)
         message = self._messages[seq]
+        if kind == _MESSAGE_RECORD:
+            record = from_json(text)
+            data = message if event_type == USER_MESSAGE else record["data"] | {"message": message}
+            return _new_event(Event, (event_type, seq, time, data, record["surface_op"], record["source_event_seqs"]))
+        envelope, source_seqs = from_json(text)
         if envelope is None:
             data = message
         else:
