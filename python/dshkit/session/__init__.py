@@ -52,3 +52,7 @@ __all__ = [
     "replace_op",
     "store_for_path",
 ]
+
+from .dsh.convert import convert_log  # noqa: E402 - after the names it builds on
+
+__all__ += ["convert_log"]

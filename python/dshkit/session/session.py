@@ -79,8 +79,12 @@ class Session:
         """A new session held in memory only."""
         self._init(store=None, durability="none", read_only=False, session_id=new_message_id(), created_at=_now_ms())
 
-    def _init(self, *, store: Any, durability: str, read_only: bool, session_id: str, created_at: int) -> None:
+    def _init(
+        self, *, store: Any, durability: str, read_only: bool, session_id: str, created_at: int, codec: Any = None
+    ) -> None:
         self._store = store
+        self._codec = codec  # None: dshkit's format; else the foreign format's codec (OriginalCodec)
+        self._stored_header: Any = None
         self._durability = durability
         self._read_only = read_only
         self._closed = False
@@ -99,20 +103,44 @@ class Session:
 
     @classmethod
     def create(
-        cls, path: str | os.PathLike[str] | None = None, *, durability: str = "checkpoint", store: Any = None
+        cls,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        durability: str = "checkpoint",
+        store: Any = None,
+        format: str = "dshkit",  # noqa: A002 - the contract's name
     ) -> Session:
         """Start a new log at `path` (`.jsonl`, `.sqlite` or `.db`) or in `store`.
 
-        `FileExistsError` if the path already exists: an existing log is never overwritten.
+        `format="dsh"` writes the original TypeScript harness's format instead (`.jsonl`, or
+        `.jsonl.zstd` compressed). `FileExistsError` if the path already exists: an existing log
+        is never overwritten.
         """
         check_durability(durability)
+        if format not in ("dshkit", "dsh"):
+            raise ValueError(f"format must be 'dshkit' or 'dsh', not {format!r}")
+        if format == "dsh" and store is None and path is not None:
+            from .dsh.store_jsonl import DshJsonlStore
+
+            store, path = DshJsonlStore(path), None
         store = cls._resolve_store(path, store)
         if store is None:
             return cls()
         session = cls.__new__(cls)
-        session_id, created_at = new_message_id(), _now_ms()
-        store.create(encode_header(session_id, created_at), durability)
-        session._init(store=store, durability=durability, read_only=False, session_id=session_id, created_at=created_at)
+        created_at = _now_ms()
+        codec: Any = None
+        if format == "dsh":
+            from .dsh.codec import OriginalCodec
+
+            codec = OriginalCodec
+            session_id, header = codec.new_header(created_at)
+        else:
+            session_id = new_message_id()
+            header = encode_header(session_id, created_at)
+        store.create(header, durability)
+        session._init(
+            store=store, durability=durability, read_only=False, session_id=session_id, created_at=created_at, codec=codec
+        )
         return session
 
     @classmethod
@@ -123,28 +151,54 @@ class Session:
         durability: str = "checkpoint",
         store: Any = None,
         read_only: bool = False,
+        session_id: str | None = None,
     ) -> Session:
         """Load the log at `path` (or in `store`), repairing a turn left open by a crash.
 
         `read_only=True` loads without repairing, locking or ever writing (for inspection).
+        A log of the original TypeScript harness is recognised by its header and continued in its
+        own format; `session_id` picks one session of the original's SQLite database (read-only).
         Raises `FileNotFoundError` if there is no log and `SessionCorruptError` if it cannot be read.
         """
         check_durability(durability)
+        if session_id is not None:
+            if store is not None or path is None:
+                raise ValueError("session_id= selects a session of an original-harness SQLite database: pass its path")
+            from .dsh.store_sqlite import DshSqliteStore
+
+            store, path, read_only = DshSqliteStore(path, session_id), None, True
+        if store is None and path is not None:
+            from .dsh.detect import original_store_for
+
+            store = original_store_for(path)
+            if store is not None:
+                path = None
         store = cls._resolve_store(path, store)
         if store is None:
             raise ValueError("Session.open needs a path or a store")
         header_text, records = store.load(durability, read_only=read_only)
         session = cls.__new__(cls)
         try:
-            header = decode_header(header_text, store.describe(-1))
+            codec: Any = None
+            if header_text[:1] == (b"{" if isinstance(header_text, bytes) else "{"):
+                from .dsh.codec import OriginalCodec
+
+                codec = OriginalCodec if OriginalCodec.detects(header_text) else None
+            if codec is None:
+                header = decode_header(header_text, store.describe(-1))
+                session_id, created_at = header["id"], header["created_at"]
+            else:
+                session_id, created_at, header = codec.header(header_text, store.describe(-1))
             session._init(
                 store=store,
                 durability=durability,
                 read_only=read_only,
-                session_id=header["id"],
-                created_at=header["created_at"],
+                session_id=session_id,
+                created_at=created_at,
+                codec=codec,
             )
-            decode_events(records, store.describe, session._events, session._surface)
+            session._stored_header = header
+            (codec.decode if codec is not None else decode_events)(records, store.describe, session._events, session._surface)
             session._after_load()
             if not read_only:
                 session._repair()
@@ -168,7 +222,8 @@ class Session:
         self._header = latest_header(events)
 
     def _repair(self) -> None:
-        closers = plan_closers(self._events, self._surface)
+        codec = self._codec
+        closers = (codec.closers if codec is not None else plan_closers)(self._events, self._surface)
         if not closers:
             return
         closer_time = self._events[-1].time
@@ -187,6 +242,16 @@ class Session:
     def created_at(self) -> int:
         """When the log was created, in ms since the epoch."""
         return self._created_at
+
+    @property
+    def stored_header(self) -> Any:
+        """The header record the log was opened with (frozen; `None` for a session created here)."""
+        return self._stored_header
+
+    @property
+    def format(self) -> str:
+        """`"dshkit"`, or `"dsh"` for a log in the original TypeScript harness's format."""
+        return "dshkit" if self._codec is None else self._codec.name
 
     @property
     def store(self) -> Any:
@@ -288,7 +353,8 @@ class Session:
             now = at if at is not None else max(_now_ms(), self._last_time)
             event = _new_event(Event, (event_type, seq, now, frozen, op, source_seqs))
             if self._store is not None:
-                self._store.append(event, encode_event(event))
+                codec = self._codec
+                self._store.append(event, encode_event(event) if codec is None else codec.encode(event, surface))
             # Committed: from here on nothing may fail and undo the append.
             self._events.append(event)
             self._last_time = now
