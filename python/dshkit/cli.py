@@ -1,4 +1,4 @@
-"""The `dshkit` command line: `demo`, `log show|verify|messages`, `chat`.
+"""The `dshkit` command line: `demo`, `log show|verify|messages|convert`, `chat`.
 
 Each subcommand lives with the layer it belongs to and is imported only when used, so that
 `dshkit log verify` does not import the agent or HTTP stack.
@@ -27,6 +27,11 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         action = log_commands.add_parser(name, help=help_text)
         action.add_argument("path", metavar="PATH")
+    convert = log_commands.add_parser("convert", help="rewrite a log in dshkit's or the original harness's format")
+    convert.add_argument("path", metavar="SRC")
+    convert.add_argument("dest", metavar="DEST")
+    convert.add_argument("--format", choices=("dshkit", "dsh"), default="dshkit", help="the format of DEST")
+    convert.add_argument("--session-id", help="which session of an original-harness SQLite database")
 
     chat = commands.add_parser("chat", help="chat with an OpenAI-compatible model (DSHKIT_* env)")
     chat.add_argument("--log", metavar="PATH", help="session log to write (default: a new file)")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 import warnings
+from collections.abc import Callable
 from typing import TextIO
 
 from .errors import SessionError, SessionRecoveryWarning
@@ -57,6 +58,33 @@ def run(command: str, path: str, out: TextIO, err: TextIO) -> int:
     raise ValueError(f"unknown log command {command!r}")
 
 
+def _progress_bar(err: TextIO) -> Callable[[int, int], None]:
+    def show(done: int, total: int) -> None:
+        width = 30
+        filled = width * done // max(total, 1)
+        err.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} events")
+        if done >= total:
+            err.write("\n")
+        err.flush()
+
+    return show
+
+
+def convert(src: str, dest: str, target_format: str, err: TextIO, *, session_id: str | None = None) -> int:
+    """`dshkit log convert`: a progress bar on stderr only when it is a terminal."""
+    from .dsh.convert import convert_log
+
+    progress = _progress_bar(err) if err.isatty() else None
+    try:
+        convert_log(src, dest, format=target_format, session_id=session_id, progress=progress)
+    except (OSError, SessionError, ValueError) as error:
+        print(f"dshkit log convert: {error}", file=err)
+        return 1
+    return 0
+
+
 def main(args: argparse.Namespace) -> int:
     """Entry point used by `dshkit.cli`: `args.log_command` and `args.path`."""
+    if args.log_command == "convert":
+        return convert(args.path, args.dest, args.format, sys.stderr, session_id=args.session_id)
     return run(args.log_command, args.path, sys.stdout, sys.stderr)

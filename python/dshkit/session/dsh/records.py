@@ -17,7 +17,7 @@ from dshkit.session.errors import SessionCorruptError
 from dshkit.session.events import MESSAGE_EVENT_TYPES, USER_MESSAGE, Event, replace_op
 from dshkit.session.surface import Surface, is_model_visible
 from dshkit.session.dsh.chunk_rows import ROW_TYPES, expand_row
-from dshkit.session.dsh.vocabulary import ORIGINAL_EVENT_TYPES, data_to_dshkit, data_to_original
+from dshkit.session.dsh.vocabulary import ORIGINAL_EVENT_TYPES, VERBATIM_TYPES, data_to_dshkit, data_to_original
 
 FORMAT_VERSION = 0
 _RETIRED_HEADER_KEYS = ("sandboxMode", "approvalPolicy")
@@ -94,6 +94,7 @@ def decode_records(
     add = events.append
     nodes = _OriginalNodes()
     known = ORIGINAL_EVENT_TYPES
+    verbatim = VERBATIM_TYPES
     for index, text in enumerate(records):
         record: Any = None
         try:
@@ -110,7 +111,7 @@ def decode_records(
                 raise ValueError(f"seq {seq!r} where {len(events)} was expected (seqs are contiguous from 0)")
             if type(time) is not int or type(event_type) is not str:
                 raise ValueError("'time' must be an int and 'type' a str")
-            if event_type == "assistant/chunk":
+            if event_type in verbatim:
                 add(make(Event, (event_type, seq, time, raw, None, ())))
                 continue
             if event_type not in known:

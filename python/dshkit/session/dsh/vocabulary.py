@@ -67,7 +67,7 @@ def camel_key(key: str) -> str:
 
 
 def _block_to_dshkit(block: Any) -> Any:
-    if not isinstance(block, Mapping):
+    if type(block) is not FrozenDict and not isinstance(block, Mapping):
         return block
     kind = block.get("type")
     if kind == "tool-call":
@@ -133,8 +133,19 @@ def _source_to_original(source: Mapping[str, Any]) -> Any:
     return source
 
 
+_RENAMED_BLOCKS = frozenset(("tool-call", "tool-result"))
+
+
 def message_to_dshkit(raw: Mapping[str, Any]) -> Message:
     """The original's message mapping as a dshkit `Message` with the same id."""
+    source = raw["source"]
+    kind = source.get("kind")
+    if (
+        kind != "tool"
+        and (kind != "model" or "replayState" not in source)
+        and not any(block.get("type") in _RENAMED_BLOCKS for block in raw["content"])
+    ):
+        return freeze_message(raw)  # nothing to rename: the hot path of opening a log
     return freeze_message(
         {
             "id": raw["id"],
@@ -208,33 +219,69 @@ def _reason_to_original(reason: Mapping[str, Any]) -> Any:
     return reason
 
 
+def _message_event_to_dshkit(data: Any) -> Any:
+    changes: dict[str, Any] = {"message": message_to_dshkit(data["message"])}
+    usage = data.get("usage")
+    if usage is not None and _is_mapping(usage):
+        changes["usage"] = freeze(_rename(usage, _USAGE))
+    return data | changes if type(data) is FrozenDict else freeze({**data, **changes})
+
+
+def _tool_call_to_dshkit(data: Any) -> Any:
+    return freeze(_rename(data, {"callId": "call_id"}))
+
+
+def _turn_end_to_dshkit(data: Any) -> Any:
+    reason = data.get("reason")
+    if reason is None or not _is_mapping(reason):
+        return freeze(data)
+    return freeze({**data, "reason": _reason_to_dshkit(reason)})
+
+
+def _header_event_to_dshkit(data: Any) -> Any:
+    header = data.get("header")
+    if header is None or not _is_mapping(header):
+        return freeze(data)
+    return freeze({**data, "header": _header_to_dshkit(header)})
+
+
+def _inbox_to_dshkit(data: Any) -> Any:
+    out = _rename(data, {"removedCount": "removed_count"})
+    out["target"] = _TARGETS.get(data.get("target"), data.get("target"))
+    if "inserted" in data:
+        out["inserted"] = tuple(message_to_dshkit(item) for item in data["inserted"])
+    return freeze(out)
+
+
+def _is_mapping(value: object) -> bool:
+    return type(value) is FrozenDict or isinstance(value, Mapping)
+
+
+_TO_DSHKIT = {
+    "assistant/message": _message_event_to_dshkit,
+    "tool/result": _message_event_to_dshkit,
+    "tool/call": _tool_call_to_dshkit,
+    "turn/end": _turn_end_to_dshkit,
+    "request/header": _header_event_to_dshkit,
+    "agent/inbox/spliced": _inbox_to_dshkit,
+}
+IGNORABLE_TYPES = ORIGINAL_EVENT_TYPES - DSHKIT_MAPPED_TYPES
+VERBATIM_TYPES = DSHKIT_MAPPED_TYPES - set(_TO_DSHKIT) - {"user/message"}
+"""Types whose data reads the same in both vocabularies (boundaries, chunks, compaction records)."""
+
+
 def data_to_dshkit(event_type: str, data: Any) -> Any:
     """An original event's data in dshkit's vocabulary (frozen)."""
     if event_type == "user/message":
         return message_to_dshkit(data)
-    if not isinstance(data, Mapping):
+    if not _is_mapping(data):
         return freeze(data)
-    if event_type == "assistant/message" or event_type == "tool/result":
-        out: dict[str, Any] = dict(data)
-        out["message"] = message_to_dshkit(data["message"])
-        if isinstance(data.get("usage"), Mapping):
-            out["usage"] = _rename(data["usage"], _USAGE)
-        return freeze(out)
-    if event_type == "tool/call":
-        return freeze(_rename(data, {"callId": "call_id"}))
-    if event_type == "turn/end" and isinstance(data.get("reason"), Mapping):
-        return freeze({**data, "reason": _reason_to_dshkit(data["reason"])})
-    if event_type == "request/header" and isinstance(data.get("header"), Mapping):
-        return freeze({**data, "header": _header_to_dshkit(data["header"])})
-    if event_type == "agent/inbox/spliced":
-        out = _rename(data, {"removedCount": "removed_count"})
-        out["target"] = _TARGETS.get(data.get("target"), data.get("target"))  # type: ignore[arg-type]
-        if "inserted" in data:
-            out["inserted"] = tuple(message_to_dshkit(item) for item in data["inserted"])
-        return freeze(out)
-    if event_type in ORIGINAL_EVENT_TYPES and event_type not in DSHKIT_MAPPED_TYPES:
-        return freeze({**data, "ignorable": True})
-    return data if isinstance(data, FrozenDict) else freeze(data)
+    convert = _TO_DSHKIT.get(event_type)
+    if convert is not None:
+        return convert(data)
+    if event_type in IGNORABLE_TYPES:
+        return data | {"ignorable": True} if type(data) is FrozenDict else freeze({**data, "ignorable": True})
+    return data if type(data) is FrozenDict else freeze(data)
 
 
 def data_to_original(event_type: str, data: Any) -> Any:
