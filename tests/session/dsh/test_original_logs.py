@@ -345,3 +345,15 @@ def test_tool_result_without_is_error_round_trips(tmp_path: Path) -> None:
     convert_log(tmp_path / "b.jsonl", tmp_path / "c.jsonl", format="dsh")
     assert _read_original(tmp_path / "c.jsonl")[1] == log.expanded()
     assert os.path.getsize(tmp_path / "c.jsonl") > 0 and user("x")["role"] == "user"
+
+
+def test_the_convert_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from dshkit.cli import main
+
+    src = _write(SCENARIOS["parallel_tools"](), tmp_path, "src.jsonl.zstd")
+    assert main(["log", "convert", str(src), str(tmp_path / "d.jsonl")]) == 0
+    assert main(["log", "convert", str(tmp_path / "d.jsonl"), str(tmp_path / "o.jsonl"), "--format", "dsh"]) == 0
+    assert capsys.readouterr().err == ""  # no progress bar when stderr is not a terminal
+    assert _read_original(tmp_path / "o.jsonl")[1] == _read_original(src)[1]
+    assert main(["log", "convert", str(src), str(tmp_path / "d.jsonl")]) == 1
+    assert "already exists" in capsys.readouterr().err
