@@ -2,7 +2,8 @@
 #   make demo   run the offline demonstration (python -m dshkit demo)
 #   make test   cargo test, the release wheel, stubtest and the pytest suite
 #   make bench  release build + pytest-benchmark suites, then the ratio table
-#   make wheel  release wheel and sdist into dist/
+#   make wheel  release wheel (this interpreter) and sdist into dist/
+#   make wheels manylinux2014 release wheels for every CPython 3.10-3.13 the machine has, and sdist
 
 PYTHON ?= python3
 VENV   := .venv
@@ -12,7 +13,7 @@ export VIRTUAL_ENV := $(abspath $(VENV))
 # `cargo test` embeds the interpreter: it must find libpython and build against the venv's Python.
 PY_LIBDIR = $(shell $(PY) -c 'import sysconfig; print(sysconfig.get_config_var("LIBDIR") or "")')
 
-.PHONY: demo test bench wheel dev venv cargo-test pytest stubtest clean test-pythons
+.PHONY: demo test bench wheel wheels dev venv cargo-test pytest stubtest clean test-pythons
 
 $(VENV)/.deps: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -39,11 +40,30 @@ stubtest: dev
 pytest: dev
 	$(PY) -m pytest
 
-test: cargo-test wheel stubtest pytest
+test: cargo-test wheels stubtest pytest
 
-wheel: venv
+# Wheels are built with zig as the linker against glibc 2.17 (manylinux2014), so they install on
+# the servers people have (RHEL/Alma 8, Debian 11, Ubuntu 20.04, Amazon Linux 2), and stripped.
+WHEEL_FLAGS := --quiet --release --strip --zig --compatibility manylinux2014
+# An interpreter's path: the one on PATH if it runs (pyenv shims may not), else the newest pyenv
+# install of that version; nothing when the machine lacks it.
+find_python = $(shell $(1) -c 'import sys; print(sys.executable)' 2>/dev/null || \
+    ls -d $${PYENV_ROOT:-$$HOME/.pyenv}/versions/*/bin/$(1) 2>/dev/null | sort -V | tail -n 1)
+WHEEL_PYTHONS ?= python3.10 python3.11 python3.12 python3.13
+WHEEL_INTERPRETERS = $(foreach p,$(WHEEL_PYTHONS),$(call find_python,$(p)))
+
+$(VENV)/.wheel-tools: $(VENV)/.deps
+	$(PIP) install --quiet ziglang auditwheel
+	touch $@
+
+wheel: $(VENV)/.wheel-tools
 	rm -rf dist
-	$(VENV)/bin/maturin build --quiet --release --out dist
+	$(VENV)/bin/maturin build $(WHEEL_FLAGS) -i $(abspath $(PY)) --out dist
+	$(VENV)/bin/maturin sdist --out dist
+
+wheels: $(VENV)/.wheel-tools
+	rm -rf dist
+	$(VENV)/bin/maturin build $(WHEEL_FLAGS) $(foreach i,$(WHEEL_INTERPRETERS),-i $(i)) --out dist
 	$(VENV)/bin/maturin sdist --out dist
 
 bench: venv
@@ -55,19 +75,19 @@ clean:
 	rm -rf target dist $(VENV) bench-results
 
 # The suite on other interpreters (the minimum supported 3.10, and 3.13), when the machine has
-# them (on PATH, or installed by pyenv): a dev wheel per interpreter, installed with the test
-# extras into .venv-<python>.
+# them: each installs its own release wheel from dist/ (`make wheels`, which `make test` runs
+# first) with the test extras into .venv-<python>.
 OTHER_PYTHONS ?= python3.10 python3.13
 test-pythons: venv
 	@for python in $(OTHER_PYTHONS); do \
 	    exe=$$($$python -c 'import sys; print(sys.executable)' 2>/dev/null || \
-	        ls -d $${PYENV_ROOT:-$$HOME/.pyenv}/versions/*/bin/$$python 2>/dev/null | tail -n 1); \
+	        ls -d $${PYENV_ROOT:-$$HOME/.pyenv}/versions/*/bin/$$python 2>/dev/null | sort -V | tail -n 1); \
 	    if [ -z "$$exe" ]; then echo "== $$python: not installed, skipped"; continue; fi; \
-	    echo "== $$python ($$exe)"; \
-	    rm -rf target/wheels-$$python && \
-	    $(VENV)/bin/maturin build --quiet --profile dev -i $$exe --out target/wheels-$$python && \
+	    tag=cp$$($$exe -c 'import sys; print("%d%d" % sys.version_info[:2])'); \
+	    wheel=$$(ls dist/dshkit-*-$$tag-$$tag-*.whl 2>/dev/null | head -n 1); \
+	    if [ -z "$$wheel" ]; then echo "== $$python: no $$tag wheel in dist/ (run make wheels)"; exit 1; fi; \
+	    echo "== $$python ($$exe, $$wheel)"; \
 	    $$exe -m venv --clear .venv-$$python && \
-	    wheel=$$(ls target/wheels-$$python/*.whl) && \
 	    .venv-$$python/bin/python -m pip install --quiet "$$wheel[test]" && \
 	    .venv-$$python/bin/python -m pytest -q -p no:cacheprovider --ignore=tests/packaging || exit 1; \
 	done

@@ -7,7 +7,9 @@ plain dicts with no freezing at all (what the fastest library costs when nothing
 
 from __future__ import annotations
 
+import functools
 import json
+import random
 from collections.abc import Callable
 from typing import Any
 
@@ -16,7 +18,18 @@ import orjson
 import pytest
 
 import workloads
+from support import fnv1a_colliding_keys  # tests/support.py (pytest's `pythonpath`)
 from dshkit import Message, create_assistant_message, freeze, freeze_message, from_json, json_default, thaw, to_json
+
+
+TARGETS = [
+    {
+        "name": "from_json of 65,536 keys sharing one 32-bit FNV-1a hash within 3x of random keys (issue 9)",
+        "group": "json-loads-65536-colliding-keys",
+        "versus": "random_keys",
+        "max_ratio": 3.0,
+    },
+]
 
 
 def assistant_message() -> Message:
@@ -102,4 +115,35 @@ def test_json_loads_200_rows(benchmark, load: Callable[[str], Any]) -> None:
     rows = workloads.rows_200()
     text = json.dumps(rows)
     assert workloads.to_plain(load(text)) == rows
+    benchmark(load, text)
+
+
+# --- hostile input ----------------------------------------------------------------------------
+
+
+@functools.cache
+def many_keys_objects() -> dict[str, str]:
+    """One object of 65,536 keys that share a 32-bit FNV-1a hash, and one of as many random keys
+    of the same length (64 alphanumeric characters)."""
+    colliding = fnv1a_colliding_keys(16)
+    rng = random.Random(9)
+    alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+    random_keys = ["".join(rng.choices(alphabet, k=len(colliding[0]))) for _ in colliding]
+    as_object = lambda keys: "{" + ",".join(f'"{key}":{i}' for i, key in enumerate(keys)) + "}"  # noqa: E731
+    return {"colliding": as_object(colliding), "random": as_object(random_keys)}
+
+
+COLLIDING_KEYS_ROWS: dict[str, tuple[Callable[[str], Any], str]] = {
+    "dshkit": (from_json, "colliding"),
+    "random_keys": (from_json, "random"),
+    "json_loads_floor": (json.loads, "colliding"),
+}
+
+
+@pytest.mark.benchmark(group="json-loads-65536-colliding-keys", max_time=1.0, min_rounds=3, warmup=False)
+@pytest.mark.parametrize("row", list(COLLIDING_KEYS_ROWS))
+def test_json_loads_colliding_keys(benchmark, row: str) -> None:
+    load, which = COLLIDING_KEYS_ROWS[row]
+    text = many_keys_objects()[which]
+    assert len(load(text)) == 65_536
     benchmark(load, text)

@@ -7,13 +7,13 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::PyErr;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Segment {
+pub(crate) enum Segment {
     Key(String),
     Index(usize),
 }
 
 #[derive(Debug)]
-pub enum ErrorKind {
+pub(crate) enum ErrorKind {
     Type,
     Value,
     /// An exception raised by the caller's own code (a custom Mapping): re-raised unchanged.
@@ -21,40 +21,40 @@ pub enum ErrorKind {
 }
 
 #[derive(Debug)]
-pub struct PathError {
-    pub kind: ErrorKind,
-    pub message: String,
+pub(crate) struct PathError {
+    pub(crate) kind: ErrorKind,
+    pub(crate) message: String,
     /// Innermost segment first (pushed while unwinding).
-    pub reversed_path: Vec<Segment>,
+    pub(crate) reversed_path: Vec<Segment>,
     /// Report only this many outermost segments (a cycle is named where it first closes).
-    pub outer_segments: Option<usize>,
+    pub(crate) outer_segments: Option<usize>,
 }
 
 impl PathError {
-    pub fn type_error(message: impl Into<String>) -> Self {
+    pub(crate) fn type_error(message: impl Into<String>) -> Self {
         PathError { kind: ErrorKind::Type, message: message.into(), reversed_path: Vec::new(), outer_segments: None }
     }
 
-    pub fn value_error(message: impl Into<String>) -> Self {
+    pub(crate) fn value_error(message: impl Into<String>) -> Self {
         PathError { kind: ErrorKind::Value, message: message.into(), reversed_path: Vec::new(), outer_segments: None }
     }
 
-    pub fn raised(err: PyErr) -> Self {
+    pub(crate) fn raised(err: PyErr) -> Self {
         PathError { kind: ErrorKind::Raised(err), message: String::new(), reversed_path: Vec::new(), outer_segments: None }
     }
 
-    pub fn at_key(mut self, key: &str) -> Self {
+    pub(crate) fn at_key(mut self, key: &str) -> Self {
         self.reversed_path.push(Segment::Key(key.to_owned()));
         self
     }
 
-    pub fn at_index(mut self, index: usize) -> Self {
+    pub(crate) fn at_index(mut self, index: usize) -> Self {
         self.reversed_path.push(Segment::Index(index));
         self
     }
 
     /// `root[2]['arguments']`
-    pub fn path(&self, root: &str) -> String {
+    pub(crate) fn path(&self, root: &str) -> String {
         let mut out = String::from(root);
         let shown = self.outer_segments.unwrap_or(usize::MAX);
         for segment in self.reversed_path.iter().rev().take(shown) {
@@ -81,7 +81,7 @@ impl PathError {
         out
     }
 
-    pub fn into_pyerr(self, root: &str) -> PyErr {
+    pub(crate) fn into_pyerr(self, root: &str) -> PyErr {
         let text = format!("{}: {}", self.path(root), self.message);
         match self.kind {
             ErrorKind::Type => PyTypeError::new_err(text),

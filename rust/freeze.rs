@@ -9,38 +9,18 @@
 
 use pyo3::ffi;
 use pyo3::prelude::*;
+use pyo3::types::{PyAny, PyDict, PyList, PyString, PyTuple};
 use pyo3::Borrowed;
-use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyAny, PyDict, PyList, PyString, PyTuple, PyType};
 
 use crate::errors::PathError;
 use crate::frozendict::{EntriesBuilder, FrozenDict};
 use crate::message::Message;
-
-/// Take a container the walk built out of the cyclic GC. Frozen values only reference values
-/// that existed before them, so they can never be part of a cycle; tracking them would only
-/// make every collection walk them (it dominated the cost of freezing large trees).
-pub fn untrack(obj: &Bound<'_, PyAny>) {
-    unsafe {
-        if ffi::PyObject_IS_GC(obj.as_ptr()) != 0 {
-            ffi::PyObject_GC_UnTrack(obj.as_ptr().cast());
-        }
-    }
-}
-
-/// Containers may nest this deep (the root container is level 1).
-pub const MAX_DEPTH: usize = 256;
-
-/// Reserve this much stack before recursing into a container, growing onto the heap when less
-/// is left: 256 levels must also fit on small thread stacks.
-pub const STACK_RED_ZONE: usize = 64 * 1024;
-pub const STACK_GROWTH: usize = 1024 * 1024;
-pub const STACK_CHECK_EVERY: usize = 8;
+use crate::walk::{check_float, check_int, is_mapping, key_error, key_text, mapping_pairs, not_json, untrack, Walk};
 
 /// A frozen value and its nesting depth (0 for a leaf, 1 for a container of leaves, ...).
-pub struct Frozen<'py> {
-    pub value: Bound<'py, PyAny>,
-    pub depth: usize,
+pub(crate) struct Frozen<'py> {
+    pub(crate) value: Bound<'py, PyAny>,
+    pub(crate) depth: usize,
 }
 
 impl<'py> Frozen<'py> {
@@ -49,132 +29,13 @@ impl<'py> Frozen<'py> {
     }
 }
 
-pub type FreezeResult<'py> = Result<Frozen<'py>, PathError>;
+pub(crate) type FreezeResult<'py> = Result<Frozen<'py>, PathError>;
 
-fn too_deep() -> PathError {
-    PathError::value_error(format!("nesting deeper than {MAX_DEPTH} levels"))
-}
-
-/// Walk state: the containers on the current path, to tell a cycle from deep nesting.
-pub struct Walk {
-    path: Vec<*mut ffi::PyObject>,
-    /// Levels above the walk's root (a message's content sits one level below the message).
-    outer_levels: usize,
-}
-
-impl Walk {
-    pub fn new() -> Self {
-        Walk { path: Vec::with_capacity(16), outer_levels: 0 }
-    }
-
-    pub fn below(outer_levels: usize) -> Self {
-        Walk { path: Vec::with_capacity(16), outer_levels }
-    }
-
-    fn level(&self) -> usize {
-        self.outer_levels + self.path.len()
-    }
-
-    /// Enter a container; errors when nesting exceeds `MAX_DEPTH` (reporting a cycle if the
-    /// container is already on the path).
-    pub fn enter(&mut self, obj: &Bound<'_, PyAny>) -> Result<(), PathError> {
-        if self.level() >= MAX_DEPTH {
-            let ptr = obj.as_ptr();
-            if let Some(first) = self.path.iter().position(|p| *p == ptr) {
-                // Name the path to the container's second appearance: where the cycle closes.
-                let second = self.path[first + 1..].iter().position(|p| *p == ptr).map(|i| first + 1 + i);
-                let mut err = PathError::value_error("cycle detected: a container contains itself");
-                err.outer_segments = Some(second.unwrap_or(self.path.len()));
-                return Err(err);
-            }
-            return Err(too_deep());
-        }
-        self.path.push(obj.as_ptr());
-        Ok(())
-    }
-
-    pub fn leave(&mut self) {
-        self.path.pop();
-    }
-
-    /// An already-frozen part of `depth` levels placed here must still respect the limit.
-    fn reuse<'py>(&self, value: &Bound<'py, PyAny>, depth: usize) -> FreezeResult<'py> {
-        if self.level() + depth > MAX_DEPTH {
-            return Err(too_deep());
-        }
-        Ok(Frozen { value: value.clone(), depth })
-    }
-
-    /// Run `inside` with `obj` entered as a container, on enough stack.
-    pub fn within<'py, T>(
-        &mut self,
-        obj: &Bound<'py, PyAny>,
-        inside: impl FnOnce(&mut Walk) -> Result<T, PathError>,
-    ) -> Result<T, PathError> {
-        self.enter(obj)?;
-        // Checking the stack costs a thread-local read: once every few levels is enough, as the
-        // red zone covers far more than that many frames.
-        let result = if self.path.len() % STACK_CHECK_EVERY == 0 {
-            stacker::maybe_grow(STACK_RED_ZONE, STACK_GROWTH, || inside(self))
-        } else {
-            inside(self)
-        };
-        self.leave();
-        result
-    }
-}
-
-impl Default for Walk {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-pub fn type_name(obj: &Bound<'_, PyAny>) -> String {
-    obj.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "object".to_owned())
-}
-
-pub fn not_json(obj: &Bound<'_, PyAny>) -> PathError {
-    PathError::type_error(format!("{} is not a JSON value", type_name(obj)))
-}
-
-fn mapping_abc(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
-    static MAPPING: PyOnceLock<Py<PyType>> = PyOnceLock::new();
-    MAPPING.import(py, "collections.abc", "Mapping")
-}
-
-pub fn is_mapping(obj: &Bound<'_, PyAny>) -> bool {
-    match mapping_abc(obj.py()) {
-        Ok(abc) => obj.is_instance(abc).unwrap_or(false),
-        Err(_) => false,
-    }
-}
-
-/// Check that an `int` fits in 64 signed bits.
-pub fn check_int(obj: &Bound<'_, PyAny>) -> Result<i64, PathError> {
-    let mut overflow: std::os::raw::c_int = 0;
-    let value = unsafe { ffi::PyLong_AsLongLongAndOverflow(obj.as_ptr(), &mut overflow) };
-    if overflow != 0 {
-        return Err(PathError::value_error(format!(
-            "int {} is outside the 64-bit signed range",
-            obj.str().map(|s| s.to_string()).unwrap_or_default()
-        )));
-    }
-    if value == -1 && unsafe { !ffi::PyErr_Occurred().is_null() } {
-        return Err(PathError::raised(PyErr::fetch(obj.py())));
-    }
-    Ok(value)
-}
-
-pub fn check_float(obj: &Bound<'_, PyAny>) -> Result<f64, PathError> {
-    let value = unsafe { ffi::PyFloat_AsDouble(obj.as_ptr()) };
-    if !value.is_finite() {
-        return Err(PathError::value_error(format!(
-            "float {} is not a JSON value (NaN and infinities are not allowed)",
-            if value.is_nan() { "nan".to_owned() } else { format!("{value}") }
-        )));
-    }
-    Ok(value)
+/// An already-frozen part of `depth` levels placed here, as it is (it must still respect the
+/// depth limit).
+fn reuse<'py>(walk: &Walk, value: &Bound<'py, PyAny>, depth: usize) -> FreezeResult<'py> {
+    walk.check_fits(depth)?;
+    Ok(Frozen { value: value.clone(), depth })
 }
 
 /// Is `obj` a JSON leaf of an exact builtin type, kept as it is? Checked inline by the
@@ -200,7 +61,7 @@ fn is_kept_leaf(obj: &Bound<'_, PyAny>) -> Result<bool, PathError> {
 }
 
 /// Deep-freeze `obj`.
-pub fn freeze_value<'py>(obj: &Bound<'py, PyAny>, walk: &mut Walk) -> FreezeResult<'py> {
+pub(crate) fn freeze_value<'py>(obj: &Bound<'py, PyAny>, walk: &mut Walk) -> FreezeResult<'py> {
     let py = obj.py();
     if is_kept_leaf(obj)? {
         return Ok(Frozen::leaf(obj.clone()));
@@ -218,11 +79,11 @@ pub fn freeze_value<'py>(obj: &Bound<'py, PyAny>, walk: &mut Walk) -> FreezeResu
         }
     }
     if let Ok(frozen) = obj.cast_exact::<FrozenDict>() {
-        return walk.reuse(obj, frozen.get().depth());
+        return reuse(walk, obj, frozen.get().depth());
     }
     if let Ok(message) = obj.cast_exact::<Message>() {
         // A Message is an immutable value: event data may hold one beside envelope facts.
-        return walk.reuse(obj, message.get().depth());
+        return reuse(walk, obj, message.get().depth());
     }
     freeze_uncommon(py, obj, walk)
 }
@@ -254,24 +115,12 @@ fn freeze_uncommon<'py>(py: Python<'py>, obj: &Bound<'py, PyAny>, walk: &mut Wal
         }
     }
     if let Ok(message) = obj.cast::<Message>() {
-        return walk.reuse(obj, message.get().depth());
+        return reuse(walk, obj, message.get().depth());
     }
     if is_mapping(obj) {
         return walk.within(obj, |walk| freeze_mapping_items(obj, walk));
     }
     Err(not_json(obj))
-}
-
-fn key_error(key: &Bound<'_, PyAny>) -> PathError {
-    PathError::type_error(format!(
-        "keys must be str, not {} ({})",
-        type_name(key),
-        key.repr().map(|r| r.to_string()).unwrap_or_default()
-    ))
-}
-
-fn key_text(key: &Bound<'_, PyAny>) -> String {
-    key.cast::<PyString>().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default()
 }
 
 /// Freeze a `dict` (or subclass) in two passes: first take a snapshot of its entries (no Python
@@ -321,23 +170,6 @@ fn freeze_dict<'py>(dict: &Bound<'py, PyDict>, walk: &mut Walk) -> FreezeResult<
         }
         Ok(Frozen { value: entries.build(py, depth + 1).into_any(), depth: depth + 1 })
     })
-}
-
-/// The `(key, value)` pairs of a non-`dict` `Mapping`, from its own `items()`. An exception its
-/// code raises (even KeyboardInterrupt) propagates unchanged.
-pub fn mapping_pairs<'py>(obj: &Bound<'py, PyAny>) -> Result<Vec<(Bound<'py, PyAny>, Bound<'py, PyAny>)>, PathError> {
-    let py = obj.py();
-    let items = unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyMapping_Items(obj.as_ptr())) }
-        .map_err(PathError::raised)?;
-    let mut pairs = Vec::new();
-    for pair in items.try_iter().map_err(PathError::raised)? {
-        let pair = pair.map_err(PathError::raised)?;
-        let pair = pair
-            .extract::<(Bound<'py, PyAny>, Bound<'py, PyAny>)>()
-            .map_err(|_| PathError::type_error("the mapping's items() must give (key, value) pairs"))?;
-        pairs.push(pair);
-    }
-    Ok(pairs)
 }
 
 /// Freeze any other `Mapping` through its `items()`.
@@ -417,19 +249,19 @@ fn freeze_items<'py>(tuple: &Bound<'py, PyTuple>, walk: &mut Walk) -> FreezeResu
 
 /// Freeze with errors reported under `root` (`content[2]['arguments']: ...`), `outer_levels`
 /// below the top of the tree it will sit in.
-pub fn freeze_below<'py>(obj: &Bound<'py, PyAny>, root: &str, outer_levels: usize) -> PyResult<Frozen<'py>> {
+pub(crate) fn freeze_below<'py>(obj: &Bound<'py, PyAny>, root: &str, outer_levels: usize) -> PyResult<Frozen<'py>> {
     freeze_value(obj, &mut Walk::below(outer_levels)).map_err(|e| e.into_pyerr(root))
 }
 
 /// Freeze with errors reported under `root`.
-pub fn freeze_at<'py>(obj: &Bound<'py, PyAny>, root: &str) -> PyResult<Bound<'py, PyAny>> {
+pub(crate) fn freeze_at<'py>(obj: &Bound<'py, PyAny>, root: &str) -> PyResult<Bound<'py, PyAny>> {
     freeze_below(obj, root, 0).map(|frozen| frozen.value)
 }
 
 /// Deep-freeze and detach a JSON-like tree.
 #[pyfunction]
 #[pyo3(signature = (value, /))]
-pub fn freeze<'py>(value: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+pub(crate) fn freeze<'py>(value: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
     freeze_at(value, "value")
 }
 
@@ -496,11 +328,11 @@ fn thaw_pairs<'py>(
 /// A plain, mutable, detached `dict`/`list` tree (a `Message` becomes its dict form).
 #[pyfunction]
 #[pyo3(signature = (value, /))]
-pub fn thaw<'py>(value: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+pub(crate) fn thaw<'py>(value: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
     thaw_value(value, &mut Walk::new()).map_err(|e| e.into_pyerr("value"))
 }
 
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(freeze, m)?)?;
     m.add_function(wrap_pyfunction!(thaw, m)?)?;
     Ok(())

@@ -18,7 +18,8 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyAny, PyDict, PyFrozenSet, PyMapping, PyString, PyTuple, PyType};
 use pyo3::Borrowed;
 
-use crate::freeze::{freeze_at, is_mapping, untrack, STACK_GROWTH, STACK_RED_ZONE};
+use crate::freeze::freeze_at;
+use crate::walk::{is_mapping, untrack, STACK_GROWTH, STACK_RED_ZONE};
 
 /// Entries held without another allocation.
 const INLINE: usize = 8;
@@ -96,48 +97,44 @@ impl Drop for Entries {
 }
 
 /// Builds a `FrozenDict` from unique `str` keys and frozen values.
-pub struct EntriesBuilder {
+pub(crate) struct EntriesBuilder {
     entries: Entries,
 }
 
 impl EntriesBuilder {
-    pub fn with_capacity(capacity: usize) -> Self {
+    pub(crate) fn with_capacity(capacity: usize) -> Self {
         EntriesBuilder { entries: Entries::with_capacity(capacity) }
     }
 
     /// Append an entry; the key must be an exact `str` not already present.
     #[inline]
-    pub fn push(&mut self, key: Bound<'_, PyAny>, value: Bound<'_, PyAny>) {
+    pub(crate) fn push(&mut self, key: Bound<'_, PyAny>, value: Bound<'_, PyAny>) {
         self.entries.push(key.into_ptr(), value.into_ptr());
     }
 
     #[inline]
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.entries.as_slice().len()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// The key of entry `index`, borrowed.
-    pub fn key<'a, 'py>(&'a self, py: Python<'py>, index: usize) -> Borrowed<'a, 'py, PyAny> {
+    pub(crate) fn key<'a, 'py>(&'a self, py: Python<'py>, index: usize) -> Borrowed<'a, 'py, PyAny> {
         unsafe { Borrowed::from_ptr(py, self.entries.as_slice()[index].0) }
     }
 
     /// The value of entry `index`, borrowed.
-    pub fn value<'a, 'py>(&'a self, py: Python<'py>, index: usize) -> Borrowed<'a, 'py, PyAny> {
+    pub(crate) fn value<'a, 'py>(&'a self, py: Python<'py>, index: usize) -> Borrowed<'a, 'py, PyAny> {
         unsafe { Borrowed::from_ptr(py, self.entries.as_slice()[index].1) }
     }
 
     /// Replace the value of entry `index`.
-    pub fn set_value(&mut self, index: usize, value: Bound<'_, PyAny>) {
+    pub(crate) fn set_value(&mut self, index: usize, value: Bound<'_, PyAny>) {
         let slot = &mut self.entries.as_mut_slice()[index].1;
         let old = std::mem::replace(slot, value.into_ptr());
         unsafe { ffi::Py_DECREF(old) };
     }
 
-    pub fn build<'py>(self, py: Python<'py>, depth: usize) -> Bound<'py, FrozenDict> {
+    pub(crate) fn build<'py>(self, py: Python<'py>, depth: usize) -> Bound<'py, FrozenDict> {
         let frozen = FrozenDict {
             entries: self.entries,
             index: OnceLock::new(),
@@ -151,7 +148,7 @@ impl EntriesBuilder {
 }
 
 #[pyclass(frozen, mapping, freelist = 4096, module = "dshkit._core", name = "FrozenDict")]
-pub struct FrozenDict {
+pub(crate) struct FrozenDict {
     entries: Entries,
     /// Key -> value, for lookups in mappings too large to scan; built on first use.
     index: OnceLock<Py<PyDict>>,
@@ -163,7 +160,7 @@ pub struct FrozenDict {
 
 impl FrozenDict {
     /// A `FrozenDict` of a dict whose keys are exact `str` and whose values are already frozen.
-    pub fn wrap<'py>(py: Python<'py>, dict: Bound<'py, PyDict>, depth: usize) -> Bound<'py, FrozenDict> {
+    pub(crate) fn wrap<'py>(py: Python<'py>, dict: Bound<'py, PyDict>, depth: usize) -> Bound<'py, FrozenDict> {
         let mut builder = EntriesBuilder::with_capacity(dict.len());
         for (key, value) in dict.iter() {
             builder.push(key, value);
@@ -171,20 +168,16 @@ impl FrozenDict {
         builder.build(py, depth)
     }
 
-    pub fn depth(&self) -> usize {
+    pub(crate) fn depth(&self) -> usize {
         self.depth as usize
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.entries.as_slice().len()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// The entries in insertion order, borrowed.
-    pub fn iter<'a, 'py>(
+    pub(crate) fn iter<'a, 'py>(
         &'a self,
         py: Python<'py>,
     ) -> impl Iterator<Item = (Borrowed<'a, 'py, PyAny>, Borrowed<'a, 'py, PyAny>)> + 'a
@@ -198,7 +191,7 @@ impl FrozenDict {
     }
 
     /// A new plain `dict` with the same entries (values stay frozen).
-    pub fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+    pub(crate) fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let dict = PyDict::new(py);
         for (key, value) in self.iter(py) {
             dict.set_item(key, value)?;
@@ -216,7 +209,7 @@ impl FrozenDict {
     }
 
     /// The value under `key` with `dict` semantics (an unhashable key is a `TypeError`).
-    pub fn lookup<'py>(&self, py: Python<'py>, key: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyAny>>> {
+    pub(crate) fn lookup<'py>(&self, py: Python<'py>, key: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyAny>>> {
         let entries = self.entries.as_slice();
         if entries.len() <= SCAN_MAX && key.is_exact_instance_of::<PyString>() {
             let wanted = key.as_ptr();
@@ -236,7 +229,7 @@ impl FrozenDict {
 
     /// The value under the key with this text, or `None`: a scan that compares the keys' UTF-8
     /// text, for the few fixed keys the core itself reads (`"type"`, `"text"`, `"kind"`, ...).
-    pub fn get_str<'py>(&self, py: Python<'py>, key: &str) -> Option<Bound<'py, PyAny>> {
+    pub(crate) fn get_str<'py>(&self, py: Python<'py>, key: &str) -> Option<Bound<'py, PyAny>> {
         self.entries.as_slice().iter().find_map(|&(k, value)| {
             let mut size: ffi::Py_ssize_t = 0;
             let data = unsafe { ffi::PyUnicode_AsUTF8AndSize(k, &mut size) };
@@ -295,7 +288,7 @@ fn view<'py>(frozen: &Bound<'py, FrozenDict>, name: &str) -> PyResult<Bound<'py,
 
 /// Iterator over the keys, in insertion order (or reversed).
 #[pyclass(module = "dshkit._core", name = "FrozenDictKeyIterator")]
-pub struct FrozenDictKeys {
+pub(crate) struct FrozenDictKeys {
     frozen: Py<FrozenDict>,
     position: usize,
     reversed: bool,
@@ -516,6 +509,17 @@ impl FrozenDict {
         freeze_at(&dict, "FrozenDict")
     }
 
+    /// pydantic v2 support: the schema lives in Python (`dshkit.interop.pydantic`), imported lazily.
+    #[classmethod]
+    fn __get_pydantic_core_schema__<'py>(
+        cls: &Bound<'py, PyType>,
+        source: &Bound<'py, PyAny>,
+        handler: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let module = cls.py().import("dshkit.interop.pydantic")?;
+        module.getattr("frozendict_core_schema")?.call1((cls, source, handler))
+    }
+
     #[classmethod]
     #[pyo3(signature = (item, /))]
     fn __class_getitem__<'py>(cls: &Bound<'py, PyType>, item: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
@@ -555,7 +559,7 @@ impl FrozenDict {
     }
 }
 
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<FrozenDict>()?;
     PyMapping::register::<FrozenDict>(m.py())?;
     Ok(())

@@ -4,26 +4,109 @@
 //! within the same millisecond, or when the clock steps back, the previous id is incremented, so
 //! ids are strictly increasing as strings across all threads. An increment that overflows the
 //! random part carries into the time part (the id runs slightly ahead of the clock until the
-//! clock catches up). The Python package resets the state in a forked child.
+//! clock catches up).
+//!
+//! A forked child forgets the last id, so that parent and child never both mint "last + 1": the
+//! reset is a `pthread_atfork` handler, so it also runs for forks that bypass Python's
+//! `os.register_at_fork` (ctypes `libc.fork`, C extensions).
 
-use std::sync::Mutex;
+use std::cell::UnsafeCell;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use pyo3::exceptions::PyOverflowError;
+use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::PyString;
+use pyo3::types::{PyInt, PyString};
+
+use crate::walk::type_name;
 
 const CROCKFORD: &[u8; 32] = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ";
 const RANDOM_BITS: u32 = 80;
 const RANDOM_MASK: u128 = (1u128 << RANDOM_BITS) - 1;
 const MAX_TIMESTAMP: u64 = (1u64 << 48) - 1;
-pub const ULID_LEN: usize = 26;
+pub(crate) const ULID_LEN: usize = 26;
 
-/// The last id minted by this process (0: none yet, or reset after fork).
-static LAST_ID: Mutex<u128> = Mutex::new(0);
+/// The last id minted by this process (0: none yet, or reset after fork), behind a spin lock
+/// rather than a `Mutex`: the fork handlers hold it across `fork()` (so that no thread is
+/// half-way through minting when the child's copy is taken) and release it on both sides, which
+/// a `Mutex` guard cannot do. The lock is held for a few arithmetic steps (and one `getrandom`
+/// per new millisecond).
+struct LastId {
+    locked: AtomicBool,
+    value: UnsafeCell<u128>,
+}
+
+// SAFETY: `value` is only touched while `locked` is held.
+unsafe impl Sync for LastId {}
+
+static LAST_ID: LastId = LastId { locked: AtomicBool::new(false), value: UnsafeCell::new(0) };
+
+impl LastId {
+    fn lock(&self) {
+        let mut spins = 0u32;
+        while self.locked.compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
+            spins += 1;
+            if spins < 100 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+    }
+
+    fn unlock(&self) {
+        self.locked.store(false, Ordering::Release);
+    }
+
+    /// Run `update` on the last id with the lock held (released even if `update` panics).
+    fn update<T>(&self, update: impl FnOnce(&mut u128) -> T) -> T {
+        struct Release<'a>(&'a LastId);
+        impl Drop for Release<'_> {
+            fn drop(&mut self) {
+                self.0.unlock();
+            }
+        }
+        self.lock();
+        let _release = Release(self);
+        // SAFETY: the lock is held until `_release` drops.
+        update(unsafe { &mut *self.value.get() })
+    }
+}
+
+extern "C" fn before_fork() {
+    LAST_ID.lock();
+}
+
+extern "C" fn after_fork_in_parent() {
+    LAST_ID.unlock();
+}
+
+extern "C" fn after_fork_in_child() {
+    // SAFETY: the lock was taken by `before_fork` in the thread that forked, the only thread
+    // the child has.
+    unsafe { *LAST_ID.value.get() = 0 };
+    LAST_ID.unlock();
+}
+
+/// Install the fork handlers, once per process.
+fn reset_in_forked_children() -> PyResult<()> {
+    #[cfg(unix)]
+    {
+        static INSTALLED: std::sync::OnceLock<libc::c_int> = std::sync::OnceLock::new();
+        let status = *INSTALLED.get_or_init(|| unsafe {
+            libc::pthread_atfork(Some(before_fork), Some(after_fork_in_parent), Some(after_fork_in_child))
+        });
+        if status != 0 {
+            return Err(pyo3::exceptions::PyOSError::new_err(format!(
+                "pthread_atfork failed (error {status}): ids would repeat in forked children"
+            )));
+        }
+    }
+    Ok(())
+}
 
 /// The id that follows `last` at time `now_ms`; `None` once the 128-bit space is exhausted.
-pub fn next_id(last: u128, now_ms: u64, fresh_random: impl FnOnce() -> u128) -> Option<u128> {
+pub(crate) fn next_id(last: u128, now_ms: u64, fresh_random: impl FnOnce() -> u128) -> Option<u128> {
     let last_ms = (last >> RANDOM_BITS) as u64;
     if now_ms > last_ms && now_ms <= MAX_TIMESTAMP {
         Some(((now_ms as u128) << RANDOM_BITS) | (fresh_random() & RANDOM_MASK))
@@ -33,7 +116,7 @@ pub fn next_id(last: u128, now_ms: u64, fresh_random: impl FnOnce() -> u128) -> 
 }
 
 /// Crockford base32 of a 128-bit value: the first character holds the top 3 bits.
-pub fn encode(value: u128) -> [u8; ULID_LEN] {
+pub(crate) fn encode(value: u128) -> [u8; ULID_LEN] {
     let mut out = [0u8; ULID_LEN];
     for (i, slot) in out.iter_mut().enumerate() {
         let shift = 5 * (ULID_LEN - 1 - i);
@@ -54,32 +137,52 @@ fn random_bits() -> u128 {
     u128::from_le_bytes(bytes)
 }
 
-pub fn mint() -> Option<u128> {
-    let mut last = LAST_ID.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    let id = next_id(*last, now_ms(), random_bits)?;
-    *last = id;
-    Some(id)
+pub(crate) fn mint() -> Option<u128> {
+    LAST_ID.update(|last| {
+        let id = next_id(*last, now_ms(), random_bits)?;
+        *last = id;
+        Some(id)
+    })
 }
 
 /// A new message id: a monotonic ULID string.
 #[pyfunction]
-pub fn new_message_id(py: Python<'_>) -> PyResult<Bound<'_, PyString>> {
+pub(crate) fn new_message_id(py: Python<'_>) -> PyResult<Bound<'_, PyString>> {
     let id = mint().ok_or_else(|| PyOverflowError::new_err("ULID space exhausted"))?;
     let text = encode(id);
     // SAFETY: the Crockford alphabet is ASCII.
     Ok(PyString::new(py, unsafe { std::str::from_utf8_unchecked(&text) }))
 }
 
-/// Forget the last id (called in a forked child so that parent and child never continue the
-/// same sequence: the child's next id draws fresh randomness).
+/// The 26-character ULID text (Crockford base32) of a 128-bit value: what `new_message_id`
+/// mints, for ids derived from other data (crash repair's deterministic closer ids).
 #[pyfunction]
-fn _reset_ids_after_fork() {
-    *LAST_ID.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = 0;
+#[pyo3(signature = (value, /))]
+fn encode_ulid<'py>(value: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyString>> {
+    let py = value.py();
+    if !value.is_instance_of::<PyInt>() {
+        return Err(PyTypeError::new_err(format!("encode_ulid: value must be an int, not {}", type_name(value))));
+    }
+    let value: u128 = value
+        .extract()
+        .map_err(|_| PyValueError::new_err(format!("encode_ulid: value {value} is outside 0 .. 2**128 - 1")))?;
+    let text = encode(value);
+    // SAFETY: the Crockford alphabet is ASCII.
+    Ok(PyString::new(py, unsafe { std::str::from_utf8_unchecked(&text) }))
 }
 
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+/// Forget the last id, so that the next one draws fresh randomness. The fork handlers do this
+/// in every forked child already; kept for `os.register_at_fork` callers of earlier versions.
+#[pyfunction]
+fn _reset_ids_after_fork() {
+    LAST_ID.update(|last| *last = 0);
+}
+
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    reset_in_forked_children()?;
     m.add_function(wrap_pyfunction!(new_message_id, m)?)?;
     m.add_function(wrap_pyfunction!(_reset_ids_after_fork, m)?)?;
+    m.add_function(wrap_pyfunction!(encode_ulid, m)?)?;
     Ok(())
 }
 

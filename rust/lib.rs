@@ -1,13 +1,17 @@
 //! Native core of dshkit, exposed to Python as `dshkit._core`.
 //!
-//! One module per concept; this file only wires them into the Python module.
+//! One module per concept; this file only wires them into the Python module. Nothing is public
+//! to other Rust crates: the Python module is the only interface.
 
-pub mod errors;
-pub mod freeze;
-pub mod frozendict;
-pub mod ids;
-pub mod json;
-pub mod message;
+mod checksum;
+mod errors;
+mod freeze;
+mod frozendict;
+mod ids;
+mod json;
+mod json_parse;
+mod message;
+mod walk;
 
 use pyo3::prelude::*;
 
@@ -19,5 +23,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     freeze::register(m)?;
     json::register(m)?;
     message::register(m)?;
+    checksum::register(m)?;
     Ok(())
 }

@@ -14,16 +14,18 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyAny, PyBool, PyDict, PyList, PyString, PyTuple};
 
 use crate::errors::PathError;
-use crate::freeze::{freeze_at, freeze_below, is_mapping, type_name, untrack, Walk};
+use crate::freeze::{freeze_at, freeze_below};
+use crate::walk::{is_mapping, type_name, untrack, Walk};
 use crate::frozendict::FrozenDict;
 use crate::ids;
-use crate::json::{bytes_to_pystring, json_text, parse, write_value};
+use crate::json::{bytes_to_pystring, json_text, write_value};
+use crate::json_parse::parse;
 
 const FIELDS: [&str; 4] = ["id", "role", "content", "source"];
 const PLUGIN_FORMS: [&str; 6] = ["instructions", "catalog", "snapshot", "notice", "relay", "recall"];
 
 #[pyclass(frozen, freelist = 1024, module = "dshkit._core", name = "Message")]
-pub struct Message {
+pub(crate) struct Message {
     id: Py<PyString>,
     role: Py<PyString>,
     content: Py<PyTuple>,
@@ -126,7 +128,7 @@ fn text_block<'py>(py: Python<'py>, text: &Bound<'py, PyAny>) -> PyResult<Bound<
 }
 
 /// Frozen content blocks and the nesting depth of their tuple.
-pub struct Content<'py> {
+pub(crate) struct Content<'py> {
     blocks: Bound<'py, PyTuple>,
     depth: usize,
 }
@@ -246,7 +248,7 @@ impl Message {
         Ok(message)
     }
 
-    pub fn depth(&self) -> usize {
+    pub(crate) fn depth(&self) -> usize {
         self.depth as usize
     }
 
@@ -266,7 +268,7 @@ impl Message {
     }
 
     /// The four fields in a `dict` of frozen values (shallow).
-    pub fn as_dict<'py>(&self, py: Python<'py>) -> Bound<'py, PyDict> {
+    pub(crate) fn as_dict<'py>(&self, py: Python<'py>) -> Bound<'py, PyDict> {
         let dict = PyDict::new(py);
         let _ = dict.set_item(intern!(py, "id"), self.id.bind(py));
         let _ = dict.set_item(intern!(py, "role"), self.role.bind(py));
@@ -275,7 +277,7 @@ impl Message {
         dict
     }
 
-    pub fn write_json(&self, out: &mut Vec<u8>, walk: &mut Walk) -> Result<(), PathError> {
+    pub(crate) fn write_json(&self, out: &mut Vec<u8>, walk: &mut Walk) -> Result<(), PathError> {
         Python::attach(|py| {
             out.extend_from_slice(b"{\"id\":");
             write_value(out, self.id.bind(py).as_any(), walk).map_err(|e| e.at_key("id"))?;
@@ -321,7 +323,7 @@ fn required<'a, 'py>(function: &str, name: &str, value: Option<&'a Bound<'py, Py
 /// Mint an id, detach and deep-freeze: a new message of any role.
 #[pyfunction]
 #[pyo3(signature = (*, role=None, content=None, source=None, **kwargs), text_signature = "(*, role, content, source)")]
-pub fn create_message<'py>(
+pub(crate) fn create_message<'py>(
     py: Python<'py>,
     role: Option<&Bound<'py, PyAny>>,
     content: Option<&Bound<'py, PyAny>>,
@@ -338,7 +340,7 @@ pub fn create_message<'py>(
 /// A new user-role message (a prompt, or context a plugin produced: see `source`).
 #[pyfunction]
 #[pyo3(signature = (content, *, source=None, **kwargs), text_signature = "(content, *, source)")]
-pub fn create_user_message<'py>(
+pub(crate) fn create_user_message<'py>(
     py: Python<'py>,
     content: &Bound<'py, PyAny>,
     source: Option<&Bound<'py, PyAny>>,
@@ -353,7 +355,7 @@ pub fn create_user_message<'py>(
 /// A new assistant message; its source is `{"kind": "model", "provider", "model", "replay_state"?}`.
 #[pyfunction]
 #[pyo3(signature = (content, *, provider=None, model=None, replay_state=None, **kwargs), text_signature = "(content, *, provider, model, replay_state=None)")]
-pub fn create_assistant_message<'py>(
+pub(crate) fn create_assistant_message<'py>(
     py: Python<'py>,
     content: &Bound<'py, PyAny>,
     provider: Option<&Bound<'py, PyAny>>,
@@ -389,7 +391,7 @@ pub fn create_assistant_message<'py>(
 /// A new user-role message holding exactly one `tool_result` block for `call_id`.
 #[pyfunction]
 #[pyo3(signature = (call_id, content, **kwargs), text_signature = "(call_id, content, *, is_error=False)")]
-pub fn create_tool_result_message<'py>(
+pub(crate) fn create_tool_result_message<'py>(
     py: Python<'py>,
     call_id: &Bound<'py, PyAny>,
     content: &Bound<'py, PyAny>,
@@ -496,7 +498,7 @@ fn import_mapping<'py>(py: Python<'py>, mapping: &Bound<'py, PyAny>) -> PyResult
 /// `role`, `content` and `source` becomes a frozen, detached `Message` with exactly that id.
 #[pyfunction]
 #[pyo3(signature = (message, /))]
-pub fn freeze_message<'py>(message: &Bound<'py, PyAny>) -> PyResult<Bound<'py, Message>> {
+pub(crate) fn freeze_message<'py>(message: &Bound<'py, PyAny>) -> PyResult<Bound<'py, Message>> {
     let py = message.py();
     if let Ok(existing) = message.cast::<Message>() {
         return Ok(existing.clone());
@@ -590,6 +592,17 @@ impl Message {
         Ok(bytes_to_pystring(py, &out))
     }
 
+    /// pydantic v2 support: the schema lives in Python (`dshkit.interop.pydantic`), imported lazily.
+    #[classmethod]
+    fn __get_pydantic_core_schema__<'py>(
+        cls: &Bound<'py, pyo3::types::PyType>,
+        source: &Bound<'py, PyAny>,
+        handler: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let module = cls.py().import("dshkit.interop.pydantic")?;
+        module.getattr("message_core_schema")?.call1((cls, source, handler))
+    }
+
     /// Import a message from its JSON text, keeping its id.
     #[classmethod]
     #[pyo3(signature = (text, /))]
@@ -667,7 +680,7 @@ impl Message {
     }
 }
 
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Message>()?;
     m.add_function(wrap_pyfunction!(create_message, m)?)?;
     m.add_function(wrap_pyfunction!(create_user_message, m)?)?;

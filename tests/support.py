@@ -34,3 +34,51 @@ def traced_allocation(call: Callable[[], object]) -> tuple[int, int]:
     finally:
         tracemalloc.stop()
     return after - before, peak - before
+
+
+FNV_BASIS = 0x811C9DC5
+FNV_PRIME = 0x01000193
+KEY_ALPHABET = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+
+
+def fnv1a_32(data: bytes, state: int = FNV_BASIS) -> int:
+    """32-bit FNV-1a of `data`, continuing from `state`."""
+    for byte in data:
+        state = ((state ^ byte) * FNV_PRIME) & 0xFFFFFFFF
+    return state
+
+
+def _fnv1a_block_pair(state: int) -> tuple[bytes, bytes, int]:
+    """Two different 4-character blocks that take FNV-1a from `state` to one same state, and
+    that state. Meet in the middle: two 3-character prefixes whose states differ only in the low
+    7 bits (a birthday search over 25 bits) are evened out by the last character of each block,
+    since FNV-1a xors that character in before its final multiplication."""
+    seen: dict[int, tuple[bytes, int]] = {}
+    mask, prime, alphabet = 0xFFFFFFFF, FNV_PRIME, set(KEY_ALPHABET)
+    for a in KEY_ALPHABET:
+        after_a = ((state ^ a) * prime) & mask
+        for b in KEY_ALPHABET:
+            after_b = ((after_a ^ b) * prime) & mask
+            for c in KEY_ALPHABET:
+                after_c = ((after_b ^ c) * prime) & mask
+                other_prefix, other_state = seen.setdefault(after_c >> 7, (bytes((a, b, c)), after_c))
+                low_bits = other_state ^ after_c
+                if other_state == after_c:
+                    continue
+                for last in KEY_ALPHABET:
+                    if last ^ low_bits in alphabet:
+                        joined = ((other_state ^ last) * prime) & mask
+                        return other_prefix + bytes((last,)), bytes((a, b, c, last ^ low_bits)), joined
+    raise AssertionError("no FNV-1a collision among 4-character blocks")  # pragma: no cover
+
+
+def fnv1a_colliding_keys(rounds: int) -> list[str]:
+    """2**rounds distinct alphanumeric keys of 4*rounds characters sharing one 32-bit FNV-1a
+    hash: a chain of block pairs that each lead to the same state, so every choice of one block
+    per pair ends in the same hash."""
+    keys = [b""]
+    state = FNV_BASIS
+    for _ in range(rounds):
+        first, second, state = _fnv1a_block_pair(state)
+        keys = [key + block for key in keys for block in (first, second)]
+    return [key.decode("ascii") for key in keys]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from dshkit.demo import main
+from dshkit.cli.demo import main
 from dshkit.session import Session
 
 
@@ -78,7 +78,7 @@ def test_the_command_line_runs_the_demo_into_a_temporary_log() -> None:
 def test_the_file_tools_work_in_a_workspace_reached_through_a_symlink(tmp_path: Path) -> None:
     import asyncio
 
-    from dshkit.demo import file_tools, make_workspace
+    from dshkit.cli.demo import file_tools, make_workspace
 
     make_workspace(tmp_path / "real")
     (tmp_path / "link").symlink_to(tmp_path / "real")  # as /tmp is on macOS, or a symlinked TMPDIR

@@ -152,6 +152,37 @@ def test_replace_keeps_the_id_or_takes_a_new_one_but_never_a_duplicate(kit: Any)
     assert agent.inbox.next_step == (rewritten, b)
 
 
+def test_replace_under_the_same_id_is_a_rewrite_refusing_another_role_or_source(kit: Any) -> None:
+    agent = Agent(ScriptedModel([]))
+    a = kit.user("a")
+    agent.inject(a)
+    other_source = dshkit.freeze_message({"id": a.id, "role": "user", "content": "a", "source": {"kind": "plugin", "plugin": "p"}})
+    with pytest.raises(ValueError, match=rf"inbox.replace: a different message under pending id {a.id} \(source"):
+        agent.inbox.replace(a.id, other_source)
+    other_role = dshkit.freeze_message({"id": a.id, "role": "assistant", "content": "a", "source": {"kind": "assistant"}})
+    with pytest.raises(TypeError, match="inbox.replace: expected a user-role Message, got role 'assistant'"):
+        agent.inbox.replace(a.id, other_role)
+    assert agent.inbox.next_step == (a,)
+    assert [data["outcome"] for data in spliced(agent.session)] == ["inserted"]  # nothing logged for the refusals
+    reworded = a.with_content("a, reworded")
+    assert agent.inbox.replace(a.id, reworded) is True
+    assert agent.inbox.next_step == (reworded,)
+
+
+def test_check_rewrite_names_the_part_that_differs(kit: Any) -> None:
+    from dshkit.agent.checks import check_rewrite
+
+    a = kit.user("a")
+    assert check_rewrite(a, a.with_content("b")) == a.with_content("b")
+    with pytest.raises(ValueError, match=rf"rewrite: a different message under claimed id {a.id} \(id "):
+        check_rewrite(a, kit.user("a"))
+    as_assistant = dshkit.freeze_message({"id": a.id, "role": "assistant", "content": "a", "source": dict(a.source)})
+    with pytest.raises(ValueError, match=r"here: a different message under pending id .* \(role 'assistant' instead of 'user'\)"):
+        check_rewrite(a, as_assistant, "here", held="pending")
+    with pytest.raises(TypeError, match=f"rewrite: expected a rewrite of message {a.id} \\(a Message\\), got str"):
+        check_rewrite(a, "a")
+
+
 def test_pending_input_survives_a_restart_without_opening_a_turn(tmp_path: Path, kit: Any) -> None:
     path, crashed = tmp_path / "log.jsonl", tmp_path / "crashed.jsonl"
     session = Session.create(path)

@@ -504,3 +504,24 @@ def test_agent_arguments_are_checked() -> None:
         Agent(model, session="log.jsonl")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="Agent config"):
         Agent(model, config=[("temperature", 0)])  # type: ignore[arg-type]
+
+
+def test_a_dropped_agent_is_freed_at_once_not_left_in_a_reference_cycle(kit: Any) -> None:
+    import gc
+    import weakref
+
+    async def noop(arguments: Any, ctx: Any) -> str:
+        return "ok"
+
+    model = ScriptedModel([kit.calls_response(("c1", "noop", "{}")), "done"])
+    hooks = {"pre_step": lambda ctx: Enter(ctx.messages), "turn_stopping": lambda ctx: None}
+    agent = Agent(model, tools=[Tool("noop", "", {}, noop)], hooks=hooks)
+    kit.run_followup(agent, kit.user("go"))
+    assert [e.data["reason"]["kind"] for e in kit.of_type(agent.session, "turn/end")] == ["completed"]
+    dropped = weakref.ref(agent)
+    gc.disable()  # freed by reference counting alone, not by a later cycle collection
+    try:
+        del agent
+        assert dropped() is None
+    finally:
+        gc.enable()

@@ -12,9 +12,10 @@ from typing import Any
 import orjson
 import pytest
 
-from support import PlainMapping
+from support import PlainMapping, fnv1a_32, fnv1a_colliding_keys
 from dshkit import (
     FrozenDict,
+    Message,
     create_assistant_message,
     create_user_message,
     freeze,
@@ -256,6 +257,112 @@ def test_from_json_refuses_floats_that_overflow(text: str) -> None:
 def test_from_json_lone_surrogate_escape_is_refused() -> None:
     with pytest.raises(ValueError):
         from_json('"\\ud800"')
+
+
+# serde_json's `arbitrary_precision` passed numbers around as a one-entry map under this key.
+NUMBER_MARKER = "$serde_json::private::Number"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"$serde_json::private::Number":"+12"}',
+        '{"$serde_json::private::Number":"42"}',
+        '{"$serde_json::private::Number":12}',
+        '{"$serde_json::private::Number":"7","x":1}',
+        '{"x":1,"$serde_json::private::Number":"7"}',
+        '{"turn":1,"meta":{"$serde_json::private::Number":"42"}}',
+        '[{"$serde_json::private::Number":"1.5"},{"$serde_json::private::Number":{"a":[]}}]',
+        '{"$serde_json::private::Numbe\\u0072":"3"}',
+        '{"$serde_json::private::Number":"x","$serde_json::private::Number":"9"}',
+        '{"$serde_json::private::RawValue":"1"}',
+    ],
+)
+def test_a_key_that_was_a_parser_marker_is_data(text: str) -> None:
+    """Issue 9: any key is data, whatever its text."""
+    value = from_json(text)
+    assert thaw(value) == json.loads(text)
+    assert from_json(to_json(value)) == value
+    assert from_json(text.encode()) == value
+
+
+def test_the_marker_key_alone_gives_a_mapping_not_a_number() -> None:
+    value = from_json('{"$serde_json::private::Number":"+12"}')
+    assert type(value) is FrozenDict
+    assert list(value.items()) == [(NUMBER_MARKER, "+12")]
+
+
+def test_a_content_block_with_the_marker_key_round_trips_through_message_json() -> None:
+    message = create_user_message([{NUMBER_MARKER: "7", "type": "custom", "x": 1}], source=USER)
+    again = Message.from_json(message.to_json())
+    assert again == message
+    assert again.content[0][NUMBER_MARKER] == "7"
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [("1", 1), ("1.0", 1.0), ("-0", 0), ("-0.0", -0.0), ("1e2", 100.0), ("1E+2", 100.0), ("2.5e-3", 0.0025),
+     ("0.1", 0.1), ("9007199254740993", 9007199254740993), ("9007199254740993.0", 9007199254740992.0),
+     ("2.2250738585072011e-308", 2.2250738585072011e-308), ("1e-400", 0.0),
+     ("123456789012345678901234567890e-10", 12345678901234567890.1234567890)],
+)
+def test_from_json_numbers_keep_int_and_float_apart_and_are_exact(text: str, expected: float) -> None:
+    value = from_json(text)
+    assert type(value) is type(expected) and value == expected
+    assert bits(float(value)) == bits(float(expected)) or type(value) is int
+    assert value == json.loads(text) and type(value) is type(json.loads(text))
+
+
+@pytest.mark.parametrize("text", ["-", "1.", ".5", "1e", "1e+", "+1", "0x10", "1.e5", "--1", "-01", "00"])
+def test_from_json_refuses_malformed_numbers(text: str) -> None:
+    with pytest.raises(ValueError, match="invalid JSON"):
+        from_json(text)
+
+
+@pytest.mark.parametrize(
+    "text, where",
+    [('{"a":1,}', "line 1 column 8"), ('[1,\n2,]', "line 2 column 3"), ('{"a" 1}', "line 1 column 6"),
+     ("[1] x", "line 1 column 5"), ('"a\x01"', "line 1 column 3"), ('"\\ud800"', "line 1 column")],
+)
+def test_from_json_errors_name_line_and_column(text: str, where: str) -> None:
+    with pytest.raises(ValueError, match="invalid JSON") as caught:
+        from_json(text)
+    assert where in str(caught.value)
+
+
+def test_from_json_decodes_every_escape_and_keeps_raw_utf8() -> None:
+    text = '{"k\\n\\u00e9":"\\"\\\\\\/\\b\\f\\n\\r\\t\\u0001\\ud83d\\ude00 \u00e9\u4e2d\U0001f600 plain run longer than eight"}'
+    assert thaw(from_json(text)) == json.loads(text)
+
+
+def test_from_json_strings_of_every_length_around_the_word_scan() -> None:
+    """The string scanner reads 8 bytes at a time: a stop byte in every lane and at every length."""
+    for length in range(0, 25):
+        for stop in ['"', "\\", "\n", "\u00e9"]:
+            for at in range(length + 1):
+                plain = "x" * length
+                text = plain[:at] + stop + plain[at:]
+                encoded = json.dumps({text: [text]}, ensure_ascii=False)
+                assert thaw(from_json(encoded)) == {text: [text]}, encoded
+
+
+@pytest.mark.parametrize("rounds", [3, 8, 10])
+def test_keys_sharing_one_fnv1a_hash_are_kept_apart_and_repeats_still_found(rounds: int) -> None:
+    """Issue 9: keys chosen to collide under the parser's key hash (32-bit FNV-1a) once made
+    `from_json` quadratic. Whatever the hash, distinct keys stay distinct and a repeated key
+    keeps its first position and its last value. 8 rounds give keys of 32 characters (the
+    longest the key cache holds), 10 rounds keys it does not cache."""
+    keys = fnv1a_colliding_keys(rounds)
+    assert len(set(keys)) == len(keys) == 2**rounds
+    assert len({fnv1a_32(key.encode()) for key in keys}) == 1
+    members = [f'"{key}":{i}' for i, key in enumerate(keys)]
+    members += [f'"{key}":"again {i}"' for i, key in enumerate(keys) if i % 3 == 0]
+    text = "{" + ",".join(members) + "}"
+    value = from_json(text)
+    assert list(value.items()) == list(json.loads(text).items())
+    assert len(value) == len(keys)
+    assert all(value[key] == (f"again {i}" if i % 3 == 0 else i) for i, key in enumerate(keys))
+    assert [from_json(text)[key] for key in keys] == [value[key] for key in keys]  # through the key cache again
 
 
 def test_from_json_depth_limit() -> None:

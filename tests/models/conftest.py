@@ -266,3 +266,192 @@ def closed_port() -> int:
     port = probe.getsockname()[1]
     probe.close()
     return port
+
+
+def named_event(payload: dict[str, Any]) -> bytes:
+    """One SSE event named by its payload's type (how the Messages and Responses APIs send them)."""
+    return b"event: " + payload["type"].encode() + b"\ndata: " + json.dumps(payload).encode() + b"\n\n"
+
+
+class AnthropicWire:
+    """Builders for Messages API stream bodies, written from Anthropic's streaming documentation."""
+
+    Reply = Reply
+    Stall = Stall
+    Truncate = Truncate
+    event = staticmethod(named_event)
+
+    @staticmethod
+    def message_start(message_id: str = "msg_01", usage: dict[str, Any] | None = None) -> bytes:
+        return named_event(
+            {
+                "type": "message_start",
+                "message": {
+                    "id": message_id,
+                    "type": "message",
+                    "role": "assistant",
+                    "content": [],
+                    "model": "claude-test",
+                    "stop_reason": None,
+                    "stop_sequence": None,
+                    "usage": usage
+                    or {"input_tokens": 20, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0, "output_tokens": 1},
+                },
+            }
+        )
+
+    @staticmethod
+    def block_start(index: int, block: dict[str, Any]) -> bytes:
+        return named_event({"type": "content_block_start", "index": index, "content_block": block})
+
+    @staticmethod
+    def delta(index: int, delta: dict[str, Any]) -> bytes:
+        return named_event({"type": "content_block_delta", "index": index, "delta": delta})
+
+    @staticmethod
+    def block_stop(index: int) -> bytes:
+        return named_event({"type": "content_block_stop", "index": index})
+
+    @staticmethod
+    def message_delta(stop_reason: str, output_tokens: int = 10) -> bytes:
+        return named_event(
+            {"type": "message_delta", "delta": {"stop_reason": stop_reason, "stop_sequence": None}, "usage": {"output_tokens": output_tokens}}
+        )
+
+    MESSAGE_STOP = named_event({"type": "message_stop"})
+    PING = named_event({"type": "ping"})
+
+    @staticmethod
+    def error(kind: str, message: str) -> bytes:
+        return named_event({"type": "error", "error": {"type": kind, "message": message}})
+
+    @staticmethod
+    def thinking(index: int, pieces: list[str], signature: str) -> list[bytes]:
+        return (
+            [AnthropicWire.block_start(index, {"type": "thinking", "thinking": "", "signature": ""})]
+            + [AnthropicWire.delta(index, {"type": "thinking_delta", "thinking": piece}) for piece in pieces]
+            + [AnthropicWire.delta(index, {"type": "signature_delta", "signature": signature}), AnthropicWire.block_stop(index)]
+        )
+
+    @staticmethod
+    def text(index: int, pieces: list[str]) -> list[bytes]:
+        return (
+            [AnthropicWire.block_start(index, {"type": "text", "text": ""})]
+            + [AnthropicWire.delta(index, {"type": "text_delta", "text": piece}) for piece in pieces]
+            + [AnthropicWire.block_stop(index)]
+        )
+
+    @staticmethod
+    def tool_use(index: int, call_id: str, name: str, pieces: list[str]) -> list[bytes]:
+        return (
+            [AnthropicWire.block_start(index, {"type": "tool_use", "id": call_id, "name": name, "input": {}})]
+            + [AnthropicWire.delta(index, {"type": "input_json_delta", "partial_json": piece}) for piece in pieces]
+            + [AnthropicWire.block_stop(index)]
+        )
+
+    @staticmethod
+    def answer(text: str, *, message_id: str = "msg_01") -> list[bytes]:
+        words = text.split(" ")
+        pieces = [word if i == 0 else " " + word for i, word in enumerate(words)]
+        return [
+            AnthropicWire.message_start(message_id),
+            *AnthropicWire.text(0, pieces),
+            AnthropicWire.message_delta("end_turn", len(words)),
+            AnthropicWire.MESSAGE_STOP,
+        ]
+
+    @staticmethod
+    def sse_reply(pieces: list[Piece], **options: Any) -> Reply:
+        return Reply(pieces=pieces, **options)
+
+    @staticmethod
+    def error_reply(status: int, kind: str, message: str, headers: dict[str, str] | None = None) -> Reply:
+        body = json.dumps({"type": "error", "error": {"type": kind, "message": message}}).encode()
+        return Reply(status=status, headers={"Content-Type": "application/json", "request-id": f"req_{status}", **(headers or {})}, pieces=[body])
+
+
+class ResponsesWire:
+    """Builders for Responses API stream bodies, written from OpenAI's streaming documentation."""
+
+    Reply = Reply
+    Stall = Stall
+    Truncate = Truncate
+
+    def __init__(self, response_id: str = "resp_1") -> None:
+        self.response_id = response_id
+        self.sequence = 0
+
+    def event(self, payload: dict[str, Any]) -> bytes:
+        payload = {**payload, "sequence_number": self.sequence}
+        self.sequence += 1
+        return named_event(payload)
+
+    def response(self, status: str, **extra: Any) -> dict[str, Any]:
+        return {"id": self.response_id, "object": "response", "created_at": 1700000000, "status": status, "model": "gpt-test", "output": [], **extra}
+
+    def created(self) -> list[bytes]:
+        return [
+            self.event({"type": "response.created", "response": self.response("in_progress")}),
+            self.event({"type": "response.in_progress", "response": self.response("in_progress")}),
+        ]
+
+    def reasoning(self, index: int, item_id: str, summaries: list[list[str]], encrypted: str | None) -> list[bytes]:
+        events = [self.event({"type": "response.output_item.added", "output_index": index, "item": {"type": "reasoning", "id": item_id, "summary": []}})]
+        done_summary = []
+        for number, pieces in enumerate(summaries):
+            part = {"item_id": item_id, "output_index": index, "summary_index": number}
+            events.append(self.event({"type": "response.reasoning_summary_part.added", **part, "part": {"type": "summary_text", "text": ""}}))
+            events += [self.event({"type": "response.reasoning_summary_text.delta", **part, "delta": piece}) for piece in pieces]
+            events.append(self.event({"type": "response.reasoning_summary_text.done", **part, "text": "".join(pieces)}))
+            events.append(self.event({"type": "response.reasoning_summary_part.done", **part, "part": {"type": "summary_text", "text": "".join(pieces)}}))
+            done_summary.append({"type": "summary_text", "text": "".join(pieces)})
+        item: dict[str, Any] = {"type": "reasoning", "id": item_id, "summary": done_summary}
+        if encrypted is not None:
+            item["encrypted_content"] = encrypted
+        events.append(self.event({"type": "response.output_item.done", "output_index": index, "item": item}))
+        return events
+
+    def message(self, index: int, item_id: str, pieces: list[str]) -> list[bytes]:
+        where = {"item_id": item_id, "output_index": index, "content_index": 0}
+        text = "".join(pieces)
+        return [
+            self.event({"type": "response.output_item.added", "output_index": index, "item": {"type": "message", "id": item_id, "status": "in_progress", "role": "assistant", "content": []}}),
+            self.event({"type": "response.content_part.added", **where, "part": {"type": "output_text", "text": "", "annotations": []}}),
+            *[self.event({"type": "response.output_text.delta", **where, "delta": piece, "logprobs": []}) for piece in pieces],
+            self.event({"type": "response.output_text.done", **where, "text": text, "logprobs": []}),
+            self.event({"type": "response.content_part.done", **where, "part": {"type": "output_text", "text": text, "annotations": []}}),
+            self.event({"type": "response.output_item.done", "output_index": index, "item": {"type": "message", "id": item_id, "status": "completed", "role": "assistant", "content": [{"type": "output_text", "text": text, "annotations": []}]}}),
+        ]
+
+    def function_call(self, index: int, item_id: str, call_id: str, name: str, pieces: list[str]) -> list[bytes]:
+        arguments = "".join(pieces)
+        item = {"type": "function_call", "id": item_id, "call_id": call_id, "name": name, "arguments": "", "status": "in_progress"}
+        return [
+            self.event({"type": "response.output_item.added", "output_index": index, "item": item}),
+            *[self.event({"type": "response.function_call_arguments.delta", "item_id": item_id, "output_index": index, "delta": piece}) for piece in pieces],
+            self.event({"type": "response.function_call_arguments.done", "item_id": item_id, "output_index": index, "arguments": arguments}),
+            self.event({"type": "response.output_item.done", "output_index": index, "item": {**item, "arguments": arguments, "status": "completed"}}),
+        ]
+
+    def completed(self, usage: dict[str, Any] | None = None, *, kind: str = "response.completed", **extra: Any) -> bytes:
+        usage = usage or {"input_tokens": 30, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 12, "output_tokens_details": {"reasoning_tokens": 4}, "total_tokens": 42}
+        status = "completed" if kind == "response.completed" else "incomplete"
+        return self.event({"type": kind, "response": self.response(status, usage=usage, **extra)})
+
+    def answer(self, text: str) -> list[bytes]:
+        words = text.split(" ")
+        return [*self.created(), *self.message(0, "msg_a", [w if i == 0 else " " + w for i, w in enumerate(words)]), self.completed()]
+
+    @staticmethod
+    def sse_reply(pieces: list[Piece], **options: Any) -> Reply:
+        return Reply(pieces=pieces, **options)
+
+
+@pytest.fixture
+def anthropic_wire() -> type[AnthropicWire]:
+    return AnthropicWire
+
+
+@pytest.fixture
+def responses_wire() -> type[ResponsesWire]:
+    return ResponsesWire

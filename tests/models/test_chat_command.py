@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from dshkit.models.chat import default_log_path, main
+from dshkit.cli.chat import default_log_path, main
 from dshkit.session import Session
 
 WAIT = 20.0  # generous bound for a process to react (behaviour, not speed)
@@ -212,7 +212,7 @@ class _Terminal(io.StringIO):
 def test_usage_line_on_a_terminal(tmp_path: Path) -> None:
     from dshkit import create_assistant_message, create_user_message
     from dshkit.agent import AgentEvent
-    from dshkit.models.chat import _Chat
+    from dshkit.cli.chat import _Chat
     from dshkit.models.openai_compat import OpenAICompatibleModel
 
     session = Session()
@@ -230,3 +230,25 @@ def test_usage_line_on_a_terminal(tmp_path: Path) -> None:
     assert out.getvalue() == "hello\n"
     assert "[tokens: 1200 in (1024 cached), 30 out (12 reasoning)]" in err.getvalue()
     assert err.getvalue().startswith("\x1b[2m")  # dimmed on a terminal
+
+
+def test_api_anthropic_speaks_the_messages_api(
+    processes: Any, loopback: Any, anthropic_wire: Any, tmp_path: Path
+) -> None:
+    loopback.reply(anthropic_wire.sse_reply(anthropic_wire.answer("Bonjour.")))
+    log = tmp_path / "chat.jsonl"
+    process, out, err = start_chat(processes, loopback, tmp_path, "--api", "anthropic", "--log", str(log))
+    assert process.stdin is not None
+    process.stdin.write(b"Hi\n")
+    process.stdin.close()
+    assert process.wait(WAIT) == 0, err.text
+    assert out.text == "Bonjour.\n"
+    (request,) = loopback.received
+    assert request.path.endswith("/v1/messages")
+    assert request.json["messages"] == [{"role": "user", "content": [{"type": "text", "text": "Hi"}]}]
+
+
+def test_an_unknown_api_is_a_usage_error(processes: Any, loopback: Any, tmp_path: Path) -> None:
+    process, _, err = start_chat(processes, loopback, tmp_path, "--api", "soap")
+    assert process.wait(WAIT) == 2
+    assert "invalid choice: 'soap'" in err.text

@@ -14,7 +14,6 @@ import sys
 import sysconfig
 import tarfile
 import textwrap
-import venv
 import zipfile
 from pathlib import Path
 
@@ -57,17 +56,37 @@ def isolated_env() -> dict[str, str]:
     return env
 
 
-@pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A fresh venv with the wheel installed (no dependencies, no index): its python."""
-    wheel = require_wheel()
-    home = tmp_path_factory.mktemp("wheel-venv")
-    # The test environment's pip installs into the new venv (`pip --python`): much faster than
+def interpreter_for(wheel: Path) -> str | None:
+    """A Python on this machine that the wheel is built for (PATH or pyenv), if any."""
+    _, _, _, tags = parse_wheel_filename(wheel.name)
+    versions = {tag.interpreter[2:] for tag in tags if tag.interpreter.startswith("cp")}
+    for version in sorted(versions):
+        name = f"python{version[0]}.{version[1:]}"
+        found = subprocess.run(
+            [name, "-c", "import sys; print(sys.executable)"], capture_output=True, text=True
+        )
+        if found.returncode == 0 and found.stdout.strip():
+            return found.stdout.strip()
+        pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
+        candidates = sorted(pyenv.glob(f"{version[0]}.{version[1:]}.*/bin/{name}"))
+        if candidates:
+            return str(candidates[-1])
+    return None
+
+
+def install_into_fresh_venv(wheel: Path, python: str, home: Path) -> Path:
+    """A fresh venv of `python` with `wheel` installed (no dependencies, no index): its python."""
+    # This interpreter's pip installs into the new venv (`pip --python`): much faster than
     # bootstrapping pip into it, and just as isolated.
     outer_pip = subprocess.run([sys.executable, "-m", "pip", "--version"], capture_output=True).returncode == 0
-    venv.EnvBuilder(with_pip=not outer_pip, clear=True).create(home / "venv")
-    python = home / "venv" / ("Scripts" if os.name == "nt" else "bin") / "python"
-    pip = [sys.executable, "-m", "pip", "--python", str(python)] if outer_pip else [str(python), "-m", "pip"]
+    subprocess.run(
+        [python, "-m", "venv", "--clear", *([] if not outer_pip else ["--without-pip"]), str(home / "venv")],
+        check=True,
+        env=isolated_env(),
+        timeout=300,
+    )
+    target = home / "venv" / ("Scripts" if os.name == "nt" else "bin") / "python"
+    pip = [sys.executable, "-m", "pip", "--python", str(target)] if outer_pip else [str(target), "-m", "pip"]
     subprocess.run(
         [*pip, "install", "--quiet", "--no-index", "--no-deps", "--disable-pip-version-check", str(wheel)],
         check=True,
@@ -75,7 +94,13 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
         env=isolated_env(),
         timeout=300,
     )
-    return python
+    return target
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """This interpreter's wheel installed into a fresh venv: its python."""
+    return install_into_fresh_venv(require_wheel(), sys.executable, tmp_path_factory.mktemp("wheel-venv"))
 
 
 def run_in(python: Path, code: str, cwd: Path) -> str:
@@ -167,3 +192,85 @@ def test_the_sdist_holds_what_a_build_needs() -> None:
         "python/dshkit/py.typed",
     ):
         assert required in names, required
+
+
+def built_wheels() -> list[Path]:
+    return sorted(DIST.glob("dshkit-*.whl"))
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="manylinux tags are Linux-only")
+def test_every_wheel_is_manylinux2014_and_stripped() -> None:
+    wheels = built_wheels()
+    if not wheels:
+        pytest.skip("dist/ holds no dshkit wheel: run `make wheels` (`make test` does it first)")
+    pytest.importorskip("auditwheel", reason="auditwheel is installed by `make wheels`")
+    for wheel in wheels:
+        shown = subprocess.run(
+            [sys.executable, "-m", "auditwheel", "show", str(wheel)], capture_output=True, text=True, timeout=120
+        )
+        assert shown.returncode == 0, shown.stderr
+        # auditwheel names the most compatible tag the wheel's symbol versions allow.
+        assert '"manylinux_2_17_x86_64"' in " ".join(shown.stdout.split()), shown.stdout
+        assert "manylinux2014_x86_64" in wheel.name, wheel.name
+        with zipfile.ZipFile(wheel) as archive:
+            extension = next(n for n in archive.namelist() if n.startswith("dshkit/_core") and n.endswith(".so"))
+            data = archive.read(extension)
+        assert data[:4] == b"\x7fELF"
+        assert b".symtab" not in data, f"{wheel.name}: the extension is not stripped"
+
+
+def test_each_wheel_installs_and_runs_on_its_interpreter(tmp_path: Path) -> None:
+    wheels = built_wheels()
+    if not wheels:
+        pytest.skip("dist/ holds no dshkit wheel: run `make wheels` (`make test` does it first)")
+    ran = []
+    for wheel in wheels:
+        python = interpreter_for(wheel)
+        if python is None:
+            continue
+        home = tmp_path / wheel.name
+        home.mkdir()
+        target = install_into_fresh_venv(wheel, python, home)
+        output = run_in(target, FIRST_EXAMPLE, cwd=home)
+        assert output.splitlines()[-1] == "ok", output
+        ran.append(wheel.name)
+    assert ran, "no wheel in dist/ matches an interpreter on this machine"
+
+
+# What the README's first example shows: creation mints a ULID, import keeps the id.
+FIRST_EXAMPLE = """
+import re, sys
+import dshkit
+prompt = dshkit.create_user_message("List the files", source={"kind": "user"})
+assert re.fullmatch(r"[0-7][0-9A-HJKMNP-TV-Z]{25}", prompt.id)
+old = dshkit.freeze_message({"id": "3f1c", "role": "user", "content": "hi", "source": {"kind": "user"}})
+assert old.id == "3f1c" and dshkit.freeze_message(old) is old
+assert prompt.with_content("List files").id == prompt.id
+try:
+    dshkit.create_user_message("x", source={"kind": "user"}, id="mine")
+except TypeError as error:
+    assert "freeze_message" in str(error)
+else:
+    raise AssertionError("an id was accepted")
+print(sys.version_info[:2], prompt.id)
+print("ok")
+"""
+
+
+def test_the_sdist_builds_a_wheel(tmp_path: Path) -> None:
+    sdists = sorted(DIST.glob("dshkit-*.tar.gz"))
+    if not sdists:
+        pytest.skip("dist/ holds no dshkit sdist: run `make wheels`")
+    env = {
+        **os.environ,
+        # A dev-profile build: this checks that the sdist is complete, not how fast it runs.
+        "MATURIN_PEP517_ARGS": "--profile dev",
+        "CARGO_TARGET_DIR": str(ROOT / "target" / "sdist-check"),
+    }
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
+         "--wheel-dir", str(tmp_path), str(sdists[-1])],
+        capture_output=True, text=True, env=env, timeout=900,
+    )
+    assert built.returncode == 0, built.stderr[-3000:]
+    assert [p.name for p in tmp_path.glob("dshkit-*.whl")], sorted(p.name for p in tmp_path.iterdir())

@@ -68,5 +68,5 @@ def build() -> type[Build]:
 
 @pytest.fixture(params=["jsonl", "sqlite"])
 def log_path(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
-    """A path (not yet created) for a log in each store: the parametrised durable suite."""
+    """A path (not yet created) for a log in each store (the store contract itself is `test_store_contract.py`)."""
     return tmp_path / f"session.{request.param}"

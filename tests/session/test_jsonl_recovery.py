@@ -55,15 +55,6 @@ def test_read_only_open_reports_a_torn_line_but_leaves_the_file(log: Path):
     assert log.read_bytes() == torn
 
 
-def test_a_bad_line_before_the_last_is_corruption_with_its_line_number(log: Path):
-    content = lines(log)
-    content[3] = b'{"seq":2,"time":1,"type":"user/message","data":{"id":\n'
-    log.write_bytes(b"".join(content))
-    with pytest.raises(SessionCorruptError, match=r"log\.jsonl: line 4: not valid JSON") as caught:
-        Session.open(log)
-    assert caught.value.__cause__ is None and caught.value.__suppress_context__
-
-
 @pytest.mark.parametrize(
     "line, reason",
     [

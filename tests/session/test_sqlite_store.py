@@ -1,4 +1,4 @@
-"""SQLite specifics: what is not a dshkit database, and rows that are bad."""
+"""SQLite specifics: WAL and synchronous modes, what is not a dshkit database, a second header row."""
 
 from __future__ import annotations
 
@@ -26,17 +26,17 @@ def test_a_database_without_a_log_is_refused(tmp_path: Path):
         Session.open(path)
 
 
-def test_a_bad_row_names_its_row(tmp_path: Path, build):
+def test_sqlite_log_is_in_wal_mode_with_the_durability_as_synchronous(tmp_path: Path, build):
     path = tmp_path / "log.sqlite"
-    with Session.create(path) as session:
-        for n in range(3):
-            session.append("user/message", build.user(str(n)))
-    db = sqlite3.connect(path)
-    db.execute("UPDATE dshkit_events SET body = '{\"seq\": 1, \"time\": 1' WHERE seq = 1")
-    db.commit()
-    db.close()
-    with pytest.raises(SessionCorruptError, match="row 2 of dshkit_events: not valid JSON"):
-        Session.open(path)
+    with Session.create(path, durability="always") as session:
+        session.append("user/message", build.user())
+        db = session.store._db
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert db.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+        session.sync()
+    with closing(sqlite3.connect(path)) as db, db:
+        rows = db.execute("SELECT seq, type FROM dshkit_events").fetchall()
+    assert rows == [(0, "user/message")]
 
 
 def test_a_second_header_row_is_corruption(tmp_path: Path):

@@ -7,6 +7,7 @@ builds each request from the log, streams the model, runs `Tool`s and honours `c
 
 from __future__ import annotations
 
+from dshkit.agent.agent import IDLE, RUNNING, Agent
 from dshkit.agent.assembly import StreamAssembler
 from dshkit.agent.cancel import CancelToken
 from dshkit.agent.events import AgentEvent, EventStream
@@ -20,7 +21,6 @@ from dshkit.agent.hooks import (
     TurnStoppingContext,
 )
 from dshkit.agent.inbox import NEXT_STEP, NEXT_TURN, Inbox
-from dshkit.agent.loop import IDLE, RUNNING, Agent
 from dshkit.agent.tools import Tool, ToolContext, ToolOutput
 
 __all__ = [

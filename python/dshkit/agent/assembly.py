@@ -9,7 +9,9 @@ Rules (the ones a re-implementation most easily gets wrong):
   ``call-<index>``;
 - the finish chunk ends every block: chunks after it are ignored;
 - no finish chunk at all means a normal stop;
-- a ``max_tokens`` finish drops every tool call, complete or not.
+- a ``max_tokens`` finish drops every tool call, complete or not;
+- a completed response whose tool call could not be sent back to a model (no name, or an id
+  another call of the response has) is refused: `final_content` raises `MalformedResponseError`.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from dshkit.models.errors import MalformedResponseError
 from dshkit.models.protocol import FINISH_REASONS, ModelError
 
 
@@ -153,8 +156,34 @@ class StreamAssembler:
         return blocks
 
     def final_content(self) -> list[dict[str, Any]]:
-        """The content of a completed response (a max-tokens stop keeps no tool call)."""
-        return self.content(tool_calls=self.finish_reason != "max_tokens")
+        """The content of a completed response (a max-tokens stop keeps no tool call).
+
+        Raises `MalformedResponseError` when a tool call has no name or repeats the id of
+        another call: logged, such a message would make every later request unsendable.
+        """
+        if self.finish_reason == "max_tokens":
+            return self.content(tool_calls=False)
+        if self._tool_calls:
+            self._check_tool_calls()
+        return self.content()
+
+    def _check_tool_calls(self) -> None:
+        ids: set[str] = set()
+        for entry in self._order:
+            if not isinstance(entry, _ToolCallBlock):
+                continue
+            call_id = entry.id or f"call-{entry.index}"
+            if not entry.name:
+                raise MalformedResponseError(
+                    f"model response: tool call {entry.index} (id {call_id!r}) has no name; "
+                    "a call without a name could never be sent back to the model"
+                )
+            if call_id in ids:
+                named = " (the id it was given for having none)" if entry.id is None else ""
+                raise MalformedResponseError(
+                    f"model response: tool call {entry.index} repeats call id {call_id!r}{named} of an earlier call"
+                )
+            ids.add(call_id)
 
     def prefix_content(self) -> list[dict[str, Any]]:
         """The text and reasoning streamed so far (for an interrupted response)."""

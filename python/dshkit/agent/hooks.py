@@ -7,24 +7,24 @@
   as is, a same-id rewrite of it (``message.with_content(...)``: same id, role and source), or
   added context (a new user message whose id is new to the session). `Reject` ends the turn
   ``blocked``; the claimed batch is not requeued.
-- ``turn_stopping(ctx: TurnStoppingContext) -> None``: called at a natural stop with nothing
-  pending; ``ctx.steer(message)`` continues the turn with one more step.
+- ``turn_stopping(ctx: TurnStoppingContext) -> None``: called at a natural stop or a
+  ``max_tokens`` stop (``ctx.reason``) with nothing pending; ``ctx.steer(message)`` continues the
+  turn with one more step (a `pre_step` that admits nothing of it ends the turn after all).
 - ``request(ctx: RequestContext) -> Mapping | None``: may change call settings only: mutate
   ``ctx.config`` or return a new mapping of settings. Messages change only through logged
-  channels, so the hook gets no way to change them.
+  channels, so the hook gets no way to change them. ``ctx.cancel`` is the turn's cancel token.
 - ``request_error(ctx: RequestErrorContext) -> bool``: return True to retry the request within
   the same step (re-derived from the log); the failed attempt's chunks stay in the log.
 """
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Union
 
 from dshkit.agent.cancel import CancelToken
-from dshkit.agent.inbox import check_message_batch
+from dshkit.agent.checks import check_message_batch
 from dshkit.llm import Message
 
 if TYPE_CHECKING:
@@ -93,6 +93,7 @@ class TurnStoppingContext:
     cancel: CancelToken
     session: Session
     steer: Callable[[Message], None]
+    reason: str = "completed"  # how the last step stopped: "completed", "max_tokens" or "concluded" (by a tool)
 
 
 @dataclass
@@ -105,6 +106,7 @@ class RequestContext:
     system: str | None
     tools: tuple[Mapping[str, Any], ...]
     messages: tuple[Message, ...]
+    cancel: CancelToken
     config: dict[str, Any] = field(default_factory=dict)
 
 
@@ -135,14 +137,6 @@ def check_hooks(hooks: Mapping[str, Hook] | None) -> dict[str, Hook]:
     return checked
 
 
-async def call_hook(hook: Hook, ctx: object) -> Any:
-    """Call a sync or async hook and return its result."""
-    result = hook(ctx)
-    if inspect.isawaitable(result):
-        result = await result
-    return result
-
-
 __all__ = [
     "HOOK_NAMES",
     "Enter",
@@ -152,6 +146,5 @@ __all__ = [
     "RequestContext",
     "RequestErrorContext",
     "TurnStoppingContext",
-    "call_hook",
     "check_hooks",
 ]

@@ -9,42 +9,20 @@ and re-opening the session rebuilds exactly the pending input.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from dshkit.agent.checks import check_rewrite, check_user_message
 from dshkit.agent.events import EventHub
 from dshkit.llm import Message, freeze_message
+from dshkit.session.events import INBOX_SPLICED
 
 if TYPE_CHECKING:
     from dshkit.session import Session
 
 NEXT_TURN = "next_turn"
 NEXT_STEP = "next_step"
-INBOX_SPLICED = "agent/inbox/spliced"
 _TARGETS = (NEXT_TURN, NEXT_STEP)
-
-
-def check_user_message(message: object, where: str) -> Message:
-    """`message` if it is a complete user-role `Message`, else `TypeError` saying what it was."""
-    if not isinstance(message, Message):
-        raise TypeError(
-            f"{where}: expected a user-role Message (create one with dshkit.create_user_message, "
-            f"or import one with dshkit.freeze_message), got {type(message).__name__}"
-        )
-    if message.role != "user":
-        raise TypeError(f"{where}: expected a user-role Message, got role {message.role!r} (id {message.id})")
-    return message
-
-
-def check_message_batch(messages: object, where: str) -> tuple[Message, ...]:
-    """`messages` as a tuple if it is an iterable of `Message` values, else `TypeError` naming `where`."""
-    if isinstance(messages, (str, bytes, Message, Mapping)) or not isinstance(messages, Iterable):
-        raise TypeError(f"{where}: expected an iterable of Message, got {type(messages).__name__}")
-    batch = tuple(messages)
-    for index, message in enumerate(batch):
-        if not isinstance(message, Message):
-            raise TypeError(f"{where}[{index}]: expected a Message, got {type(message).__name__}")
-    return batch
 
 
 class Inbox:
@@ -55,6 +33,8 @@ class Inbox:
         self._hub = hub
         self._lists: dict[str, list[Message]] = {NEXT_TURN: [], NEXT_STEP: []}
         self._pending: dict[str, str] = {}  # message id -> target
+        # The cause of a clear asked for by a session observer, run once its append returns.
+        self.deferred_clear: str | None = None
         self._rebuild()
 
     def _rebuild(self) -> None:
@@ -123,6 +103,8 @@ class Inbox:
             del self._pending[message.id]
         for message in inserted:
             self._pending[message.id] = target
+        if self.deferred_clear is not None:
+            self.run_deferred_clear()  # an observer of this splice cancelled the turn
         return seq, removed
 
     def insert(self, target: str, messages: tuple[Message, ...], *, cause: str | None = None) -> int:
@@ -131,6 +113,7 @@ class Inbox:
         `ValueError` (and nothing logged) if an id is already pending or appears twice: ids are
         unique across both lists.
         """
+        self.run_deferred_clear()  # a clear asked for earlier comes before this change
         ids: set[str] = set()
         for message in messages:
             if message.id in self._pending:
@@ -150,6 +133,7 @@ class Inbox:
         Returns ``(message, claim seq)`` pairs in batch order (next-step items, then the
         follow-up). An empty claim logs nothing.
         """
+        self.run_deferred_clear()  # a clear asked for earlier comes before this change
         batch: list[tuple[Message, int]] = []
         claimed: list[tuple[str, int, Message]] = []
         step_items = self._lists[NEXT_STEP]
@@ -167,6 +151,7 @@ class Inbox:
 
     def remove(self, message_id: str, *, cause: str = "removed") -> bool:
         """Discard a pending message by id; False when no such id is pending."""
+        self.run_deferred_clear()  # a clear asked for earlier comes before this change
         target = self._pending.get(message_id)
         if target is None:
             return False
@@ -179,9 +164,10 @@ class Inbox:
     def replace(self, message_id: str, message: Message) -> bool:
         """Put `message` in the place of pending `message_id`; False when that id is not pending.
 
-        `message` may be a same-id rewrite or a different message with a new id (neither pending
-        elsewhere nor in the session log).
+        `message` may be a same-id rewrite (same role and source, new content: `check_rewrite`)
+        or a different message with a new id (neither pending elsewhere nor in the session log).
         """
+        self.run_deferred_clear()  # a clear asked for earlier comes before this change
         checked = check_user_message(message, "inbox.replace")
         target = self._pending.get(message_id)
         if checked.id != message_id:
@@ -189,13 +175,26 @@ class Inbox:
         if target is None:
             return False
         index = next(i for i, pending in enumerate(self._lists[target]) if pending.id == message_id)
+        if checked.id == message_id:
+            check_rewrite(self._lists[target][index], checked, "inbox.replace", held="pending")
         seq, removed = self._splice(target, index, 1, (checked,), "replaced")
         if self._hub.active:
             self._hub.emit("replaced", message=checked, target=target, seq=seq, previous=removed[0])
         return True
 
     def clear(self, cause: str) -> None:
-        """Discard every pending message (one splice per non-empty list)."""
+        """Discard every pending message (one splice per non-empty list).
+
+        Asked from a session observer, where appending would be re-entrant, the clear is
+        deferred: it runs as soon as the append being published returns (every append the agent
+        makes calls `run_deferred_clear` then), so the log is the same as for a clear made
+        right after that append.
+        """
+        if self._session.publishing:
+            if self.deferred_clear is None:
+                self.deferred_clear = cause
+            return
+        self.run_deferred_clear()  # an earlier clear, with its cause, comes first
         for target in _TARGETS:
             pending = self._lists[target]
             if not pending:
@@ -204,6 +203,13 @@ class Inbox:
             if self._hub.active:
                 for message in removed:
                     self._hub.emit("discarded", message=message, target=target, seq=seq, cause=cause)
+
+    def run_deferred_clear(self) -> None:
+        """Run a clear deferred by `clear` (nothing when none is, or while still publishing)."""
+        cause = self.deferred_clear
+        if cause is not None and not self._session.publishing:
+            self.deferred_clear = None
+            self.clear(cause)
 
 
 def inbox_snapshot(events: Any) -> Mapping[str, tuple[Message, ...]]:
@@ -222,7 +228,5 @@ __all__ = [
     "NEXT_STEP",
     "NEXT_TURN",
     "Inbox",
-    "check_message_batch",
-    "check_user_message",
     "inbox_snapshot",
 ]

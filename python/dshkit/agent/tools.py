@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dshkit.agent.cancel import CancelToken
-from dshkit.agent.inbox import check_message_batch
+from dshkit.agent.checks import check_message_batch
 from dshkit.llm import Message, freeze, to_json
 
 if TYPE_CHECKING:
@@ -139,12 +138,4 @@ def tool_content(value: Any) -> str | Sequence[Mapping[str, Any]]:
     return to_json(freeze(value))
 
 
-async def call_tool_body(tool: Tool, arguments: Any, ctx: ToolContext) -> Any:
-    """Run a tool body (an async function, or a sync one returning the result)."""
-    result = tool.run(arguments, ctx)
-    if inspect.isawaitable(result):
-        result = await result
-    return result
-
-
-__all__ = ["Tool", "ToolBody", "ToolContext", "ToolOutput", "call_tool_body", "check_tools", "tool_content"]
+__all__ = ["Tool", "ToolBody", "ToolContext", "ToolOutput", "check_tools", "tool_content"]

@@ -1,8 +1,9 @@
 """Models behind one streaming protocol (`dshkit.models.protocol`).
 
-`ScriptedModel` replays scripted responses offline (tests, the demo); `OpenAICompatibleModel`
-talks to any OpenAI-compatible HTTP endpoint and is imported only when first used, so importing
-`dshkit.models` does not import the HTTP stack.
+`ScriptedModel` replays scripted responses offline (tests, the demo). The HTTP models
+(`OpenAICompatibleModel` for Chat Completions, `AnthropicModel` for the Messages API,
+`OpenAIResponsesModel` for the Responses API) are imported only when first used, so importing
+`dshkit.models` does not import the HTTP stack; `from_env` builds the one the environment names.
 """
 
 from __future__ import annotations
@@ -25,21 +26,32 @@ from dshkit.models.protocol import (
     UsageChunk,
 )
 from dshkit.models.scripted import ScriptedModel
+from dshkit.models.selection import from_env
 
 if TYPE_CHECKING:
+    from dshkit.models.anthropic import AnthropicModel
     from dshkit.models.openai_compat import OpenAICompatibleModel
+    from dshkit.models.responses import OpenAIResponsesModel
+
+_LAZY = {
+    "AnthropicModel": "dshkit.models.anthropic",
+    "OpenAICompatibleModel": "dshkit.models.openai_compat",
+    "OpenAIResponsesModel": "dshkit.models.responses",
+}
 
 
 def __getattr__(name: str) -> Any:
-    if name == "OpenAICompatibleModel":
-        from dshkit.models.openai_compat import OpenAICompatibleModel
+    module = _LAZY.get(name)
+    if module is not None:
+        import importlib
 
-        return OpenAICompatibleModel
+        return getattr(importlib.import_module(module), name)
     raise AttributeError(f"module 'dshkit.models' has no attribute {name!r}")
 
 
 __all__ = [
     "FINISH_REASONS",
+    "AnthropicModel",
     "CancelSignal",
     "Chunk",
     "FinishChunk",
@@ -48,10 +60,12 @@ __all__ = [
     "ModelError",
     "ModelErrorInfo",
     "OpenAICompatibleModel",
+    "OpenAIResponsesModel",
     "ReasoningDelta",
     "ScriptedModel",
     "TextDelta",
     "ToolCallDelta",
     "ToolSpec",
     "UsageChunk",
+    "from_env",
 ]

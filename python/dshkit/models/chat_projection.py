@@ -11,7 +11,8 @@ Mapping (see ``docs/models.md``):
 - a content that is exactly one text block is a string; anything else is a list of parts
   (``{"type": "text"}``, ``{"type": "image_url"}``); images become data URLs or plain URLs.
 - ``reasoning`` blocks of an assistant message go back under `reasoning_field`
-  (``reasoning_content``, as DeepSeek requires after tool calls; ``None`` drops them).
+  (``reasoning_content``, as DeepSeek requires after tool calls; ``None`` drops them), an empty
+  one beside tool calls when `empty_reasoning_with_tool_calls` (DeepSeek's thinking mode).
 - ``tool_call`` blocks become ``tool_calls`` with the call ids and the raw argument text.
 - each ``tool_result`` block becomes a ``role: "tool"`` message with its ``tool_call_id``; images a
   tool returned follow the run of tool messages as one user message (tool messages are text only).
@@ -56,11 +57,21 @@ def chat_body(
     model: str,
     reasoning_field: str | None = "reasoning_content",
     include_usage: bool = True,
+    empty_reasoning_with_tool_calls: bool = False,
 ) -> dict[str, Any]:
-    """The chat-completions request body for `request` (streaming, usage requested)."""
+    """The chat-completions request body for `request` (streaming, usage requested).
+
+    `empty_reasoning_with_tool_calls` puts an empty `reasoning_field` on assistant messages with
+    tool calls but no reasoning (DeepSeek's thinking mode refuses them without the key).
+    """
     body: dict[str, Any] = {
         "model": model,
-        "messages": chat_messages(request.messages, system=request.system, reasoning_field=reasoning_field),
+        "messages": chat_messages(
+            request.messages,
+            system=request.system,
+            reasoning_field=reasoning_field,
+            empty_reasoning_with_tool_calls=empty_reasoning_with_tool_calls,
+        ),
     }
     tools = chat_tools(request.tools)
     if tools:
@@ -118,6 +129,7 @@ def chat_messages(
     *,
     system: str | Sequence[Mapping[str, Any]] | None = None,
     reasoning_field: str | None = "reasoning_content",
+    empty_reasoning_with_tool_calls: bool = False,
 ) -> list[dict[str, Any]]:
     """The ``messages`` array: the system prompt, then each message in order."""
     projected: list[dict[str, Any]] = []
@@ -138,7 +150,7 @@ def chat_messages(
             projected.append({"role": "user", "content": tool_images})
             tool_images = []
         if role == "assistant":
-            projected.append(_project_assistant(message, reasoning_field))
+            projected.append(_project_assistant(message, reasoning_field, empty_reasoning_with_tool_calls))
         elif role == "system":
             projected.append({"role": "system", "content": _parts(message, message.content, images=False)})
         else:
@@ -198,7 +210,9 @@ def _project_user(message: Message, out: list[dict[str, Any]], tool_images: list
     out.append({"role": "user", "content": _parts(message, others, images=True)})
 
 
-def _project_assistant(message: Message, reasoning_field: str | None) -> dict[str, Any]:
+def _project_assistant(
+    message: Message, reasoning_field: str | None, empty_reasoning_with_tool_calls: bool = False
+) -> dict[str, Any]:
     texts: list[Mapping[str, Any]] = []
     reasoning: list[str] = []
     calls: list[dict[str, Any]] = []
@@ -226,7 +240,7 @@ def _project_assistant(message: Message, reasoning_field: str | None) -> dict[st
     projected: dict[str, Any] = {"role": "assistant"}
     # Providers want `null` content beside tool calls, a string otherwise.
     projected["content"] = _parts(message, texts, images=False) if texts or not calls else None
-    if reasoning and reasoning_field:
+    if reasoning_field and (reasoning or (calls and empty_reasoning_with_tool_calls)):
         projected[reasoning_field] = "".join(reasoning)
     if calls:
         projected["tool_calls"] = calls

@@ -4,8 +4,11 @@
 protocol chunks each one carries; `finish()` returns the closing usage and finish chunks. It is
 pure (no I/O), so every provider quirk it tolerates is unit-tested on recorded shapes:
 
-- text comes as ``delta.content``; reasoning as ``delta.reasoning_content`` (DeepSeek, vLLM) or
-  ``delta.reasoning`` (OpenRouter, newer vLLM); a ``delta.refusal`` is shown as text.
+- text comes as ``delta.content``; reasoning as ``delta.reasoning_content`` (DeepSeek, vLLM),
+  ``delta.reasoning`` (OpenRouter, Groq, Ollama, newer vLLM) or ``delta.reasoning_details``
+  (Snowflake Cortex; OpenRouter sends it beside ``reasoning``): the first of these carrying text
+  wins, so reasoning is never counted twice. Mistral's magistral sends ``delta.content`` as a
+  list of ``thinking`` and ``text`` parts. A ``delta.refusal`` is shown as text.
 - tool calls come as ``delta.tool_calls[]`` keyed by ``index``; ids and names arrive once,
   arguments in pieces. A server that omits ``index`` (whole calls, one per chunk) gets one index
   per new call id; so does a new call id under an index already taken by another call (Ollama
@@ -81,27 +84,42 @@ def map_finish_reason(reason: str, *, saw_tool_calls: bool) -> FinishChunk:
 
 
 def usage_summary(usage: Mapping[str, Any]) -> dict[str, int]:
-    """Normalised token counts of a chat-completions usage mapping (keys only when known).
+    """Normalised token counts of a usage mapping from any of the three APIs (keys only when known).
 
-    ``input_tokens``, ``cached_input_tokens`` (OpenAI ``prompt_tokens_details.cached_tokens`` or
-    DeepSeek ``prompt_cache_hit_tokens``), ``output_tokens``, ``reasoning_tokens`` and
+    ``input_tokens`` (all prompt tokens, cached ones included), ``cached_input_tokens`` (OpenAI
+    ``prompt_tokens_details.cached_tokens`` / ``input_tokens_details.cached_tokens``, DeepSeek
+    ``prompt_cache_hit_tokens``, Anthropic ``cache_read_input_tokens``), ``cache_write_tokens``
+    (Anthropic ``cache_creation_input_tokens``), ``output_tokens``, ``reasoning_tokens`` and
     ``total_tokens``.
     """
     summary: dict[str, int] = {}
 
+    def number(value: object) -> int | None:
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
     def put(name: str, value: object) -> None:
-        if isinstance(value, int) and not isinstance(value, bool) and name not in summary:
-            summary[name] = value
+        if number(value) is not None and name not in summary:
+            summary[name] = value  # type: ignore[assignment]
+
+    def detail(key: str, inner: str) -> object:
+        details = usage.get(key)
+        return details.get(inner) if isinstance(details, Mapping) else None
 
     put("input_tokens", usage.get("prompt_tokens"))
-    prompt_details = usage.get("prompt_tokens_details")
-    if isinstance(prompt_details, Mapping):
-        put("cached_input_tokens", prompt_details.get("cached_tokens"))
+    put("cached_input_tokens", detail("prompt_tokens_details", "cached_tokens"))
+    put("cached_input_tokens", detail("input_tokens_details", "cached_tokens"))
     put("cached_input_tokens", usage.get("prompt_cache_hit_tokens"))
+    cache_read, cache_write = number(usage.get("cache_read_input_tokens")), number(usage.get("cache_creation_input_tokens"))
+    if "prompt_tokens" not in usage and (cache_read is not None or cache_write is not None):
+        # Anthropic counts cache reads and writes apart from input_tokens.
+        put("input_tokens", (number(usage.get("input_tokens")) or 0) + (cache_read or 0) + (cache_write or 0))
+    put("cached_input_tokens", cache_read)
+    put("cache_write_tokens", cache_write)
+    put("input_tokens", usage.get("input_tokens"))
     put("output_tokens", usage.get("completion_tokens"))
-    completion_details = usage.get("completion_tokens_details")
-    if isinstance(completion_details, Mapping):
-        put("reasoning_tokens", completion_details.get("reasoning_tokens"))
+    put("output_tokens", usage.get("output_tokens"))
+    put("reasoning_tokens", detail("completion_tokens_details", "reasoning_tokens"))
+    put("reasoning_tokens", detail("output_tokens_details", "reasoning_tokens"))
     put("total_tokens", usage.get("total_tokens"))
     return summary
 
@@ -222,22 +240,21 @@ class ChatStreamTranslator:
         if delta is not None:
             if not isinstance(delta, dict):
                 raise self._malformed(f"{where}.delta is not an object", data)
-            reasoning = delta.get("reasoning_content")
-            if reasoning is None:
-                reasoning = delta.get("reasoning")
-            if reasoning is not None:
-                if not isinstance(reasoning, str):
-                    raise self._malformed(f"{where}.delta reasoning is not a string", data)
-                if reasoning:
-                    chunks.append({"type": "reasoning_delta", "text": reasoning})
-            for field in ("content", "refusal"):
-                text = delta.get(field)
-                if text is None:
-                    continue
-                if not isinstance(text, str):
-                    raise self._malformed(f"{where}.delta.{field} is not a string", data)
-                if text:
-                    chunks.append({"type": "text_delta", "text": text})
+            self._reasoning(delta, where, data, chunks)
+            content = delta.get("content")
+            if isinstance(content, list):
+                self._content_parts(content, f"{where}.delta.content", data, chunks)
+            elif content is not None:
+                if not isinstance(content, str):
+                    raise self._malformed(f"{where}.delta.content is not a string or a list of parts", data)
+                if content:
+                    chunks.append({"type": "text_delta", "text": content})
+            refusal = delta.get("refusal")
+            if refusal is not None:
+                if not isinstance(refusal, str):
+                    raise self._malformed(f"{where}.delta.refusal is not a string", data)
+                if refusal:
+                    chunks.append({"type": "text_delta", "text": refusal})
             tool_calls = delta.get("tool_calls")
             if tool_calls is not None:
                 if not isinstance(tool_calls, list):
@@ -251,6 +268,60 @@ class ChatStreamTranslator:
             if not isinstance(finish_reason, str):
                 raise self._malformed(f"{where}.finish_reason is not a string", data)
             self._finish_reason = finish_reason
+
+    def _reasoning(self, delta: dict[str, Any], where: str, data: str, chunks: list[Chunk]) -> None:
+        """Reasoning from the first field that carries it: one field's text is never counted twice
+        (OpenRouter sends the same text as ``reasoning`` and ``reasoning_details``)."""
+        for field in ("reasoning_content", "reasoning"):
+            reasoning = delta.get(field)
+            if reasoning is None:
+                continue
+            if not isinstance(reasoning, str):
+                raise self._malformed(f"{where}.delta.{field} is not a string", data)
+            if reasoning:
+                chunks.append({"type": "reasoning_delta", "text": reasoning})
+                return
+        details = delta.get("reasoning_details")
+        if details is None:
+            return
+        if not isinstance(details, list):
+            raise self._malformed(f"{where}.delta.reasoning_details is not a list", data)
+        for number, detail in enumerate(details):
+            if not isinstance(detail, dict):
+                raise self._malformed(f"{where}.delta.reasoning_details[{number}] is not an object", data)
+            # reasoning.text carries `text`, reasoning.summary `summary`; reasoning.encrypted no text.
+            text = detail.get("text") if detail.get("type") != "reasoning.summary" else detail.get("summary")
+            if text is None:
+                continue
+            if not isinstance(text, str):
+                raise self._malformed(f"{where}.delta.reasoning_details[{number}] text is not a string", data)
+            if text:
+                chunks.append({"type": "reasoning_delta", "text": text})
+
+    def _content_parts(self, parts: list[Any], where: str, data: str, chunks: list[Chunk]) -> None:
+        """List-valued content (Mistral's magistral): ``text`` parts are answer text, ``thinking``
+        parts (a list of text parts, or a string) are reasoning; parts without text are skipped."""
+        for number, part in enumerate(parts):
+            if not isinstance(part, dict):
+                raise self._malformed(f"{where}[{number}] is not an object", data)
+            kind = part.get("type")
+            if kind == "text":
+                text = part.get("text")
+                if not isinstance(text, str):
+                    raise self._malformed(f"{where}[{number}].text is not a string", data)
+                if text:
+                    chunks.append({"type": "text_delta", "text": text})
+            elif kind == "thinking":
+                thinking = part.get("thinking")
+                pieces = [thinking] if isinstance(thinking, str) else thinking
+                if not isinstance(pieces, list):
+                    raise self._malformed(f"{where}[{number}].thinking is not a string or a list", data)
+                for inner, piece in enumerate(pieces):
+                    text = piece.get("text") if isinstance(piece, dict) else piece
+                    if not isinstance(text, str):
+                        raise self._malformed(f"{where}[{number}].thinking[{inner}] has no text", data)
+                    if text:
+                        chunks.append({"type": "reasoning_delta", "text": text})
 
     def _tool_call_delta(self, call: object, where: str, data: str) -> Chunk | None:
         if not isinstance(call, dict):

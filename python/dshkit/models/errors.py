@@ -109,7 +109,11 @@ class IncompleteStreamError(ModelError):
 
 
 class ProviderStreamError(ModelError):
-    """The provider reported an error inside an already started (HTTP 200) stream."""
+    """The provider reported an error inside an already started (HTTP 200) stream.
+
+    `provider_code` is the provider's own name for it (``overloaded_error``, ``server_error``);
+    `retryable` is set for the transient kinds (retried only before any output was streamed).
+    """
 
     def __init__(
         self,
@@ -118,8 +122,9 @@ class ProviderStreamError(ModelError):
         status: int | None = None,
         request_id: str | None = None,
         provider_code: str | None = None,
+        retryable: bool = False,
     ) -> None:
-        super().__init__(message, code="provider_error", status=status, request_id=request_id)
+        super().__init__(message, code="provider_error", status=status, request_id=request_id, retryable=retryable)
         self.provider_code = provider_code
 
 

@@ -1,86 +1,54 @@
 """`OpenAICompatibleModel`: streaming chat completions over HTTP (httpx), no vendor SDK.
 
-Works with DeepSeek, OpenAI, vLLM, llama.cpp's server, OpenRouter and any endpoint that speaks
-``POST {base_url}/chat/completions`` with ``"stream": true``. The request body is a pure function
-of the `ModelRequest` (`dshkit.models.chat_projection`); the response's server-sent events become
-protocol chunks (`dshkit.models.chat_stream`); failures are typed (`dshkit.models.errors`).
-
-Retries: a failure that may pass (429, 5xx, 408, 409, connection failure, timeout, a body cut off
-before anything was streamed) is retried up to `max_retries` times, waiting ``Retry-After`` (or
-``retry-after-ms``) when the server says how long, otherwise an exponential backoff from
-`retry_backoff` seconds. Nothing is retried once a chunk has been handed to the caller: the
-caller has seen it, so a retry would not be the same response.
-
-Cancellation: when `cancel` fires, or the caller stops reading and closes the iterator, the HTTP
-response is closed at once (the connection is dropped, so the provider stops generating) and the
-stream ends without a finish chunk.
+Works with DeepSeek, OpenAI, Groq, Mistral, vLLM, Ollama, llama.cpp's server, OpenRouter and any
+endpoint that speaks ``POST {base_url}/chat/completions`` with ``"stream": true``. The request
+body is a pure function of the `ModelRequest` and the provider profile
+(`dshkit.models.chat_projection`, `dshkit.models.chat_profiles`); the response's server-sent
+events become protocol chunks (`dshkit.models.chat_stream`); transport, retries and cancellation
+are shared with the other HTTP models (`dshkit.models.http_model`).
 """
 
 from __future__ import annotations
 
-import asyncio
-import email.utils
 import json
 import os
-import random
-import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
+from dshkit.models.chat_profiles import ChatProfile, profile_for, provider_for_url
 from dshkit.models.chat_projection import chat_body, encode_chat_body
 from dshkit.models.chat_stream import ChatStreamTranslator, excerpt
-from dshkit.models.errors import (
-    IncompleteStreamError,
-    MalformedResponseError,
-    ModelConnectionError,
-    ModelHTTPError,
-    ModelTimeoutError,
-    ProviderStreamError,
-    http_error_for_status,
-    provider_error_fields,
-)
-from dshkit.models.protocol import CancelSignal, Chunk, ModelError
-from dshkit.models.sse import SSEDecodeError, SSEDecoder, ServerSentEvent
+from dshkit.models.errors import MalformedResponseError
+from dshkit.models.http_model import HTTPModel, RetryCallback, StreamTranslator, endpoint, provider_from_url
+from dshkit.models.protocol import Chunk
+from dshkit.models.sse import ServerSentEvent
 
 if TYPE_CHECKING:
     from dshkit.session import ModelRequest
 
 __all__ = ["OpenAICompatibleModel", "RetryCallback"]
 
-RetryCallback = Callable[[int, float, ModelError], object]
-"""Called before each retry with the attempt number (1 = first retry), the delay and the error."""
-
-_REQUEST_ID_HEADERS = ("x-request-id", "request-id", "x-trace-id", "trace-id")
-_ERROR_BODY_LIMIT = 64 * 1024  # read at most this much of an error body
-_DRAIN_LIMIT = 64 * 1024
-_DRAIN_SECONDS = 1.0
+_FROM_PROFILE: Any = object()  # "not given": the provider profile decides
 
 
-def _version() -> str:
-    try:
-        from dshkit import __version__
-
-        return __version__
-    except ImportError:  # pragma: no cover - the native core is always there when installed
-        return "0"
-
-
-class OpenAICompatibleModel:
+class OpenAICompatibleModel(HTTPModel):
     """A model behind an OpenAI-compatible ``/chat/completions`` endpoint.
 
     `model` is the provider's model name; `base_url` the API root (``https://api.deepseek.com``,
     ``http://127.0.0.1:8000/v1``; a URL already ending in ``/chat/completions`` is used as is).
     `provider` (recorded in each assistant message's source) defaults to a name derived from the
-    host (``deepseek``, ``openai``, ...; ``openai-compatible`` for an IP or ``localhost``).
-    `timeout` bounds connecting and each wait for the next bytes, in seconds. `reasoning_field`
-    is the assistant-message key reasoning is sent back under (``None``: not sent back).
-    `headers` are added to every request. `on_retry` is told about each retry.
+    host (``deepseek``, ``openai``, ...; ``ollama`` for port 11434; ``openai-compatible`` for
+    another IP or ``localhost``); a known name (`dshkit.models.chat_profiles.PROFILES`) selects
+    that provider's quirks. `timeout` bounds connecting and each wait for the next bytes, in
+    seconds. `reasoning_field` is the assistant-message key reasoning is sent back under
+    (``None``: not sent back) and `include_usage` whether ``stream_options`` asks for usage; both
+    default to the profile's. `headers` are added to every request. `on_retry` is told about each
+    retry. `http_client` is a caller's ``httpx.AsyncClient`` to send through (never closed here).
 
-    The HTTP connection pool belongs to the event loop that first used the model: close it with
-    ``await model.aclose()`` or ``async with model:``.
+    The model's own HTTP connection pool belongs to the event loop that first used the model:
+    close it with ``await model.aclose()`` or ``async with model:``.
     """
 
     def __init__(
@@ -94,58 +62,38 @@ class OpenAICompatibleModel:
         max_retries: int = 2,
         retry_backoff: float = 0.5,
         max_retry_wait: float = 60.0,
-        reasoning_field: str | None = "reasoning_content",
-        include_usage: bool = True,
+        reasoning_field: str | None = _FROM_PROFILE,
+        include_usage: bool = _FROM_PROFILE,
         headers: Mapping[str, str] | None = None,
         on_retry: RetryCallback | None = None,
+        http_client: httpx.AsyncClient | None = None,
     ) -> None:
-        if not isinstance(model, str) or not model:
-            raise ValueError(f"OpenAICompatibleModel model: expected a non-empty str, got {model!r}")
-        self._url = _endpoint(base_url)
-        self._shown_url = _without_password(self._url)
+        url = endpoint("OpenAICompatibleModel", base_url, "/chat/completions")
         if provider is not None and (not isinstance(provider, str) or not provider):
             raise ValueError(f"OpenAICompatibleModel provider: expected a non-empty str, got {provider!r}")
-        if api_key is not None and not isinstance(api_key, str):
-            raise TypeError("OpenAICompatibleModel api_key: expected a str")
-        if api_key and not (api_key.isascii() and api_key.isprintable() and " " not in api_key):
-            # httpx would refuse the header later quoting it whole, key included: say where, not what.
-            raise ValueError(
-                "OpenAICompatibleModel api_key: contains whitespace, a control character or a "
-                "non-ASCII character, which an HTTP header cannot carry"
-            )
-        for name, value in (headers or {}).items():
-            if not isinstance(value, str) or not (value.isascii() and value.isprintable() and value == value.strip()):
-                raise ValueError(
-                    f"OpenAICompatibleModel headers[{name!r}]: the value must be printable ASCII text "
-                    "without surrounding spaces"
-                )
-        _check_number("timeout", timeout, positive=True)
-        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
-            raise ValueError(f"OpenAICompatibleModel max_retries: expected an int >= 0, got {max_retries!r}")
-        _check_number("retry_backoff", retry_backoff)
-        _check_number("max_retry_wait", max_retry_wait)
-        self._model = model
-        self._provider = provider or _provider_from_url(self._url)
-        self._api_key = api_key or None
-        self.timeout = float(timeout)
-        self.max_retries = max_retries
-        self.retry_backoff = float(retry_backoff)
-        self.max_retry_wait = float(max_retry_wait)
-        self.reasoning_field = reasoning_field
-        self.include_usage = include_usage
-        self.on_retry = on_retry
-        self._headers = httpx.Headers(
-            {"Content-Type": "application/json", "Accept": "text/event-stream", "User-Agent": f"dshkit/{_version()}"}
+        api_key = self._check_api_key("OpenAICompatibleModel", api_key)
+        name = provider or provider_for_url(url) or provider_from_url(url)
+        super().__init__(
+            model,
+            url=url,
+            provider=name,
+            auth_headers={"Authorization": f"Bearer {api_key}"} if api_key else {},
+            timeout=timeout,
+            max_retries=max_retries,
+            retry_backoff=retry_backoff,
+            max_retry_wait=max_retry_wait,
+            headers=headers,
+            on_retry=on_retry,
+            http_client=http_client,
         )
-        if self._api_key:
-            self._headers["Authorization"] = f"Bearer {self._api_key}"
-        self._headers.update(headers or {})  # case-insensitive: a caller's header replaces ours
-        self._client: httpx.AsyncClient | None = None
-        self._client_loop: asyncio.AbstractEventLoop | None = None
+        self.profile: ChatProfile = profile_for(name)
+        self.reasoning_field = self.profile.reasoning_out if reasoning_field is _FROM_PROFILE else reasoning_field
+        self.include_usage = self.profile.stream_options if include_usage is _FROM_PROFILE else include_usage
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **options: Any) -> OpenAICompatibleModel:
-        """A model configured by ``DSHKIT_BASE_URL``, ``DSHKIT_MODEL`` and ``DSHKIT_API_KEY``.
+        """A model configured by ``DSHKIT_BASE_URL``, ``DSHKIT_MODEL``, ``DSHKIT_API_KEY`` and
+        ``DSHKIT_PROVIDER`` (a profile name; by default the base URL's host decides).
 
         The key may be unset (local servers); whitespace around it (the newline a key file
         ends in) is dropped. Keyword `options` go to the constructor.
@@ -158,274 +106,30 @@ class OpenAICompatibleModel:
                 "https://api.deepseek.com), DSHKIT_MODEL (e.g. deepseek-chat) and, for hosted "
                 "providers, DSHKIT_API_KEY"
             )
+        provider = (env.get("DSHKIT_PROVIDER") or "").strip()
+        if provider and "provider" not in options:
+            options["provider"] = provider
         return cls(
             env["DSHKIT_MODEL"], base_url=env["DSHKIT_BASE_URL"], api_key=(env.get("DSHKIT_API_KEY") or "").strip() or None, **options
         )
-
-    @property
-    def provider(self) -> str:
-        """Provider name recorded in each assistant message's source."""
-        return self._provider
-
-    @property
-    def model(self) -> str:
-        """Model name sent in every request and recorded in each assistant message's source."""
-        return self._model
-
-    @property
-    def url(self) -> str:
-        """The chat-completions endpoint, as shown to people (a password in it is masked)."""
-        return self._shown_url
-
-    def __repr__(self) -> str:
-        return f"OpenAICompatibleModel({self._model!r}, base_url={self._shown_url!r}, provider={self._provider!r})"
 
     def request_body(self, request: ModelRequest) -> bytes:
         """The exact bytes `stream` posts for `request` (byte-identical for an equal request)."""
         return encode_chat_body(
             chat_body(
-                request, model=self._model, reasoning_field=self.reasoning_field, include_usage=self.include_usage
+                request,
+                model=self._model,
+                reasoning_field=self.reasoning_field,
+                include_usage=self.include_usage,
+                empty_reasoning_with_tool_calls=self.profile.empty_reasoning_with_tool_calls,
             )
         )
 
-    def stream(self, request: ModelRequest, cancel: CancelSignal | None = None) -> AsyncIterator[Chunk]:
-        """Stream one response to `request` (the body is built now, so bad input fails here)."""
-        body = self.request_body(request)
-        return self._stream(body, cancel)
+    def _new_translator(self, status: int, request_id: str | None) -> StreamTranslator:
+        return ChatStreamTranslator(status=status, request_id=request_id)
 
-    async def aclose(self) -> None:
-        """Close the pooled HTTP connections."""
-        client, self._client, self._client_loop = self._client, None, None
-        if client is not None:
-            await client.aclose()
-
-    async def __aenter__(self) -> OpenAICompatibleModel:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
-
-    async def _stream(self, body: bytes, cancel: CancelSignal | None) -> AsyncIterator[Chunk]:
-        # The exchange runs in its own task feeding a queue, so that a cancel can stop it at once
-        # even while it waits for bytes: cancelling the task closes the response (and the socket).
-        if cancel is not None and cancel.cancelled:
-            return
-        queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
-        exchange = asyncio.ensure_future(self._exchange(body, queue))
-        helpers: list[asyncio.Future[Any]] = [exchange]
-        if cancel is not None:
-            helpers.append(asyncio.ensure_future(_stop_on_cancel(cancel, exchange, queue)))
-        try:
-            while True:
-                kind, item = await queue.get()
-                if cancel is not None and cancel.cancelled:
-                    return
-                if kind == "chunk":
-                    yield item
-                elif kind == "error":
-                    raise item
-                else:  # "end": the exchange is complete
-                    return
-        finally:
-            for helper in helpers:
-                helper.cancel()
-            await asyncio.gather(*helpers, return_exceptions=True)
-
-    async def _exchange(self, body: bytes, queue: asyncio.Queue[tuple[str, Any]]) -> None:
-        try:
-            await self._attempts(body, queue)
-        except ModelError as error:
-            queue.put_nowait(("error", error))
-        except asyncio.CancelledError:
-            raise
-        except Exception as error:  # a bug or an unexpected transport failure: still a typed error
-            wrapped = ModelError(f"{type(error).__name__}: {error}", code="model_error")
-            wrapped.__cause__ = error
-            queue.put_nowait(("error", wrapped))
-        else:
-            queue.put_nowait(("end", None))
-
-    async def _attempts(self, body: bytes, queue: asyncio.Queue[tuple[str, Any]]) -> None:
-        client = self._http_client()
-        attempt = 0
-        while True:
-            output = _Output(queue)
-            try:
-                await self._attempt(client, body, output)
-                return
-            except ModelError as error:
-                delay = None if output.emitted else self._retry_delay(error, attempt)
-                if delay is None:
-                    raise
-                attempt += 1
-                if self.on_retry is not None:
-                    self.on_retry(attempt, delay, error)
-                await asyncio.sleep(delay)
-
-    def _retry_delay(self, error: ModelError, attempt: int) -> float | None:
-        """How long to wait before retrying `error`, or ``None`` when it is not retried."""
-        if not error.retryable or attempt >= self.max_retries:
-            return None
-        retry_after = error.retry_after if isinstance(error, ModelHTTPError) else None
-        if retry_after is not None:
-            return retry_after if retry_after <= self.max_retry_wait else None
-        delay = self.retry_backoff * 2.0**attempt
-        # Jitter spreads the retries of many clients hit by one outage.
-        return min(delay * (0.75 + random.random() / 2), self.max_retry_wait)
-
-    async def _attempt(self, client: httpx.AsyncClient, body: bytes, output: _Output) -> None:
-        request_id: str | None = None
-        responded = False
-        try:
-            async with client.stream("POST", self._url, content=body, headers=self._headers) as response:
-                responded = True
-                request_id = _request_id(response.headers)
-                if response.status_code >= 400:
-                    raise await _http_error(response, request_id)
-                if response.status_code != 200:
-                    raise MalformedResponseError(
-                        f"unexpected HTTP status {response.status_code} from {self._shown_url}",
-                        status=response.status_code,
-                        request_id=request_id,
-                    )
-                content_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
-                if content_type == "application/json":
-                    # The server ignored "stream": a complete response (or an error) in one piece.
-                    output.emit_all(_completion_chunks(await _read_json(response, request_id), request_id))
-                    return
-                if content_type in ("text/html", "text/xml", "application/xml"):
-                    text = (await _read_bounded(response)).decode("utf-8", "replace")
-                    raise MalformedResponseError(
-                        f"expected an event stream from {self._shown_url}, got {content_type}: {excerpt(text)!r}",
-                        received=text,
-                        status=200,
-                        request_id=request_id,
-                    )
-                await _read_event_stream(response, request_id, output)
-        except httpx.TimeoutException as error:
-            phase = "connecting to" if isinstance(error, (httpx.ConnectTimeout, httpx.PoolTimeout)) else "waiting for"
-            raise ModelTimeoutError(
-                f"timed out after {self.timeout:g}s {phase} {self._shown_url}", request_id=request_id
-            ) from error
-        except httpx.TransportError as error:
-            reason = str(error) or type(error).__name__
-            if responded:
-                raise IncompleteStreamError(
-                    f"the connection to {self._shown_url} broke mid-response: {reason}",
-                    status=200,
-                    request_id=request_id,
-                ) from error
-            raise ModelConnectionError(f"cannot reach {self._shown_url}: {reason}") from error
-
-    def _http_client(self) -> httpx.AsyncClient:
-        loop = asyncio.get_running_loop()
-        if self._client is None or self._client_loop is not loop or self._client.is_closed:
-            # A pool is bound to the loop that opened its connections; a new loop needs its own.
-            self._client = httpx.AsyncClient(timeout=httpx.Timeout(self.timeout), follow_redirects=False)
-            self._client_loop = loop
-        return self._client
-
-
-class _Output:
-    """Where one attempt puts its chunks; remembers whether any reached the caller's queue."""
-
-    __slots__ = ("emitted", "_queue")
-
-    def __init__(self, queue: asyncio.Queue[tuple[str, Any]]) -> None:
-        self._queue = queue
-        self.emitted = False
-
-    def emit_all(self, chunks: list[Chunk]) -> None:
-        for chunk in chunks:
-            self.emitted = True
-            self._queue.put_nowait(("chunk", chunk))
-
-
-async def _stop_on_cancel(cancel: CancelSignal, exchange: asyncio.Future[None], queue: asyncio.Queue[Any]) -> None:
-    await cancel.wait()
-    exchange.cancel()
-    queue.put_nowait(("cancelled", None))
-
-
-async def _read_event_stream(response: httpx.Response, request_id: str | None, output: _Output) -> None:
-    decoder = SSEDecoder()
-    translator = ChatStreamTranslator(status=response.status_code, request_id=request_id)
-    body = response.aiter_bytes()
-    try:
-        async for data in body:
-            for event in decoder.feed(data):
-                output.emit_all(translator.feed(event))
-                if translator.done:
-                    break
-            if translator.done:
-                break
-        else:
-            for event in decoder.close():
-                output.emit_all(translator.feed(event))
-    except SSEDecodeError as error:
-        raise MalformedResponseError(
-            f"malformed event stream: {error}", status=response.status_code, request_id=request_id
-        ) from None
-    except httpx.TransportError:
-        if not translator.finished:
-            raise
-        # The response already said it was finished: only the usage and [DONE] were lost.
-        output.emit_all(translator.finish())
-        return
-    output.emit_all(translator.finish())
-    if translator.done:
-        await _drain(body)
-
-
-async def _drain(body: AsyncIterator[bytes]) -> None:
-    """Read what follows ``[DONE]`` (normally just the end of the body) so the connection can be
-    reused; a server that keeps the body open gets a short grace period, then is cut off."""
-
-    async def read_rest() -> None:
-        received = 0
-        async for data in body:
-            received += len(data)
-            if received > _DRAIN_LIMIT:
-                return
-
-    try:
-        await asyncio.wait_for(read_rest(), _DRAIN_SECONDS)
-    except (asyncio.TimeoutError, httpx.HTTPError):
-        pass
-
-
-async def _read_bounded(response: httpx.Response) -> bytes:
-    raw = b""
-    async for piece in response.aiter_bytes():
-        raw += piece
-        if len(raw) >= _ERROR_BODY_LIMIT:
-            break
-    return raw[:_ERROR_BODY_LIMIT]
-
-
-async def _read_json(response: httpx.Response, request_id: str | None) -> dict[str, Any]:
-    raw = await response.aread()
-    text = raw.decode("utf-8", "replace")
-    try:
-        payload = json.loads(text)
-    except ValueError:
-        payload = None
-    if not isinstance(payload, dict):
-        raise MalformedResponseError(
-            f"the response is application/json but not a JSON object: {excerpt(text)!r}",
-            received=text,
-            status=response.status_code,
-            request_id=request_id,
-        )
-    if payload.get("error") is not None:
-        message, code = provider_error_fields(payload["error"])
-        raise ProviderStreamError(
-            message or f"the provider reported an error: {excerpt(text)}",
-            status=response.status_code,
-            request_id=request_id,
-            provider_code=code,
-        )
-    return payload
+    def _json_chunks(self, payload: dict[str, Any], request_id: str | None) -> list[Chunk]:
+        return _completion_chunks(payload, request_id)
 
 
 def _completion_chunks(payload: dict[str, Any], request_id: str | None) -> list[Chunk]:
@@ -452,107 +156,3 @@ def _completion_chunks(payload: dict[str, Any], request_id: str | None) -> list[
     translator = ChatStreamTranslator(status=200, request_id=request_id)
     return translator.feed(ServerSentEvent(data=json.dumps(event))) + translator.finish()
 
-
-async def _http_error(response: httpx.Response, request_id: str | None) -> ModelHTTPError:
-    text = (await _read_bounded(response)).decode("utf-8", "replace")
-    message: str | None = None
-    code: str | None = None
-    try:
-        payload = json.loads(text)
-    except ValueError:
-        payload = None
-    if isinstance(payload, dict):
-        if payload.get("error") is not None:
-            message, code = provider_error_fields(payload["error"])
-        if message is None:
-            # vLLM / FastAPI shapes: {"object": "error", "message": ...} or {"detail": ...}.
-            message, code = provider_error_fields(payload)
-            if message is None and isinstance(payload.get("detail"), str):
-                message = payload["detail"]
-    if message is None:
-        message = excerpt(text.strip()) or response.reason_phrase or "no message"
-    return http_error_for_status(
-        response.status_code,
-        message,
-        request_id=request_id,
-        body=text,
-        retry_after=_retry_after(response.headers),
-        provider_code=code,
-    )
-
-
-def _retry_after(headers: httpx.Headers) -> float | None:
-    """Seconds the server asked to wait: ``retry-after-ms``, or ``Retry-After`` (seconds or a date)."""
-    milliseconds = headers.get("retry-after-ms")
-    if milliseconds is not None:
-        try:
-            value = float(milliseconds) / 1000
-        except ValueError:
-            value = -1.0
-        if value >= 0:
-            return value
-    text = headers.get("retry-after")
-    if text is None:
-        return None
-    try:
-        value = float(text)
-    except ValueError:
-        try:
-            when = email.utils.parsedate_to_datetime(text)
-        except (TypeError, ValueError, IndexError):
-            return None
-        return max(0.0, when.timestamp() - time.time())
-    return value if value >= 0 and value == value and value != float("inf") else None
-
-
-def _request_id(headers: httpx.Headers) -> str | None:
-    for name in _REQUEST_ID_HEADERS:
-        value: str | None = headers.get(name)
-        if value:
-            return value
-    return None
-
-
-def _endpoint(base_url: object) -> str:
-    if not isinstance(base_url, str) or not base_url.strip():
-        raise ValueError(f"OpenAICompatibleModel base_url: expected an http(s) URL, got {base_url!r}")
-    parts = urlsplit(base_url.strip())
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ValueError(
-            f"OpenAICompatibleModel base_url: expected an http(s) URL, got {_without_password(base_url)!r}"
-        )
-    path = parts.path.rstrip("/")
-    if not path.endswith("/chat/completions"):
-        path += "/chat/completions"
-    # The query (``?api-version=...``) stays after the path; a fragment is never sent.
-    return urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
-
-
-def _without_password(url: str) -> str:
-    """`url` with the password of its ``user:password@`` part masked, for messages and logs."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    user, _, host = parts.netloc.rpartition("@")
-    return urlunsplit(parts._replace(netloc=f"{user.partition(':')[0]}:***@{host}"))
-
-
-def _provider_from_url(url: str) -> str:
-    host = (urlsplit(url).hostname or "").lower()
-    labels = [label for label in host.split(".") if label]
-    if not labels or host == "localhost" or labels[-1].isdigit() or ":" in host:
-        return "openai-compatible"
-    return labels[-2] if len(labels) >= 2 else labels[0]
-
-
-def _check_number(name: str, value: object, *, positive: bool = False) -> None:
-    ok = (
-        not isinstance(value, bool)
-        and isinstance(value, (int, float))
-        and value == value
-        and value != float("inf")
-        and (value > 0 if positive else value >= 0)
-    )
-    if not ok:
-        bound = "> 0" if positive else ">= 0"
-        raise ValueError(f"OpenAICompatibleModel {name}: expected a finite number {bound}, got {value!r}")

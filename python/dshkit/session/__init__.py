@@ -8,28 +8,32 @@ See DESIGN section 3 and `docs/session.md`.
 
 from __future__ import annotations
 
-from .errors import (
+from dshkit.session.errors import (
     SessionClosedError,
     SessionCorruptError,
     SessionError,
     SessionRecoveryWarning,
     UnknownEventError,
 )
-from .events import (
+from dshkit.session.dsh.convert import convert_log
+from dshkit.session.events import (
     KNOWN_EVENT_TYPES,
     MESSAGE_EVENT_TYPES,
     Event,
     is_ignorable,
     replace_op,
 )
-from .repair import closer_message_id
-from .request import ModelRequest, derive_messages, project_request
-from .session import EventsView, Session
-from .store import DURABILITY_MODES, SessionStore, store_for_path
-from .store_jsonl import JsonlStore
-from .store_sqlite import SqliteStore
+from dshkit.session.repair import closer_message_id
+from dshkit.session.request import ModelRequest, derive_messages, project_request
+from dshkit.session.session import EventsView, Session
+from dshkit.session.stores import DURABILITY_MODES, SessionStore, store_for_path
+from dshkit.session.stores.jsonl import JsonlStore
+from dshkit.session.stores.dsh_sqlite import list_original_sessions
+from dshkit.session.stores.sqlite import SqliteStore
 
 __all__ = [
+    "convert_log",
+    "list_original_sessions",
     "DURABILITY_MODES",
     "KNOWN_EVENT_TYPES",
     "MESSAGE_EVENT_TYPES",
@@ -52,7 +56,3 @@ __all__ = [
     "replace_op",
     "store_for_path",
 ]
-
-from .dsh.convert import convert_log  # noqa: E402 - after the names it builds on
-
-__all__ += ["convert_log"]

@@ -10,7 +10,8 @@ hold it under `"message"` beside the envelope facts; `agent/inbox/spliced` holds
 under `"inserted"`. Messages are written as their `{"id", "role", "content", "source"}` mapping
 and come back as `Message` values with the same ids. Decoding is the hot path of opening a log:
 it parses each record straight into frozen values, rebuilds each `Message` with its stored id,
-and folds the surface as it goes, with no per-event validation beyond what keeps the fold sound.
+and hands each event to the caller's fold as it goes (so a record the fold refuses is reported at
+its own line), with no per-event validation beyond what keeps the fold sound.
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ from typing import Any
 
 from dshkit import FrozenDict, freeze_message, from_json, to_json
 
-from .errors import SessionCorruptError
-from .events import (
+from dshkit.session.errors import SessionCorruptError
+from dshkit.session.events import (
     ASSISTANT_MESSAGE,
     INBOX_SPLICED,
     KNOWN_EVENT_TYPES,
@@ -29,9 +30,7 @@ from .events import (
     TOOL_RESULT,
     USER_MESSAGE,
     Event,
-    is_ignorable,
 )
-from .surface import Surface
 
 HEADER_TYPE = "session"
 FORMAT_VERSION = 1
@@ -91,54 +90,51 @@ def _reason(record: object, seq: int) -> str:
 def decode_events(
     records: Sequence[str | bytes],
     describe: Callable[[int], str],
-    events: list[Event],
-    surface: Surface,
-) -> None:
-    """Decode stored records into `events` and fold them into `surface`.
+    fold: Callable[[Event], object],
+) -> list[Event]:
+    """Decode stored records into events, calling `fold(event)` on each in seq order.
 
-    `describe(index)` names where record `index` lives (`"/x/log.jsonl: line 7"`); every error is
-    a `SessionCorruptError` carrying that name.
+    `describe(index)` names where record `index` lives (`"/x/log.jsonl: line 7"`); every error,
+    including a `ValueError` from `fold`, is a `SessionCorruptError` carrying that name.
     """
     make = tuple.__new__
     event_class = Event
-    apply = surface.apply
+    events: list[Event] = []
     add = events.append
     user_message, assistant_message, tool_result = USER_MESSAGE, ASSISTANT_MESSAGE, TOOL_RESULT
     known = KNOWN_EVENT_TYPES
-    seq = len(events)
-    for index, text in enumerate(records):
+    for seq, text in enumerate(records):  # seqs are contiguous from 0: record `seq` holds event `seq`
         record: Any = None
         try:
             record = from_json(text)
             event_type = record["type"]
             time = record["time"]
             data = record["data"]
-            if record["seq"] != seq or type(time) is not int or type(seq) is not int:
+            if record["seq"] != seq or type(time) is not int:
                 raise ValueError
             if event_type == user_message:
-                data = message = freeze_message(data)
+                data = freeze_message(data)
             elif event_type == assistant_message or event_type == tool_result:
-                message = freeze_message(data["message"])
-                data = data | {"message": message}
+                data = data | {"message": freeze_message(data["message"])}
             else:
                 if type(event_type) is not str:
                     raise ValueError
-                if event_type not in known and not is_ignorable(event_type, data):
-                    surface.block(seq, event_type)
-                elif event_type == INBOX_SPLICED and data.get("inserted"):
+                if event_type == INBOX_SPLICED and data.get("inserted"):
                     data = data | {"inserted": tuple(map(freeze_message, data["inserted"]))}
-                add(make(event_class, (event_type, seq, time, data, None, ())))
-                seq += 1
+                event = make(event_class, (event_type, seq, time, data, None, ()))
+                if event_type not in known:  # a known type without a message leaves the surface as it is
+                    fold(event)
+                add(event)
                 continue
-            op = record["surface_op"]
             source_seqs = record["source_event_seqs"]
             if type(source_seqs) is not tuple:
                 raise ValueError
-            apply(message, seq, op)
-            add(make(event_class, (event_type, seq, time, data, op, source_seqs)))
-            seq += 1
+            event = make(event_class, (event_type, seq, time, data, record["surface_op"], source_seqs))
+            fold(event)
+            add(event)
         except Exception as error:
             reason = _reason(record, seq) if record is not None else "not valid JSON"
             if not reason:
                 reason = f"bad {record.get('type')} event: {error}" if str(error) else f"bad {record.get('type')} event"
-            raise SessionCorruptError(f"{describe(index)}: {reason}") from None
+            raise SessionCorruptError(f"{describe(seq)}: {reason}") from None
+    return events

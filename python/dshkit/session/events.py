@@ -88,6 +88,16 @@ def is_ignorable(event_type: str, data: object) -> bool:
     return isinstance(data, Mapping) and data.get("ignorable") is True
 
 
+def blocks_derivation(event_type: str, data: object) -> bool:
+    """Whether an event stops derivation: its type is unknown and it is not marked ignorable.
+
+    The one rule behind refusing such an event: `prepare_data` refuses to append it, the surface
+    fold (`Surface.fold`) records it so `messages()` raises `UnknownEventError`, and
+    `dshkit log verify` reports it.
+    """
+    return event_type not in KNOWN_EVENT_TYPES and not is_ignorable(event_type, data)
+
+
 def replace_op(start: int, end: int) -> FrozenDict[Any]:
     """The surface operation replacing surface positions `start` (inclusive) to `end` (exclusive)."""
     return FrozenDict(op="replace", start=start, end=end)
@@ -238,7 +248,7 @@ def prepare_data(event_type: object, data: object) -> Any:
     check = _KNOWN_CHECKS.get(event_type)
     if check is not None:
         check(event_type, frozen)
-    elif not is_ignorable(event_type, frozen):
+    elif blocks_derivation(event_type, frozen):
         raise ValueError(
             f"unknown event type {event_type!r}: readers refuse to derive history past it; if it does "
             "not change the model-visible history, mark it with data {'ignorable': True}"

@@ -19,8 +19,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from dshkit import Message, create_tool_result_message, freeze_message
+from dshkit.llm import encode_ulid
 
-from .events import (
+from dshkit.session.events import (
     ASSISTANT_MESSAGE,
     STEP_END,
     STEP_START,
@@ -30,7 +31,7 @@ from .events import (
     TURN_START,
     Event,
 )
-from .surface import Surface
+from dshkit.session.surface import Surface
 
 INTERRUPTED = "INTERRUPTED"
 NOT_STARTED = "NOT_STARTED"
@@ -43,7 +44,6 @@ _TEXT = {
     ),
     NOT_STARTED: "The session stopped before this tool call was started; it did not run. Retry it if it is still needed.",
 }
-_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
 
 def closer_message_id(call_id: str, seq: int) -> str:
@@ -53,8 +53,7 @@ def closer_message_id(call_id: str, seq: int) -> str:
     """
     digest = hashlib.sha256(f"dshkit/crash-repair\x00{call_id}\x00{seq}".encode()).digest()
     value = int.from_bytes(digest[:17], "big") >> 6  # 130 bits: the first character stays <= '7'
-    value &= (1 << 128) - 1
-    return "".join(_CROCKFORD[(value >> shift) & 31] for shift in range(125, -1, -5))
+    return encode_ulid(value & ((1 << 128) - 1))
 
 
 def closer_message(call_id: str, seq: int, code: str) -> Message:

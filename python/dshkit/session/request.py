@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING, Any
 
 from dshkit import FrozenDict, Message, freeze, thaw
 
-from .events import KNOWN_EVENT_TYPES, MESSAGE_EVENT_TYPES, Event, is_ignorable, latest_header
-from .surface import Surface
+from dshkit.session.events import Event, latest_header
+from dshkit.session.surface import Surface
 
 if TYPE_CHECKING:
-    from .session import Session
+    from dshkit.session.session import Session
 
 _EMPTY: FrozenDict[Any] = FrozenDict()
 
@@ -103,10 +103,7 @@ def derive_messages(events: Sequence[Event]) -> tuple[Message, ...]:
     """Fold a sequence of events (for example a log prefix) into its model-visible messages."""
     surface = Surface()
     for event in events:
-        if event.type in MESSAGE_EVENT_TYPES:
-            surface.apply(event.message, event.seq, event.surface_op)  # type: ignore[arg-type]
-        elif event.type not in KNOWN_EVENT_TYPES and not is_ignorable(event.type, event.data):
-            surface.block(event.seq, event.type)
+        surface.fold(event)
     return surface.messages()
 
 

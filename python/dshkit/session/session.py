@@ -11,9 +11,8 @@ from typing import Any, overload
 
 from dshkit import Message, new_message_id
 
-from .codec import decode_events, decode_header, encode_event, encode_header
-from .errors import SessionClosedError
-from .events import (
+from dshkit.session.errors import SessionClosedError
+from dshkit.session.events import (
     COMPACTION_END,
     COMPACTION_START,
     REQUEST_HEADER,
@@ -25,9 +24,10 @@ from .events import (
     prepare_surface_op,
     replace_op,
 )
-from .repair import plan_closers
-from .store import check_durability, store_for_path
-from .surface import Surface
+from dshkit.session.log_format import LogFormat, log_format_of
+from dshkit.session.stores import store_for_path
+from dshkit.session.stores.protocol import SessionStore, check_durability
+from dshkit.session.surface import Surface
 
 logger = logging.getLogger("dshkit.session")
 
@@ -80,24 +80,34 @@ class Session:
         self._init(store=None, durability="none", read_only=False, session_id=new_message_id(), created_at=_now_ms())
 
     def _init(
-        self, *, store: Any, durability: str, read_only: bool, session_id: str, created_at: int, codec: Any = None
+        self,
+        *,
+        store: SessionStore | None,
+        durability: str,
+        read_only: bool,
+        session_id: str,
+        created_at: int,
+        events: list[Event] | None = None,
+        surface: Surface | None = None,
+        header: Any = None,
     ) -> None:
+        """Set up the state; `events`, `surface` (their fold) and `header` come from a loaded log."""
         self._store = store
-        self._codec = codec  # None: dshkit's format; else the foreign format's codec (OriginalCodec)
-        self._stored_header: Any = None
+        self._format: LogFormat = log_format_of(store)
+        self._stored_header = header
         self._durability = durability
         self._read_only = read_only
         self._closed = False
         self._id = session_id
         self._created_at = created_at
-        self._events: list[Event] = []
+        self._events: list[Event] = [] if events is None else events
         self._events_view = EventsView(self._events)
-        self._surface = Surface()
+        self._surface = Surface() if surface is None else surface
         self._observers: tuple[tuple[Observer, Callable[[BaseException, Event], object] | None], ...] = ()
         self._lock = threading.RLock()
         self._publishing: int | None = None  # thread ident while observers run
-        self._last_time = created_at
-        self._header: Event | None = None
+        self._last_time = max(created_at, self._events[-1].time) if self._events else created_at
+        self._header: Event | None = latest_header(self._events)
 
     # -- construction ---------------------------------------------------------------------
 
@@ -107,40 +117,29 @@ class Session:
         path: str | os.PathLike[str] | None = None,
         *,
         durability: str = "checkpoint",
-        store: Any = None,
+        store: SessionStore | None = None,
         format: str = "dshkit",  # noqa: A002 - the contract's name
     ) -> Session:
         """Start a new log at `path` (`.jsonl`, `.sqlite` or `.db`) or in `store`.
 
-        `format="dsh"` writes the original TypeScript harness's format instead (`.jsonl`, or
-        `.jsonl.zstd` compressed). `FileExistsError` if the path already exists: an existing log
-        is never overwritten.
+        `format="dsh"` writes the original TypeScript harness's format instead (a `.jsonl`, or
+        `.jsonl.zstd` compressed, path). `FileExistsError` if the path already exists: an
+        existing log is never overwritten.
         """
         check_durability(durability)
-        if format not in ("dshkit", "dsh"):
-            raise ValueError(f"format must be 'dshkit' or 'dsh', not {format!r}")
-        if format == "dsh" and store is None and path is not None:
-            from .dsh.store_jsonl import DshJsonlStore
-
-            store, path = DshJsonlStore(path), None
-        store = cls._resolve_store(path, store)
+        store = cls._resolve_store(path, store, format=format)
         if store is None:
+            if format != "dshkit":
+                raise ValueError(f"format={format!r} needs a path or a store")
             return cls()
+        log_format = log_format_of(store)
+        if log_format.name != format:
+            raise ValueError(f"{store!r} writes the {log_format.name!r} format, not {format!r}")
         session = cls.__new__(cls)
         created_at = _now_ms()
-        codec: Any = None
-        if format == "dsh":
-            from .dsh.codec import OriginalCodec
-
-            codec = OriginalCodec
-            session_id, header = codec.new_header(created_at)
-        else:
-            session_id = new_message_id()
-            header = encode_header(session_id, created_at)
+        session_id, header = log_format.new_header(created_at)
         store.create(header, durability)
-        session._init(
-            store=store, durability=durability, read_only=False, session_id=session_id, created_at=created_at, codec=codec
-        )
+        session._init(store=store, durability=durability, read_only=False, session_id=session_id, created_at=created_at)
         return session
 
     @classmethod
@@ -149,57 +148,39 @@ class Session:
         path: str | os.PathLike[str] | None = None,
         *,
         durability: str = "checkpoint",
-        store: Any = None,
+        store: SessionStore | None = None,
         read_only: bool = False,
         session_id: str | None = None,
     ) -> Session:
         """Load the log at `path` (or in `store`), repairing a turn left open by a crash.
 
-        `read_only=True` loads without repairing, locking or ever writing (for inspection).
-        A log of the original TypeScript harness is recognised by its header and continued in its
-        own format; `session_id` picks one session of the original's SQLite database (read-only).
+        `read_only=True` loads without repairing, locking or ever writing (for inspection). A log
+        of the original TypeScript harness is recognised by its first bytes and continued in its
+        own format; `session_id` picks one session of its SQLite database (opened read-only).
         Raises `FileNotFoundError` if there is no log and `SessionCorruptError` if it cannot be read.
         """
         check_durability(durability)
-        if session_id is not None:
-            if store is not None or path is None:
-                raise ValueError("session_id= selects a session of an original-harness SQLite database: pass its path")
-            from .dsh.store_sqlite import DshSqliteStore
-
-            store, path, read_only = DshSqliteStore(path, session_id), None, True
-        if store is None and path is not None:
-            from .dsh.detect import original_store_for
-
-            store = original_store_for(path)
-            if store is not None:
-                path = None
-        store = cls._resolve_store(path, store)
+        store = cls._resolve_store(path, store, session_id=session_id)
         if store is None:
             raise ValueError("Session.open needs a path or a store")
+        read_only = read_only or getattr(store, "read_only", False) is True
         header_text, records = store.load(durability, read_only=read_only)
         session = cls.__new__(cls)
         try:
-            codec: Any = None
-            if header_text[:1] == (b"{" if isinstance(header_text, bytes) else "{"):
-                from .dsh.codec import OriginalCodec
-
-                codec = OriginalCodec if OriginalCodec.detects(header_text) else None
-            if codec is None:
-                header = decode_header(header_text, store.describe(-1))
-                session_id, created_at = header["id"], header["created_at"]
-            else:
-                session_id, created_at, header = codec.header(header_text, store.describe(-1))
+            log_format = log_format_of(store)
+            log_id, created_at, header = log_format.read_header(header_text, store.describe(-1))
+            surface = Surface()
+            events = log_format.decode_events(records, store.describe, surface.fold)
             session._init(
                 store=store,
                 durability=durability,
                 read_only=read_only,
-                session_id=session_id,
+                session_id=log_id,
                 created_at=created_at,
-                codec=codec,
+                events=events,
+                surface=surface,
+                header=header,
             )
-            session._stored_header = header
-            (codec.decode if codec is not None else decode_events)(records, store.describe, session._events, session._surface)
-            session._after_load()
             if not read_only:
                 session._repair()
         except BaseException:
@@ -208,22 +189,19 @@ class Session:
         return session
 
     @staticmethod
-    def _resolve_store(path: str | os.PathLike[str] | None, store: Any) -> Any:
+    def _resolve_store(
+        path: str | os.PathLike[str] | None, store: SessionStore | None, **selection: str | None
+    ) -> SessionStore | None:
         if store is not None and path is not None:
             raise ValueError("pass a path or a store, not both")
         if path is not None:
-            return store_for_path(path)
+            return store_for_path(path, **selection)
+        if selection.get("session_id") is not None:
+            raise ValueError("session_id= picks a session of an original-harness SQLite database: pass its path")
         return store
 
-    def _after_load(self) -> None:
-        events = self._events
-        if events:
-            self._last_time = max(self._last_time, events[-1].time)
-        self._header = latest_header(events)
-
     def _repair(self) -> None:
-        codec = self._codec
-        closers = (codec.closers if codec is not None else plan_closers)(self._events, self._surface)
+        closers = self._format.plan_closers(self._events, self._surface)
         if not closers:
             return
         closer_time = self._events[-1].time
@@ -244,17 +222,17 @@ class Session:
         return self._created_at
 
     @property
+    def format(self) -> str:
+        """The format of the log: `"dshkit"`, or `"dsh"` for the original TypeScript harness's."""
+        return self._format.name
+
+    @property
     def stored_header(self) -> Any:
         """The header record the log was opened with (frozen; `None` for a session created here)."""
         return self._stored_header
 
     @property
-    def format(self) -> str:
-        """`"dshkit"`, or `"dsh"` for a log in the original TypeScript harness's format."""
-        return "dshkit" if self._codec is None else self._codec.name
-
-    @property
-    def store(self) -> Any:
+    def store(self) -> SessionStore | None:
         """The store holding the log (`None` in memory)."""
         return self._store
 
@@ -291,23 +269,15 @@ class Session:
 
     def message(self, message_id: str) -> Message:
         """The message with this id on the surface (its latest replacement); `KeyError` if none."""
-        surface = self._surface
-        position = surface.positions.get(message_id)
-        if position is None:
-            raise KeyError(message_id)
-        return surface.nodes[position]
+        return self._surface.node(message_id)
 
     def has_message(self, message_id: str) -> bool:
         """Whether any event ever logged this message id (on the surface or replaced away)."""
-        return message_id in self._surface.seen
+        return self._surface.first_seq(message_id) is not None
 
     def message_event(self, message_id: str) -> Event:
         """The event that put the message with this id on the surface; `KeyError` if none."""
-        surface = self._surface
-        position = surface.positions.get(message_id)
-        if position is None:
-            raise KeyError(message_id)
-        return self._events[surface.node_seqs[position]]
+        return self._events[self._surface.event_seq(message_id)]
 
     def pending_tool_calls(self) -> tuple[str, ...]:
         """Ids of tool calls on the surface that have no result yet, in order."""
@@ -336,7 +306,7 @@ class Session:
     def _append(
         self, event_type: Any, data: Any, surface_op: Any, source_event_seqs: Iterable[int], at: int | None
     ) -> Event:
-        if self._publishing == threading.get_ident():
+        if self._publishing is not None and self._publishing == threading.get_ident():
             raise RuntimeError("an observer cannot append to the session it observes (appends are not re-entrant)")
         with self._lock:
             if self._closed or self._read_only:
@@ -353,21 +323,19 @@ class Session:
             now = at if at is not None else max(_now_ms(), self._last_time)
             event = _new_event(Event, (event_type, seq, now, frozen, op, source_seqs))
             if self._store is not None:
-                codec = self._codec
-                self._store.append(event, encode_event(event) if codec is None else codec.encode(event, surface))
+                self._store.append(event, self._format.encode_event(event, surface))
             # Committed: from here on nothing may fail and undo the append.
             self._events.append(event)
             self._last_time = now
-            if op is not None:
-                surface.apply(frozen if event_type == USER_MESSAGE else frozen["message"], seq, op)
+            if op is not None:  # only message events change the surface (prepare_data refused blocking ones)
+                surface.fold(event)
             elif event_type == REQUEST_HEADER:
                 self._header = event
-            self._publish(event)
+            if self._observers:
+                self._publish(event)
             return event
 
     def _publish(self, event: Event) -> None:
-        if not self._observers:
-            return
         self._publishing = threading.get_ident()
         try:
             for observer, on_error in self._observers:
@@ -387,6 +355,11 @@ class Session:
             except Exception:
                 logger.exception("session observer error handler %r failed", on_error)
         logger.error("session observer %r failed on event %d (%s)", observer, event.seq, event.type, exc_info=error)
+
+    @property
+    def publishing(self) -> bool:
+        """True while this session's observers run on the calling thread (an append now raises)."""
+        return self._publishing == threading.get_ident()
 
     def subscribe(
         self, callback: Observer, *, on_error: Callable[[BaseException, Event], object] | None = None
@@ -419,12 +392,12 @@ class Session:
             raise TypeError(f"replace needs a Message, not {type(message).__name__}")
         with self._lock:
             surface = self._surface
-            position = surface.positions.get(message.id)
+            position = surface.position(message.id)
             if position is None:
-                if message.id in surface.seen:
+                if surface.first_seq(message.id) is not None:
                     raise ValueError(f"message {message.id} is no longer on the surface (it was replaced by a range)")
                 raise ValueError(f"the session holds no message with id {message.id}")
-            old = self._events[surface.node_seqs[position]]
+            old = self._events[surface.event_seq(message.id)]
             data = message if old.type == USER_MESSAGE else {**old.data, "message": message}
             return self.append(old.type, data, surface_op=replace_op(position, position + 1), source_event_seqs=(old.seq,))
 
@@ -442,18 +415,18 @@ class Session:
             surface = self._surface
             positions = []
             for name, message_id in (("start_id", start_id), ("end_id", end_id)):
-                position = surface.positions.get(message_id)
+                position = surface.position(message_id)
                 if position is None:
                     raise ValueError(f"{name}: the session holds no message {message_id!r} on its surface")
                 positions.append(position)
             start, last = positions
             if start > last:
                 raise ValueError(f"start_id {start_id} comes after end_id {end_id} on the surface")
-            if summary.id in surface.seen:
+            if surface.first_seq(summary.id) is not None:
                 raise ValueError(f"summary {summary.id} is already in the session: a summary is a new message with a new id")
             op = replace_op(start, last + 1)
             surface.check(USER_MESSAGE, prepare_data(USER_MESSAGE, summary), op, self._events)
-            replaced = [self._events[seq] for seq in surface.node_seqs[start : last + 1]]
+            replaced = [self._events[seq] for seq in surface.event_seqs(start, last + 1)]
             begin = self.append(
                 COMPACTION_START,
                 {

@@ -7,8 +7,10 @@ node: derivation skips it. Positions are therefore indices into `messages()`.
 
 `Surface.check` holds the surface rules an append must pass (unique ids, tool calls answered before
 the conversation moves on, replacements that keep an id keep everything but the content, range
-replacements that never split a tool call from its result); `Surface.apply` is the fold itself,
-cheap enough to run once per event when a large log is loaded.
+replacements that never split a tool call from its result); `Surface.fold` is the fold itself, the
+one place every reader (an append, opening a log, `derive_messages`, `dshkit log verify`) folds an
+event, cheap enough to run once per event when a large log is loaded. An event of an unknown type
+not marked ignorable is no fold error: it blocks derivation, so `messages()` refuses from then on.
 """
 
 from __future__ import annotations
@@ -18,8 +20,17 @@ from typing import Any
 
 from dshkit import Message
 
-from .errors import UnknownEventError
-from .events import ASSISTANT_MESSAGE, SURFACE_APPEND, TOOL_RESULT, USER_MESSAGE, Event
+from dshkit.session.errors import UnknownEventError
+from dshkit.session.events import (
+    ASSISTANT_MESSAGE,
+    KNOWN_EVENT_TYPES,
+    MESSAGE_EVENT_TYPES,
+    SURFACE_APPEND,
+    TOOL_RESULT,
+    USER_MESSAGE,
+    Event,
+    blocks_derivation,
+)
 
 
 def is_model_visible(message: Message) -> bool:
@@ -62,14 +73,14 @@ class _Pairing:
 class Surface:
     """The derived history of one log, updated one event at a time."""
 
-    __slots__ = ("nodes", "node_seqs", "positions", "seen", "blocked", "_cache", "_pairing")
+    __slots__ = ("_nodes", "_node_seqs", "_positions", "_seen", "_blocked", "_cache", "_pairing")
 
     def __init__(self) -> None:
-        self.nodes: list[Message] = []
-        self.node_seqs: list[int] = []  # seq of the event that put each node on the surface
-        self.positions: dict[str, int] = {}  # message id -> position, for nodes on the surface
-        self.seen: dict[str, int] = {}  # every message id ever logged -> seq of its first event
-        self.blocked: tuple[int, str] | None = None  # first unknown, non-ignorable event
+        self._nodes: list[Message] = []
+        self._node_seqs: list[int] = []  # seq of the event that put each node on the surface
+        self._positions: dict[str, int] = {}  # message id -> position, for nodes on the surface
+        self._seen: dict[str, int] = {}  # every message id ever logged -> seq of its first event
+        self._blocked: tuple[int, str] | None = None  # first unknown, non-ignorable event
         self._cache: tuple[Message, ...] | None = ()
         self._pairing: _Pairing | None = None
 
@@ -77,58 +88,90 @@ class Surface:
 
     def messages(self) -> tuple[Message, ...]:
         """The model-visible history: the same `Message` objects that were appended."""
-        if self.blocked is not None:
-            seq, event_type = self.blocked
+        if self._blocked is not None:
+            seq, event_type = self._blocked
             raise UnknownEventError(
                 f"cannot derive history: event {seq} has unknown type {event_type!r} and is not marked ignorable"
             )
         cache = self._cache
         if cache is None:
-            cache = self._cache = tuple(self.nodes)
+            cache = self._cache = tuple(self._nodes)
         return cache
 
-    def apply(self, message: Message, seq: int, op: Any) -> None:
-        """Fold one message event. Raises `ValueError` only for a range outside the surface."""
+    def fold(self, event: Event) -> None:
+        """Fold one event of the log, in seq order.
+
+        A message event puts its message on the surface; an unknown type not marked ignorable
+        blocks derivation; every other event leaves the surface as it is. Raises `ValueError` only
+        for a surface operation that is no operation or a range outside the surface.
+        """
+        event_type, seq, _, data, op, _ = event
+        if event_type not in MESSAGE_EVENT_TYPES:
+            # The known-type test first keeps the common case to one set lookup (no call).
+            if event_type not in KNOWN_EVENT_TYPES and self._blocked is None and blocks_derivation(event_type, data):
+                self._blocked = (seq, event_type)
+            return
+        message: Message = data if event_type == USER_MESSAGE else data["message"]
         if op == SURFACE_APPEND:
-            self.seen.setdefault(message.id, seq)
+            message_id = message.id
+            self._seen.setdefault(message_id, seq)
             if message.role == "assistant" and not is_model_visible(message):
                 return
-            position = len(self.nodes)
-            self.nodes.append(message)
-            self.node_seqs.append(seq)
-            self.positions[message.id] = position
+            position = len(self._nodes)
+            self._nodes.append(message)
+            self._node_seqs.append(seq)
+            self._positions[message_id] = position
             self._cache = None
             if self._pairing is not None:
                 self._pairing.add(message, position)
             return
+        self._replace(message, seq, op)
+
+    def _replace(self, message: Message, seq: int, op: Any) -> None:
         if not isinstance(op, Mapping) or op.get("op") != "replace":
             raise ValueError(f"unknown surface operation {op!r}")
+        nodes = self._nodes
         start, end = op["start"], op["end"]
-        if not (type(start) is int and type(end) is int and 0 <= start < end <= len(self.nodes)):
-            raise ValueError(f"replace range {start}..{end} is outside the surface (0..{len(self.nodes)})")
-        self.seen.setdefault(message.id, seq)
+        if not (type(start) is int and type(end) is int and 0 <= start < end <= len(nodes)):
+            raise ValueError(f"replace range {start}..{end} is outside the surface (0..{len(nodes)})")
+        self._seen.setdefault(message.id, seq)
         visible = is_model_visible(message)
-        if visible and end - start == 1 and self.nodes[start].id == message.id:
-            self.nodes[start] = message
-            self.node_seqs[start] = seq
+        if visible and end - start == 1 and nodes[start].id == message.id:
+            nodes[start] = message
+            self._node_seqs[start] = seq
         else:
-            self.nodes[start:end] = [message] if visible else []
-            self.node_seqs[start:end] = [seq] if visible else []
-            self.positions = {node.id: position for position, node in enumerate(self.nodes)}
+            nodes[start:end] = [message] if visible else []
+            self._node_seqs[start:end] = [seq] if visible else []
+            self._positions = {node.id: position for position, node in enumerate(nodes)}
         self._cache = None
         self._pairing = None
 
-    def block(self, seq: int, event_type: str) -> None:
-        """Record that derivation must refuse to go past an unknown event."""
-        if self.blocked is None:
-            self.blocked = (seq, event_type)
-
     # -- lookups ----------------------------------------------------------------------------
+
+    def position(self, message_id: str) -> int | None:
+        """The surface position of the message with this id, `None` if it is not on the surface."""
+        return self._positions.get(message_id)
+
+    def node(self, message_id: str) -> Message:
+        """The message with this id on the surface (its latest replacement); `KeyError` if none."""
+        return self._nodes[self._positions[message_id]]
+
+    def event_seq(self, message_id: str) -> int:
+        """The seq of the event that put the message with this id on the surface; `KeyError` if none."""
+        return self._node_seqs[self._positions[message_id]]
+
+    def event_seqs(self, start: int, end: int) -> list[int]:
+        """The seqs of the events that put surface positions `start..end-1` on the surface."""
+        return self._node_seqs[start:end]
+
+    def first_seq(self, message_id: str) -> int | None:
+        """The seq of the first event that logged this message id (on the surface or replaced away)."""
+        return self._seen.get(message_id)
 
     def pairing(self) -> _Pairing:
         """Which position answers which tool call, rebuilt lazily after a replace."""
         if self._pairing is None:
-            self._pairing = _Pairing(self.nodes)
+            self._pairing = _Pairing(self._nodes)
         return self._pairing
 
     def pending_calls(self) -> dict[str, int]:
@@ -156,9 +199,9 @@ class Surface:
             self._check_replace(event_type, data, message, op["start"], op["end"], events)
 
     def _check_append(self, event_type: str, message: Message) -> None:
-        if message.id in self.seen:
+        if message.id in self._seen:
             raise ValueError(
-                f"message {message.id} is already in the session (event {self.seen[message.id]}); "
+                f"message {message.id} is already in the session (event {self._seen[message.id]}); "
                 "an id names one message: use session.replace to change its content"
             )
         pending = self.pairing().pending
@@ -180,17 +223,17 @@ class Surface:
     def _check_replace(
         self, event_type: str, data: Any, message: Message, start: int, end: int, events: Sequence[Event]
     ) -> None:
-        if not 0 <= start < end <= len(self.nodes):
-            raise ValueError(f"replace range {start}..{end} is outside the surface (positions 0..{len(self.nodes) - 1})")
-        if message.id in self.seen:
-            if end - start != 1 or self.nodes[start].id != message.id:
-                where = self.positions.get(message.id)
+        if not 0 <= start < end <= len(self._nodes):
+            raise ValueError(f"replace range {start}..{end} is outside the surface (positions 0..{len(self._nodes) - 1})")
+        if message.id in self._seen:
+            if end - start != 1 or self._nodes[start].id != message.id:
+                where = self._positions.get(message.id)
                 place = f"surface position {where}" if where is not None else "no surface position"
                 raise ValueError(
                     f"replacement {message.id} keeps an existing id ({place}), so it must replace exactly "
                     f"that one node, not range {start}..{end}; a new message needs a new id"
                 )
-            self._check_rewrite(event_type, data, message, events[self.node_seqs[start]])
+            self._check_rewrite(event_type, data, message, events[self._node_seqs[start]])
             return
         if event_type != USER_MESSAGE:
             raise ValueError(f"a range replacement with a new id must be a user/message (a summary), not {event_type}")

@@ -8,7 +8,7 @@ from typing import Any
 
 from dshkit import Message, to_json
 
-from .events import (
+from dshkit.session.events import (
     ASSISTANT_CHUNK,
     INBOX_SPLICED,
     MESSAGE_EVENT_TYPES,

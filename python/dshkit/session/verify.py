@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
-from .events import (
+from dshkit.session.events import (
     ASSISTANT_MESSAGE,
     COMPACTION_END,
     COMPACTION_START,
@@ -24,11 +24,11 @@ from .events import (
     TURN_END,
     TURN_START,
     Event,
-    is_ignorable,
+    blocks_derivation,
     prepare_data,
     prepare_surface_op,
 )
-from .surface import Surface
+from dshkit.session.surface import Surface
 
 
 class Problem(NamedTuple):
@@ -67,7 +67,7 @@ def check_events(events: Sequence[Event]) -> list[Problem]:
             add(Problem(seq, f"time {event.time} is before the previous event's {last_time}"))
         last_time = event.time
         if event_type not in KNOWN_EVENT_TYPES:
-            if not is_ignorable(event_type, event.data):
+            if blocks_derivation(event_type, event.data):
                 add(Problem(seq, f"unknown event type {event_type!r} not marked ignorable: history cannot be derived past it"))
             continue
         problem = _data_problem(event)
@@ -80,7 +80,7 @@ def check_events(events: Sequence[Event]) -> list[Problem]:
             except ValueError as error:
                 add(Problem(seq, str(error)))
             try:
-                surface.apply(event.message, seq, event.surface_op)  # type: ignore[arg-type]
+                surface.fold(event)
             except ValueError as error:
                 add(Problem(seq, str(error)))
             if event_type == ASSISTANT_MESSAGE and "turn" in event.data and not header_seen:

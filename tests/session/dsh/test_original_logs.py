@@ -13,8 +13,8 @@ import pytest
 
 from dshkit import create_user_message
 from dshkit.session import Session, SessionCorruptError, SessionRecoveryWarning, UnknownEventError, convert_log, project_request
-from dshkit.session.cli import run as run_log_command
-from dshkit.session.dsh.store_sqlite import encode_source_seqs, list_original_sessions
+from dshkit.cli.log import run as run_log_command
+from dshkit.session.stores.dsh_sqlite import encode_source_seqs, list_original_sessions
 from dshkit.session.dsh.vocabulary import message_to_original
 from tests.session.dsh.original_logs import OriginalLog, reference_messages, tool_result, user
 from tests.session.dsh.scenarios import SCENARIOS, crashed_turn
@@ -324,7 +324,7 @@ def test_the_original_sqlite_store_is_read(tmp_path: Path) -> None:
 
 
 def test_sqlite_source_seqs_round_trip() -> None:
-    from dshkit.session.dsh.store_sqlite import decode_source_seqs
+    from dshkit.session.stores.dsh_sqlite import decode_source_seqs
 
     for seqs in ([0], [5, 3, 900, 2, 2**40], list(range(30))):
         assert decode_source_seqs(encode_source_seqs(seqs)) == seqs

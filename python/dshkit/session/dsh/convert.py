@@ -16,11 +16,13 @@ from typing import Any
 
 from dshkit import thaw, to_json
 from dshkit.session.codec import encode_event as encode_dshkit_event
-from dshkit.session.events import MESSAGE_EVENT_TYPES, USER_MESSAGE, Event
+from dshkit.session.events import MESSAGE_EVENT_TYPES, Event
 from dshkit.session.surface import Surface
 from dshkit.session.dsh.chunk_rows import pack_runs
 from dshkit.session.dsh.records import encode_record, new_header
 from dshkit.session.dsh.zstd_frames import compress_frame
+from dshkit.session.session import Session
+from dshkit.session.stores.sqlite import SqliteStore
 
 FORMATS = ("dshkit", "dsh")
 Progress = Callable[[int, int], object]
@@ -63,7 +65,7 @@ def _original_records(events: Any, report: Callable[[int], None]) -> list[dict[s
     for event in events:
         records.append(encode_record(event, surface))
         if event.surface_op is not None:
-            surface.apply(event.data if event.type == USER_MESSAGE else event.data["message"], event.seq, event.surface_op)
+            surface.fold(event)
         report(event.seq)
     return records
 
@@ -97,8 +99,6 @@ def convert_log(
     `format="dsh"` writes the original's JSONL, Zstandard-compressed when `dest` ends in
     `.zstd`, with its chunk runs packed. `progress(done, total)` is called as events are written.
     """
-    from dshkit.session.session import Session
-
     if format not in FORMATS:
         raise ValueError(f"format must be 'dshkit' or 'dsh', not {format!r}")
     dest = Path(dest)
@@ -145,8 +145,6 @@ def _frames(header: str, lines: list[str]) -> Iterator[bytes]:
 
 
 def _write_dshkit_sqlite(dest: Path, header: str, events: Any, report: Callable[[int], None]) -> None:
-    from dshkit.session.store_sqlite import SqliteStore
-
     store = SqliteStore(dest)
     store.create(header, "none")
     try:

@@ -17,15 +17,11 @@ from dshkit.session.errors import SessionCorruptError
 from dshkit.session.events import MESSAGE_EVENT_TYPES, USER_MESSAGE, Event, replace_op
 from dshkit.session.surface import Surface, is_model_visible
 from dshkit.session.dsh.chunk_rows import ROW_TYPES, expand_row
+from dshkit.session.dsh.detect import is_original_header
 from dshkit.session.dsh.vocabulary import ORIGINAL_EVENT_TYPES, VERBATIM_TYPES, data_to_dshkit, data_to_original
 
 FORMAT_VERSION = 0
 _RETIRED_HEADER_KEYS = ("sandboxMode", "approvalPolicy")
-
-
-def is_original_header(header: object) -> bool:
-    """Whether a parsed first line is the original's header (`{"type": "session", "version": 0, ...}`)."""
-    return isinstance(header, Mapping) and header.get("type") == "session" and "createdAt" in header
 
 
 def decode_header(text: str | bytes, where: str) -> FrozenDict[Any]:
@@ -86,11 +82,11 @@ class _OriginalNodes:
 def decode_records(
     records: Sequence[str | bytes],
     describe: Callable[[int], str],
-    events: list[Event],
-    surface: Surface,
-) -> None:
-    """Decode the original's stored lines into dshkit events (expanding packed rows), folding `surface`."""
+    fold: Callable[[Event], object],
+) -> list[Event]:
+    """The original's stored lines as dshkit events (packed rows expanded), `fold` called on each."""
     make = tuple.__new__
+    events: list[Event] = []
     add = events.append
     nodes = _OriginalNodes()
     known = ORIGINAL_EVENT_TYPES
@@ -115,11 +111,11 @@ def decode_records(
                 add(make(Event, (event_type, seq, time, raw, None, ())))
                 continue
             if event_type not in known:
-                if record.get("ignorable") is True:
-                    raw = raw | {"ignorable": True} if isinstance(raw, FrozenDict) else raw
-                else:
-                    surface.block(seq, event_type)
-                add(make(Event, (event_type, seq, time, raw, None, ())))
+                if record.get("ignorable") is True and isinstance(raw, FrozenDict):
+                    raw = raw | {"ignorable": True}
+                event = make(Event, (event_type, seq, time, raw, None, ()))
+                fold(event)  # an unknown type not marked ignorable blocks derivation
+                add(event)
                 continue
             data = data_to_dshkit(event_type, raw)
             if event_type not in MESSAGE_EVENT_TYPES:
@@ -129,40 +125,41 @@ def decode_records(
             if type(sources) is not tuple:
                 raise ValueError("'sourceEventSeqs' must be a list")
             op = record.get("surfaceOp")
+            if op is None:  # off the original's surface: logged, never folded
+                add(make(Event, (event_type, seq, time, data, None, sources)))
+                continue
             message = data if event_type == USER_MESSAGE else data["message"]
-            if op is not None:
-                op = _fold(nodes, surface, message, seq, op)
-            add(make(Event, (event_type, seq, time, data, op, sources)))
+            event = make(Event, (event_type, seq, time, data, _presented_op(nodes, message, seq, op), sources))
+            fold(event)
+            add(event)
         except SessionCorruptError:
             raise
         except Exception as error:
             reason = "not valid JSON" if record is None else f"bad {_type_of(record)} record: {error}"
             raise SessionCorruptError(f"{describe(index)}: {reason}") from None
+    return events
 
 
 def _type_of(record: Any) -> str:
     return record.get("type", "untyped") if isinstance(record, Mapping) else "non-object"
 
 
-def _fold(nodes: _OriginalNodes, surface: Surface, message: Any, seq: int, op: Any) -> Any:
-    visible = is_model_visible(message)
+def _presented_op(nodes: _OriginalNodes, message: Any, seq: int, op: Any) -> Any:
+    """dshkit's surface op for the original's `surfaceOp`, tracking the original's node list."""
     if op == "append":
         nodes.seqs.append(seq)
-        if not visible:
+        if not is_model_visible(message):
             nodes.hidden.add(seq)
-        surface.apply(message, seq, "append")
         return "append"
     if not isinstance(op, Mapping) or op.get("op") != "replace" or set(op) != {"op", "start", "end"}:
         raise ValueError(f"surfaceOp must be 'append' or {{op: 'replace', start, end}}, not {thaw(op)!r}")
     start, end, start_position, end_position = nodes.replace_positions(op["start"], op["end"])
     nodes.seqs[start : end + 1] = [seq]
-    if not visible:
+    if not is_model_visible(message):
         nodes.hidden.add(seq)
     if start_position == end_position:
         raise ValueError(f"replace range {op['start']}..{op['end']} covers only messages without model-visible content")
-    presented = replace_op(start_position, end_position)
-    surface.apply(message, seq, presented)
-    return presented
+    return replace_op(start_position, end_position)
 
 
 def encode_record(event: Event, surface: Surface) -> dict[str, Any]:
@@ -181,8 +178,8 @@ def encode_record(event: Event, surface: Surface) -> dict[str, Any]:
             record["sourceEventSeqs"] = event.source_event_seqs
         op = event.surface_op
         if op is not None and op != "append":
-            node_seqs = surface.node_seqs
-            op = {"op": "replace", "start": node_seqs[op["start"]], "end": node_seqs[op["end"] - 1]}
+            start, end = op["start"], op["end"]
+            op = {"op": "replace", "start": surface.event_seqs(start, start + 1)[0], "end": surface.event_seqs(end - 1, end)[0]}
         if op is not None:
             record["surfaceOp"] = op
     return record

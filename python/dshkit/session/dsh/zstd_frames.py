@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-MAGIC = b"\x28\xb5\x2f\xfd"
+from dshkit.session.dsh.detect import ZSTD_MAGIC as MAGIC
+
 _SKIPPABLE_LOW, _SKIPPABLE_HIGH = 0x184D2A50, 0x184D2A5F
 _FCS_SIZES = (0, 2, 4, 8)
 _DICT_SIZES = (0, 1, 2, 4)

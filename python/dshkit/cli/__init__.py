@@ -1,7 +1,7 @@
 """The `dshkit` command line: `demo`, `log show|verify|messages|convert`, `chat`.
 
-Each subcommand lives with the layer it belongs to and is imported only when used, so that
-`dshkit log verify` does not import the agent or HTTP stack.
+The top layer: each command is a module of this package (`dshkit.cli.demo`, `.log`, `.chat`)
+imported only when used, so that `dshkit log verify` does not import the agent or HTTP stack.
 """
 
 from __future__ import annotations
@@ -33,7 +33,13 @@ def build_parser() -> argparse.ArgumentParser:
     convert.add_argument("--format", choices=("dshkit", "dsh"), default="dshkit", help="the format of DEST")
     convert.add_argument("--session-id", help="which session of an original-harness SQLite database")
 
-    chat = commands.add_parser("chat", help="chat with an OpenAI-compatible model (DSHKIT_* env)")
+    chat = commands.add_parser("chat", help="chat with a model over HTTP (DSHKIT_* env)")
+    chat.add_argument(
+        "--api",
+        choices=("chat", "anthropic", "responses"),
+        default=None,
+        help="wire format: chat (Chat Completions, the default), anthropic (Messages) or responses; env DSHKIT_API",
+    )
     chat.add_argument("--log", metavar="PATH", help="session log to write (default: a new file)")
     chat.add_argument("--system", metavar="TEXT", help="system prompt")
     return parser
@@ -43,15 +49,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the process exit code."""
     args = build_parser().parse_args(argv)
     if args.command == "demo":
-        from dshkit.demo import main as run_demo
+        from dshkit.cli.demo import main as run_demo
 
         return run_demo(args)
     if args.command == "log":
-        from dshkit.session.cli import main as run_log
+        from dshkit.cli.log import main as run_log
 
         return run_log(args)
     if args.command == "chat":
-        from dshkit.models.chat import main as run_chat
+        from dshkit.cli.chat import main as run_chat
 
         return run_chat(args)
     raise AssertionError(args.command)  # argparse rejects unknown commands

@@ -8,10 +8,11 @@ import warnings
 from collections.abc import Callable
 from typing import TextIO
 
-from .errors import SessionError, SessionRecoveryWarning
-from .session import Session
-from .transcript import render
-from .verify import check_events, format_problems
+from dshkit.session.dsh.convert import convert_log
+from dshkit.session.errors import SessionError, SessionRecoveryWarning
+from dshkit.session.session import Session
+from dshkit.session.transcript import render
+from dshkit.session.verify import check_events, format_problems
 
 
 def _open(path: str, problems: list[str]) -> Session:
@@ -48,6 +49,7 @@ def run(command: str, path: str, out: TextIO, err: TextIO) -> int:
             return 0
         if command == "verify":
             store = session.store
+            assert store is not None  # opened from a path
             problems.extend(format_problems(check_events(session.events), store.describe, path))
             for problem in problems:
                 print(problem, file=out)
@@ -72,8 +74,6 @@ def _progress_bar(err: TextIO) -> Callable[[int, int], None]:
 
 def convert(src: str, dest: str, target_format: str, err: TextIO, *, session_id: str | None = None) -> int:
     """`dshkit log convert`: a progress bar on stderr only when it is a terminal."""
-    from .dsh.convert import convert_log
-
     progress = _progress_bar(err) if err.isatty() else None
     try:
         convert_log(src, dest, format=target_format, session_id=session_id, progress=progress)
@@ -84,7 +84,7 @@ def convert(src: str, dest: str, target_format: str, err: TextIO, *, session_id:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Entry point used by `dshkit.cli`: `args.log_command` and `args.path`."""
+    """Entry point of `dshkit log`: `args.log_command` and `args.path` (`args.dest` for convert)."""
     if args.log_command == "convert":
         return convert(args.path, args.dest, args.format, sys.stderr, session_id=args.session_id)
     return run(args.log_command, args.path, sys.stdout, sys.stderr)

@@ -1,4 +1,4 @@
-"""What a session store is, and which store a path selects.
+"""What a session store is: the `SessionStore` protocol and the durability modes.
 
 A store keeps the header and the encoded events of one log. The session validates, encodes and
 numbers events; the store only persists them, honouring the durability mode:
@@ -11,12 +11,10 @@ numbers events; the store only persists them, honouring the durability mode:
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
-from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
-from .events import Event
+from dshkit.session.events import Event
 
 DURABILITY_MODES = ("always", "checkpoint", "none")
 
@@ -29,7 +27,13 @@ def check_durability(durability: object) -> str:
 
 
 class SessionStore(Protocol):
-    """Persistence of one session log (JSON Lines and SQLite ship; anything else may implement it)."""
+    """Persistence of one session log (JSON Lines and SQLite ship; anything else may implement it).
+
+    Every store passes the contract suite `tests/session/test_store_contract.py`. Two optional
+    attributes: `log_format` (a `dshkit.session.log_format.LogFormat`) when the store holds records
+    in another format than dshkit's own, and `read_only = True` when it can never be written (a
+    session opened from it is read-only, without crash repair).
+    """
 
     def create(self, header: str, durability: str) -> None:
         """Start a new, empty log holding `header` (JSON text); `FileExistsError` if one exists."""
@@ -49,16 +53,3 @@ class SessionStore(Protocol):
     def close(self) -> None:
         """Release the storage; idempotent."""
 
-
-def store_for_path(path: str | os.PathLike[str]) -> Any:
-    """The store a path's suffix selects: `.jsonl` JSON Lines, `.sqlite`/`.db` SQLite."""
-    suffix = Path(path).suffix.lower()
-    if suffix == ".jsonl":
-        from .store_jsonl import JsonlStore
-
-        return JsonlStore(path)
-    if suffix in (".sqlite", ".db"):
-        from .store_sqlite import SqliteStore
-
-        return SqliteStore(path)
-    raise ValueError(f"cannot tell the store from {str(path)!r}: use a .jsonl, .sqlite or .db path, or pass store=")

@@ -18,8 +18,9 @@ from pathlib import Path
 from dshkit import from_json
 from dshkit.session.errors import SessionCorruptError, SessionError, SessionRecoveryWarning
 from dshkit.session.events import Event
-from dshkit.session.store import check_durability
+from dshkit.session.dsh.log_format import ORIGINAL_FORMAT
 from dshkit.session.dsh.records import decode_header
+from dshkit.session.stores.protocol import check_durability
 from dshkit.session.dsh.zstd_frames import (
     compress_frame,
     decompress_frame,
@@ -60,6 +61,8 @@ def _ends_a_turn(line: bytes) -> bool:
 
 class DshJsonlStore:
     """An original-format log file; `compressed` is fixed at creation or read from the file."""
+
+    log_format = ORIGINAL_FORMAT
 
     def __init__(self, path: str | os.PathLike[str], *, compressed: bool | None = None) -> None:
         self.path = Path(path)

@@ -12,12 +12,12 @@ from __future__ import annotations
 import os
 import warnings
 from pathlib import Path
-from dshkit import from_json
 
-from .codec import decode_header
-from .errors import SessionCorruptError, SessionError, SessionRecoveryWarning
-from .events import Event
-from .store import check_durability
+from dshkit import from_json
+from dshkit.session.codec import decode_header
+from dshkit.session.errors import SessionCorruptError, SessionError, SessionRecoveryWarning
+from dshkit.session.events import Event
+from dshkit.session.stores.protocol import check_durability
 
 try:
     import fcntl

@@ -14,9 +14,9 @@ import os
 import sqlite3
 from pathlib import Path
 
-from .errors import SessionCorruptError, SessionError
-from .events import Event
-from .store import check_durability
+from dshkit.session.errors import SessionCorruptError, SessionError
+from dshkit.session.events import Event
+from dshkit.session.stores.protocol import check_durability
 
 _SCHEMA = (
     "CREATE TABLE dshkit_session (header TEXT NOT NULL)",

@@ -16,6 +16,8 @@ from typing import Any
 
 from dshkit import to_json
 from dshkit.session.errors import SessionCorruptError, SessionError
+from dshkit.session.dsh.log_format import ORIGINAL_FORMAT
+from dshkit.session.dsh.zstd_frames import decompress_frame
 from dshkit.session.events import Event
 
 SCHEMA_VERSION = 17
@@ -92,14 +94,15 @@ def list_original_sessions(db_path: str | os.PathLike[str]) -> list[dict[str, An
 
 def _data_text(value: Any) -> str:
     if isinstance(value, bytes):
-        from dshkit.session.dsh.zstd_frames import decompress_frame
-
         return decompress_frame(value).decode()
     return value  # type: ignore[no-any-return]
 
 
 class DshSqliteStore:
     """One session of an original SQLite database, read-only."""
+
+    log_format = ORIGINAL_FORMAT
+    read_only = True
 
     def __init__(self, path: str | os.PathLike[str], session_id: str) -> None:
         self.path = Path(path)

@@ -1,7 +1,8 @@
-"""`dshkit chat`: an interactive session in the terminal against an OpenAI-compatible model.
+"""`dshkit chat`: an interactive session in the terminal against a model over HTTP.
 
-The model comes from the environment (`OpenAICompatibleModel.from_env`: ``DSHKIT_BASE_URL``,
-``DSHKIT_MODEL``, ``DSHKIT_API_KEY``). Each line read from standard input is one follow-up turn;
+The model comes from the environment (`dshkit.models.from_env`: ``DSHKIT_BASE_URL``,
+``DSHKIT_MODEL``, ``DSHKIT_API_KEY``, ``DSHKIT_PROVIDER``); ``--api`` or ``DSHKIT_API`` picks the
+wire format (``chat``: Chat Completions, the default; ``anthropic``: Messages; ``responses``). Each line read from standard input is one follow-up turn;
 the answer streams to standard output and reasoning (when the model sends any) to standard error.
 Ctrl-C during an answer cancels that turn and keeps what was already streamed (logged as an
 interrupted assistant message, sent back to the model next time); Ctrl-C at the prompt, Ctrl-D,
@@ -25,7 +26,7 @@ from typing import IO, Any
 from dshkit.agent import Agent
 from dshkit.llm import create_user_message
 from dshkit.models.chat_stream import usage_summary
-from dshkit.models.openai_compat import OpenAICompatibleModel
+from dshkit.models.selection import from_env
 from dshkit.session import Session, SessionError
 
 __all__ = ["default_log_path", "main"]
@@ -53,7 +54,7 @@ def main(args: argparse.Namespace) -> int:
     """Run the chat; returns the exit code (2 when the model is not configured)."""
     err = sys.stderr
     try:
-        model = OpenAICompatibleModel.from_env(on_retry=_RetryNotice(err))
+        model = from_env(api=getattr(args, "api", None), on_retry=_RetryNotice(err))
     except ValueError as error:
         print(f"dshkit chat: {error}", file=err)
         return 2

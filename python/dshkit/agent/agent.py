@@ -1,0 +1,319 @@
+"""`Agent`: the public face of the agent loop: input, the driver task, waiters, status (asyncio).
+
+The loop writes everything it does to the session *before* acting on it, and builds every model
+request from the log alone (`project_request`), so any request can be rebuilt, equal, from the
+log prefix that preceded it. Identity is the caller's: the loop never mints or changes an id of
+input it receives; it creates (and so mints ids for) only the assistant messages and tool results.
+
+Input is queued here (`followup` for a turn of its own, `steer`/`inject` for the next step
+boundary); turns and steps run in `dshkit.agent.turn`, tool calls in `dshkit.agent.tool_calls`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Any, Callable
+
+from dshkit.agent.calls import call_sync_or_async
+from dshkit.agent.cancel import CancelToken
+from dshkit.agent.events import AgentEvent, EventHub, EventStream
+from dshkit.agent.hooks import Hook, check_hooks
+from dshkit.agent.inbox import NEXT_STEP, NEXT_TURN, Inbox
+from dshkit.agent.tool_calls import ToolCallRunner
+from dshkit.agent.tools import Tool, check_tools
+from dshkit.agent.turn import TurnRunner
+from dshkit.llm import Message, freeze
+from dshkit.models.protocol import Model
+from dshkit.session import Session
+
+_log = logging.getLogger("dshkit.agent")
+
+IDLE = "idle"
+RUNNING = "running"
+
+# Turn outcomes after which the driver starts the next turn when input is pending (rule: after
+# an aborted, failed, blocked or step-less turn pending work stays parked until the next wake).
+_CONTINUING_OUTCOMES = ("completed", "max_tokens")
+
+
+class Agent:
+    """An agent: a model, tools and hooks driving turns over a durable session log.
+
+    `followup(message)` queues a message for its own turn and wakes the agent; `steer(message)`
+    queues for the next step boundary and wakes; `inject(message)` queues for the next step
+    boundary without waking. Each takes a complete user-role `Message` and keeps its id.
+    """
+
+    def __init__(
+        self,
+        model: Model,
+        *,
+        session: Session | None = None,
+        tools: Iterable[Tool] = (),
+        system: str | None = None,
+        hooks: Mapping[str, Hook] | None = None,
+        config: Mapping[str, Any] | None = None,
+    ) -> None:
+        if not (
+            callable(getattr(model, "stream", None))
+            and isinstance(getattr(model, "provider", None), str)
+            and isinstance(getattr(model, "model", None), str)
+        ):
+            raise TypeError(
+                f"Agent model: expected a model with str 'provider' and 'model' and a stream(request, cancel) method, "
+                f"got {type(model).__name__}"
+            )
+        if system is not None and not isinstance(system, str):
+            raise TypeError(f"Agent system: expected a str or None, got {type(system).__name__}")
+        if config is not None and not isinstance(config, Mapping):
+            raise TypeError(f"Agent config: expected a mapping of call settings, got {type(config).__name__}")
+        if session is not None and not isinstance(session, Session):
+            raise TypeError(f"Agent session: expected a dshkit.session.Session, got {type(session).__name__}")
+        self._model = model
+        self._session = session if session is not None else Session()
+        self._tools = check_tools(tools)
+        checked_hooks = check_hooks(hooks)
+        frozen_config = dict(freeze(dict(config or {})))
+        self._hub = EventHub()
+        self._inbox = Inbox(self._session, self._hub)
+        self._turns = TurnRunner(
+            model,
+            self._session,
+            self._hub,
+            self._inbox,
+            checked_hooks,
+            ToolCallRunner(self._session, self._hub, self._inbox, self._tools),
+            tuple(tool.spec for tool in self._tools.values()),
+            system,
+            frozen_config,
+        )
+
+        self._driver: asyncio.Task[None] | None = None
+        # Futures of coroutines waiting for the driver or a maintenance run to end. Plain
+        # futures, not an asyncio.Event or Lock: those bind to the first event loop that waits
+        # on them, and an agent may outlive one `asyncio.run`.
+        self._state_waiters: list[asyncio.Future[None]] = []
+        self._token: CancelToken | None = None
+        self._aborting = False
+        self._latched = False
+        self._maintenance = False
+        self._wake_requested = False
+        self._closed = False
+        self._failure: BaseException | None = None
+
+    # -- public state -------------------------------------------------------------------------
+
+    @property
+    def status(self) -> str:
+        """``"idle"`` or ``"running"``."""
+        return RUNNING if self._driver is not None else IDLE
+
+    @property
+    def session(self) -> Session:
+        """The session log this agent writes to."""
+        return self._session
+
+    @property
+    def inbox(self) -> Inbox:
+        """Pending input (`next_turn`, `next_step`, `remove`, `replace`)."""
+        return self._inbox
+
+    @property
+    def model(self) -> Model:
+        """The model this agent calls."""
+        return self._model
+
+    @property
+    def tools(self) -> tuple[Tool, ...]:
+        """The agent's tools, in the order given."""
+        return tuple(self._tools.values())
+
+    # -- input --------------------------------------------------------------------------------
+
+    def followup(self, message: Message) -> None:
+        """Queue `message` for a turn of its own and wake the agent."""
+        self._deliver(message, NEXT_TURN, wake=True, where="followup")
+
+    def steer(self, message: Message) -> None:
+        """Queue `message` for the next step boundary and wake the agent.
+
+        Steering never pre-empts running tools: it enters after every result of the current step.
+        While a turn is being aborted, a steer goes to the next turn instead.
+        """
+        self._deliver(message, NEXT_STEP, wake=True, where="steer")
+
+    def inject(self, message: Message) -> None:
+        """Queue context for the next step boundary without waking the agent."""
+        self._deliver(message, NEXT_STEP, wake=False, where="inject")
+
+    def _deliver(self, message: Message, target: str, *, wake: bool, where: str) -> None:
+        self._check_open(where)
+        checked = self._inbox.check_new(message, where)
+        starts_driver = wake and self._driver is None and not self._maintenance
+        loop = self._running_loop(where) if starts_driver else None
+        # A waking send while the current turn is being aborted belongs to the next turn and
+        # runs once the abort has settled (it is "latched").
+        latch = wake and self._aborting
+        self._inbox.insert(NEXT_TURN if latch else target, (checked,))
+        if latch:
+            self._latched = True
+        if not wake:
+            return
+        if self._maintenance:
+            self._wake_requested = True
+        elif loop is not None:
+            self._start_driver(loop)
+
+    def wake(self) -> bool:
+        """Start a turn for pending input if the agent is idle; True when a turn was started.
+
+        Input left pending after a restart (or after a blocked, failed or aborted turn) stays
+        parked until the next `followup`/`steer` or this call.
+        """
+        self._check_open("wake")
+        if self._driver is not None or self._maintenance or not len(self._inbox):
+            return False
+        self._start_driver(self._running_loop("wake"))
+        return True
+
+    # -- control ------------------------------------------------------------------------------
+
+    def cancel(self, cause: str = "user", *, keep_inbox: bool = False) -> None:
+        """Abort the running turn (the first cause wins); does nothing when idle.
+
+        Everything already logged stays. Pending input is discarded durably unless `keep_inbox`;
+        claimed input is never requeued either way.
+        """
+        if not isinstance(cause, str) or not cause:
+            raise TypeError(f"cancel cause: expected a non-empty str, got {cause!r}")
+        if self._driver is None or self._token is None:
+            return
+        self._aborting = True
+        self._token.cancel(cause)
+        if not keep_inbox:
+            self._latched = False
+            self._inbox.clear(self._token.cause or cause)
+            if self._inbox.deferred_clear is not None:
+                # Called from a session observer: the agent's own appends run the clear as soon
+                # as the append being published returns; for an append someone else made, the
+                # event loop runs it right after that append's caller yields.
+                # (The driver's end runs it too, should there be no loop in this thread.)
+                try:
+                    asyncio.get_running_loop().call_soon(self._inbox.run_deferred_clear)
+                except RuntimeError:
+                    pass
+
+    async def when_idle(self) -> None:
+        """Wait until the agent is idle (returns at once when it is).
+
+        If the loop itself failed (the session could not be written, for instance) the error
+        is raised here, once.
+        """
+        while self._driver is not None:
+            await self._state_change()
+        failure, self._failure = self._failure, None
+        if failure is not None:
+            raise failure
+
+    async def run_maintenance(self, fn: Callable[[], Any]) -> Any:
+        """Run `fn()` (sync or async) while the agent is idle; returns its result.
+
+        Waits for the running turn to finish first; input that would wake the agent meanwhile
+        stays queued, with its ids, and runs after `fn` returns.
+        """
+        self._check_open("run_maintenance")
+        if not callable(fn):
+            raise TypeError(f"run_maintenance: expected a callable, got {type(fn).__name__}")
+        while self._driver is not None or self._maintenance:
+            await self._state_change()
+        self._maintenance = True
+        try:
+            return await call_sync_or_async(fn)
+        finally:
+            self._maintenance = False
+            wake, self._wake_requested = self._wake_requested, False
+            if wake and len(self._inbox) and not self._closed:
+                self._start_driver(asyncio.get_running_loop())
+            self._notify_state_change()
+
+    async def close(self, cause: str = "disposed") -> None:
+        """Refuse further input and abort the running turn (as `cancel(cause)` does); waits for it."""
+        if self._closed:
+            return
+        self._closed = True
+        self._latched = False
+        self.cancel(cause)
+        self._latched = False  # a disposing cancel never latches
+        while self._driver is not None:
+            await self._state_change()
+
+    # -- live events --------------------------------------------------------------------------
+
+    def subscribe(self, callback: Callable[[AgentEvent], object]) -> Callable[[], None]:
+        """Call `callback(event)` for each live event; returns a function that unsubscribes."""
+        return self._hub.subscribe(callback)
+
+    def events(self) -> EventStream:
+        """``async for event in agent.events()``: every live event from now on."""
+        return self._hub.stream()
+
+    # -- driver -------------------------------------------------------------------------------
+
+    def _check_open(self, where: str) -> None:
+        if self._closed:
+            raise RuntimeError(f"{where}: the agent is closed")
+
+    @staticmethod
+    def _running_loop(where: str) -> asyncio.AbstractEventLoop:
+        try:
+            return asyncio.get_running_loop()
+        except RuntimeError:
+            raise RuntimeError(
+                f"{where} wakes the agent and needs a running asyncio event loop "
+                "(use inject() to queue without waking)"
+            ) from None
+
+    async def _state_change(self) -> None:
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._state_waiters.append(waiter)
+        try:
+            await waiter
+        finally:
+            if waiter in self._state_waiters:
+                self._state_waiters.remove(waiter)
+
+    def _notify_state_change(self) -> None:
+        waiters, self._state_waiters = self._state_waiters, []
+        for waiter in waiters:
+            if not waiter.done() and not waiter.get_loop().is_closed():
+                waiter.set_result(None)
+
+    def _start_driver(self, loop: asyncio.AbstractEventLoop) -> None:
+        token = CancelToken()
+        self._token = token
+        self._driver = loop.create_task(self._drive(token))
+
+    async def _drive(self, token: CancelToken) -> None:
+        try:
+            while not token.cancelled and not self._closed and len(self._inbox):
+                outcome = await self._turns.run_turn(token, self.steer)
+                if outcome not in _CONTINUING_OUTCOMES:
+                    break
+        except Exception as exc:  # the loop itself failed (the log could not be written, ...)
+            self._failure = exc
+            _log.exception("agent loop failed")
+        finally:
+            self._inbox.run_deferred_clear()
+            relaunch = self._latched and len(self._inbox) > 0 and not self._closed
+            self._latched = False
+            self._aborting = False
+            self._token = None
+            self._driver = None
+            if relaunch:
+                self._start_driver(asyncio.get_running_loop())
+            self._notify_state_change()
+
+
+__all__ = ["IDLE", "RUNNING", "Agent"]

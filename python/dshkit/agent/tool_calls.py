@@ -1,0 +1,239 @@
+"""Running one response's tool calls: ordering, the call bodies, results committed in model order.
+
+Every call of a response ends with a `tool/result` in the log, whatever stops the batch: a call
+never started gets "aborted before dispatch", and a call whose body could not finish (the driver
+task was cancelled, or the log failed) gets "aborted while running". Context a tool hands back
+(`ToolOutput.context`) is returned to the turn, which queues it at the step boundary.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from dshkit.agent.calls import call_sync_or_async
+from dshkit.agent.cancel import CancelToken
+from dshkit.agent.events import EventHub
+from dshkit.agent.inbox import Inbox
+from dshkit.agent.tools import Tool, ToolContext, ToolOutput, tool_content
+from dshkit.llm import Message, create_tool_result_message, freeze
+from dshkit.session import Session
+from dshkit.session.events import TOOL_CALL, TOOL_RESULT
+
+_log = logging.getLogger("dshkit.agent")
+
+
+@dataclass
+class _CallResult:
+    content: Any
+    is_error: bool = False
+    error: Mapping[str, str] | None = None
+    meta: Mapping[str, Any] | None = None
+    context: tuple[Message, ...] = ()
+    end_turn: bool = False
+    call_seq: int | None = None
+
+
+class ToolCallRunner:
+    """Runs the tool calls of assistant messages for one agent (its tools, log and live events)."""
+
+    def __init__(self, session: Session, hub: EventHub, inbox: Inbox, tools: Mapping[str, Tool]) -> None:
+        self._session = session
+        self._hub = hub
+        self._inbox = inbox
+        self._tools = tools
+
+    async def run(
+        self, calls: tuple[Any, ...], assistant_seq: int, *, turn: int, step: int, token: CancelToken
+    ) -> tuple[bool, tuple[Message, ...]]:
+        """Run a response's tool calls; results are committed in model order as they are ready.
+
+        Consecutive parallel calls run together, an exclusive one alone (`segments`); no call
+        starts after `token` fired. Returns whether a tool asked to end the turn, and the
+        context the tools handed back (model order, each id once) for the step boundary.
+        """
+        results: list[_CallResult | None] = [None] * len(calls)
+        committed = 0
+        running: dict[asyncio.Future[_CallResult], tuple[int, int]] = {}  # task -> (index, call seq)
+
+        def commit_ready() -> None:
+            nonlocal committed
+            while committed < len(calls) and results[committed] is not None:
+                self._commit_result(turn, step, calls[committed], results[committed], assistant_seq)  # type: ignore[arg-type]
+                committed += 1
+
+        try:
+            for segment in self.segments(calls):
+                if token.cancelled:
+                    break  # no new call starts after a cancel
+                call_seqs = [self._log_call(turn, step, calls[index]) for index in segment]
+                # Durability point: every started call is on disk before its body runs.
+                self._session.sync()
+                running = {
+                    asyncio.ensure_future(self._run_call(turn, step, token, calls[index], seq)): (index, seq)
+                    for index, seq in zip(segment, call_seqs)
+                }
+                pending = set(running)
+                while pending:
+                    # asyncio.wait, unlike awaiting the task, tells a body that raised
+                    # CancelledError itself (the task is done) from this driver being cancelled
+                    # (wait raises), on Python 3.10 too.
+                    done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                    for task in done:
+                        index, seq = running[task]
+                        results[index] = _task_result(task, seq)
+                    commit_ready()
+        except BaseException:
+            try:
+                _answer_every_call(token, results, running)
+                commit_ready()
+            except Exception:
+                _log.exception("agent loop: could not log results for the unanswered tool calls")
+            raise
+        _answer_every_call(token, results, running)
+        commit_ready()
+        context: dict[str, Message] = {}
+        for result in results:
+            for message in result.context if result is not None else ():
+                context.setdefault(message.id, message)  # two tools may hand back one message: it enters once
+        end_turn = any(result is not None and result.end_turn for result in results)
+        return end_turn, tuple(context.values())
+
+    def segments(self, calls: tuple[Any, ...]) -> list[list[int]]:
+        """Consecutive parallel calls run together; an exclusive (parallel=False) call runs alone."""
+        segments: list[list[int]] = []
+        for index, call in enumerate(calls):
+            if segments and not self._is_exclusive(call) and not self._is_exclusive(calls[segments[-1][-1]]):
+                segments[-1].append(index)
+            else:
+                segments.append([index])
+        return segments
+
+    def _is_exclusive(self, call: Any) -> bool:
+        tool = self._tools.get(call["name"])
+        return tool is not None and not tool.parallel
+
+    def _log_call(self, turn: int, step: int, call: Any) -> int:
+        event = self._session.append(
+            TOOL_CALL,
+            {"turn": turn, "step": step, "call_id": call["id"], "name": call["name"], "arguments": call["arguments"]},
+        )
+        if self._inbox.deferred_clear is not None:
+            self._inbox.run_deferred_clear()  # an observer of this append cancelled the turn
+        self._hub.emit("tool_call", turn=turn, step=step, call_id=call["id"], name=call["name"], seq=event.seq)
+        return int(event.seq)
+
+    async def _run_call(self, turn: int, step: int, token: CancelToken, call: Any, call_seq: int) -> _CallResult:
+        name = call["name"]
+        tool = self._tools.get(name)
+        if tool is None:
+            known = ", ".join(self._tools) or "none"
+            return _CallResult(
+                f"Unknown tool {name!r} (available: {known}).", is_error=True,
+                error={"name": "UnknownTool", "code": "unknown_tool"}, call_seq=call_seq,
+            )
+        raw = call["arguments"]
+        try:
+            arguments = json.loads(raw) if raw.strip() else {}
+        except ValueError as exc:
+            return _CallResult(
+                f"Invalid arguments for {name}: not JSON ({exc}).", is_error=True,
+                error={"name": "InvalidArguments", "code": "invalid_arguments"}, call_seq=call_seq,
+            )
+        if not isinstance(arguments, dict):
+            return _CallResult(
+                f"Invalid arguments for {name}: expected a JSON object, got {type(arguments).__name__}.",
+                is_error=True, error={"name": "InvalidArguments", "code": "invalid_arguments"}, call_seq=call_seq,
+            )
+        ctx = ToolContext(call["id"], name, turn, step, token, self._session)
+        try:
+            output = await call_sync_or_async(tool.run, arguments, ctx)
+            if isinstance(output, ToolOutput):
+                for index, message in enumerate(output.context):
+                    if self._inbox.knows(message.id):
+                        raise ValueError(f"ToolOutput context[{index}]: message id {message.id} is not new to the session")
+                meta = output.meta
+                if meta is not None:
+                    try:
+                        meta = freeze(meta)
+                    except (TypeError, ValueError) as exc:
+                        return _CallResult(
+                            f"{type(exc).__name__}: tool returned invalid meta: {exc}", is_error=True,
+                            error={"name": type(exc).__name__, "code": "invalid_meta"}, call_seq=call_seq,
+                        )
+                return _CallResult(
+                    tool_content(output.content), output.is_error, None, meta, output.context,
+                    output.end_turn, call_seq,
+                )
+            return _CallResult(tool_content(output), call_seq=call_seq)
+        except Exception as exc:
+            return _CallResult(
+                f"{type(exc).__name__}: {exc}", is_error=True,
+                error={"name": type(exc).__name__, "code": "tool_error"}, call_seq=call_seq,
+            )
+
+    def _commit_result(self, turn: int, step: int, call: Any, result: _CallResult, assistant_seq: int) -> None:
+        try:
+            message = create_tool_result_message(call["id"], result.content, is_error=result.is_error)
+        except (TypeError, ValueError) as exc:
+            # The tool returned blocks that are not valid content: the model gets the reason.
+            result = _CallResult(
+                f"{type(exc).__name__}: tool returned invalid content: {exc}", is_error=True,
+                error={"name": type(exc).__name__, "code": "invalid_content"}, call_seq=result.call_seq,
+            )
+            message = create_tool_result_message(call["id"], result.content, is_error=True)
+        data: dict[str, Any] = {"turn": turn, "step": step, "message": message}
+        if result.error is not None:
+            data["error"] = result.error
+        if result.meta is not None:
+            data["meta"] = result.meta
+        seqs = (result.call_seq,) if result.call_seq is not None else (assistant_seq,)
+        event = self._session.append(TOOL_RESULT, data, source_event_seqs=seqs)
+        if self._inbox.deferred_clear is not None:
+            self._inbox.run_deferred_clear()
+        self._hub.emit("message", turn=turn, step=step, message=message, event_type=TOOL_RESULT, seq=event.seq)
+
+
+def _answer_every_call(
+    token: CancelToken,
+    results: list[_CallResult | None],
+    running: Mapping[asyncio.Future[_CallResult], tuple[int, int]],
+) -> None:
+    """Fill in an error result for every call that has none (cancelling bodies still running)."""
+    cause = token.cause or "cancelled"
+    for task, (index, seq) in running.items():
+        if results[index] is None:
+            task.cancel()
+            results[index] = _CallResult(
+                "Tool call interrupted: the agent stopped while it was running; its outcome is unknown. "
+                "Run it again only if it is safe to repeat.",
+                is_error=True,
+                error={"name": "Aborted", "code": "aborted_while_running"},
+                call_seq=seq,
+            )
+    for index, result in enumerate(results):
+        if result is None:
+            results[index] = _CallResult(
+                f"Tool call not run: the turn was aborted ({cause}) before it started. "
+                "Run it again if it is still needed.",
+                is_error=True,
+                error={"name": "Aborted", "code": "aborted_before_dispatch"},
+            )
+
+
+def _task_result(task: asyncio.Future[_CallResult], call_seq: int) -> _CallResult:
+    """The result of a finished tool-call task; a body that raised CancelledError is an error result."""
+    if task.cancelled():
+        return _CallResult(
+            "CancelledError: the tool body was cancelled", is_error=True,
+            error={"name": "CancelledError", "code": "tool_error"}, call_seq=call_seq,
+        )
+    return task.result()
+
+
+__all__ = ["ToolCallRunner"]
+

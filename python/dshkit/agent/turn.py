@@ -1,0 +1,482 @@
+"""A turn and its steps: the step boundary, `pre_step` admission, the model call and its stream.
+
+A turn is a run of steps. Between two steps (and before the first) lies the step boundary
+(`TurnRunner._step_boundary`), the one place where pending input enters the turn: steering and
+injected messages, and context the last step's tools handed back, are claimed there together
+(with one follow-up before a turn's first step), `pre_step` admits the batch, and the next step
+logs it as user messages right after its `step/start`. Each step builds its request from the
+log alone (`project_request`), streams the model's answer into the log chunk by chunk, and
+hands the finished assistant message's tool calls to `ToolCallRunner`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from dshkit.agent.assembly import StreamAssembler
+from dshkit.agent.calls import call_sync_or_async
+from dshkit.agent.cancel import CancelToken
+from dshkit.agent.checks import check_rewrite, check_user_message
+from dshkit.agent.events import EventHub
+from dshkit.agent.hooks import (
+    Enter,
+    Hook,
+    PreStepContext,
+    Reject,
+    RequestContext,
+    RequestErrorContext,
+    TurnStoppingContext,
+)
+from dshkit.agent.inbox import NEXT_STEP, Inbox
+from dshkit.agent.tool_calls import ToolCallRunner
+from dshkit.llm import Message, create_assistant_message, freeze
+from dshkit.models.errors import MalformedResponseError
+from dshkit.models.protocol import Model, ModelError
+from dshkit.session import Session, project_request
+from dshkit.session.events import (
+    ASSISTANT_CHUNK,
+    ASSISTANT_MESSAGE,
+    REQUEST_HEADER,
+    STEP_END,
+    STEP_START,
+    TURN_END,
+    TURN_START,
+    USER_MESSAGE,
+)
+
+# One message of an admitted batch, with the seqs of the inbox claims it cites (none for context
+# `pre_step` added).
+Admitted = tuple[Message, tuple[int, ...]]
+
+
+class TurnAborted(Exception):
+    """The turn's cancel token fired at a checkpoint."""
+
+
+@dataclass
+class StepResult:
+    """How a step ended."""
+
+    kind: str  # "stop" | "tools" | "max_tokens" | "aborted" | "error"
+    concluded: bool = False  # a tool asked to end the turn
+    error: Mapping[str, Any] | None = None
+    context: tuple[Message, ...] = ()  # context the step's tools handed back, for the step boundary
+
+
+@dataclass
+class Turn:
+    """A running turn: its number, cancel token, steer input, current step and (so far) its end reason."""
+
+    number: int
+    token: CancelToken
+    steer: Callable[[Message], None]
+    step: int = 0
+    stepped: bool = False
+    reason: dict[str, Any] = field(default_factory=lambda: {"kind": "completed"})
+
+
+def error_info(exc: BaseException) -> dict[str, Any]:
+    """The ``error`` mapping a turn end or step result records for `exc`."""
+    if isinstance(exc, ModelError):
+        info: dict[str, Any] = dict(exc.to_info())
+        info["name"] = type(exc).__name__
+        return info
+    return {"code": "exception", "name": type(exc).__name__, "message": str(exc)}
+
+
+class TurnRunner:
+    """Runs an agent's turns over its session, model, inbox, hooks and tools."""
+
+    def __init__(
+        self,
+        model: Model,
+        session: Session,
+        hub: EventHub,
+        inbox: Inbox,
+        hooks: Mapping[str, Hook],
+        tool_calls: ToolCallRunner,
+        tool_specs: tuple[Mapping[str, Any], ...],
+        system: str | None,
+        config: Mapping[str, Any],
+    ) -> None:
+        self._model = model
+        self._session = session
+        self._hub = hub
+        self._inbox = inbox
+        self._hooks = hooks
+        self._tool_calls = tool_calls
+        self._tool_specs = tool_specs
+        self._system = system
+        self._config = config
+        self._last_header: Any = None
+        self._logged_config: Any = None
+        self._turn_number = max(
+            (event.data["turn"] for event in session.events if event.type == TURN_START), default=0
+        )
+
+    def _append(self, event_type: str, data: Any, **kwargs: Any) -> Any:
+        event = self._session.append(event_type, data, **kwargs)
+        if self._inbox.deferred_clear is not None:
+            self._inbox.run_deferred_clear()  # an observer of this append cancelled the turn
+        return event
+
+    # -- a turn -------------------------------------------------------------------------------
+
+    async def run_turn(self, token: CancelToken, steer: Callable[[Message], None]) -> str:
+        """Run one turn; returns its outcome kind (``"stepless"`` for a turn without a step).
+
+        `steer` is what `turn_stopping` gets as ``ctx.steer`` (the agent's). It is passed per
+        turn, not kept, so that an agent is no reference cycle and is freed as soon as it is
+        dropped.
+        """
+        self._turn_number += 1
+        turn = Turn(self._turn_number, token, steer)
+        self._append(TURN_START, {"turn": turn.number})
+        self._hub.emit("turn_start", turn=turn.number)
+        failure: BaseException | None = None
+        try:
+            await self._run_steps(turn)
+        except TurnAborted:
+            pass
+        except BaseException as exc:
+            if not isinstance(exc, Exception):
+                failure = exc  # the driver task itself is being cancelled: close the turn, re-raise
+                token.cancel("task_cancelled")
+            turn.reason = {"kind": "error", "error": error_info(exc)}
+        finally:
+            if token.cancelled:
+                # The first cause wins, even over a hook that threw after the cancel.
+                turn.reason = {"kind": "aborted", "cause": token.cause}
+            self._append(TURN_END, {"turn": turn.number, "reason": turn.reason})
+            self._hub.emit("turn_end", turn=turn.number, reason=turn.reason)
+        if failure is not None:
+            raise failure
+        kind = turn.reason["kind"]
+        return "stepless" if kind == "completed" and not turn.stepped else kind
+
+    async def _run_steps(self, turn: Turn) -> None:
+        ended: StepResult | None = None
+        while True:
+            batch = await self._step_boundary(turn, ended)
+            if batch is None:
+                return
+            turn.step += 1
+            turn.stepped = True
+            ended = await self._run_step(turn, batch)
+
+    async def _step_boundary(self, turn: Turn, ended: StepResult | None) -> list[Admitted] | None:
+        """The step boundary: where steering, injected input and tool context enter the turn.
+
+        `ended` is the step just run (None before the first step). Its tool context is queued
+        for the next step after every result, in model order, and dropped when the turn is
+        being aborted; then the step ends (`step/end`). The turn goes on when the model must
+        answer tool results or next-step input is pending (steer and inject wait here, they
+        never pre-empt a running step); at a natural stop `turn_stopping` may steer one more
+        step. Everything pending for the next step is then claimed at once, plus one follow-up
+        before the first step, and the `pre_step` hook, if any, admits the batch (`_admit`).
+
+        Returns the admitted batch for the next step, or None when the turn ends here.
+        """
+        token = turn.token
+        first = ended is None
+        stopping = False  # the last step ended the turn unless input continues it
+        if ended is not None:
+            try:
+                if ended.context and not token.cancelled:
+                    self._inbox.insert(NEXT_STEP, ended.context, cause="tool")
+            finally:
+                self._end_step(turn)
+            if ended.kind == "aborted" or token.cancelled:
+                raise TurnAborted
+            if ended.kind == "error":
+                turn.reason = {"kind": "error", "error": dict(ended.error or {})}
+                return None
+            if ended.kind == "max_tokens":
+                turn.reason = {"kind": "max_tokens"}  # sticky: a later step's normal stop keeps it
+            stopping = not (ended.kind == "tools" and not ended.concluded)
+            if stopping and not self._inbox.has_step_input():
+                hook = self._hooks.get("turn_stopping")
+                if hook is None:
+                    return None
+                await call_sync_or_async(
+                    hook,
+                    TurnStoppingContext(turn.number, turn.step, token, self._session, turn.steer, _STOPS[ended.kind]),
+                )
+                if token.cancelled:
+                    raise TurnAborted
+                if not self._inbox.has_step_input():
+                    return None
+        claimed = self._inbox.claim(first_step=first, turn=turn.number)
+        if token.cancelled:
+            raise TurnAborted  # cancelled by an observer of turn/start or of the claim itself
+        if first and not claimed:
+            return None  # an empty first claim: turn/start + turn/end {completed}, no step
+        hook = self._hooks.get("pre_step")
+        if hook is None:
+            batch: list[Admitted] | None = [(message, (seq,)) for message, seq in claimed]
+        else:
+            batch = await self._admit(turn, claimed, hook)
+        if batch is None or (not batch and (first or stopping)):
+            return None  # nothing admitted and nothing for the model to answer: no model call
+        if token.cancelled:
+            raise TurnAborted
+        return batch
+
+    async def _admit(self, turn: Turn, claimed: list[tuple[Message, int]], hook: Hook) -> list[Admitted] | None:
+        """Run the `pre_step` hook over the claimed batch; the final batch with the seqs each cites.
+
+        A claimed message may enter as is or rewritten (`check_rewrite`); any other message is
+        added context and needs an id new to the session. Returns None when the hook rejected
+        (the turn then ends ``blocked``).
+        """
+        messages = tuple(message for message, _ in claimed)
+        ctx = PreStepContext(messages, turn.number, turn.step + 1, turn.token, self._session)
+        result = await call_sync_or_async(hook, ctx)
+        if turn.token.cancelled:
+            raise TurnAborted
+        if isinstance(result, Reject):
+            turn.reason = {"kind": "blocked"} if result.reason is None else {"kind": "blocked", "message": result.reason}
+            return None
+        if not isinstance(result, Enter):
+            raise TypeError(f"pre_step hook: expected Enter(messages) or Reject(), got {type(result).__name__}")
+        claims = {message.id: (message, seq) for message, seq in claimed}
+        seen: set[str] = set()
+        batch: list[Admitted] = []
+        for index, message in enumerate(result.messages):
+            where = f"pre_step Enter messages[{index}]"
+            check_user_message(message, where)
+            if message.id in seen:
+                raise ValueError(f"{where}: message id {message.id} appears twice in the batch")
+            seen.add(message.id)
+            claim = claims.get(message.id)
+            if claim is not None:
+                original, seq = claim
+                check_rewrite(original, message, where, held="claimed")
+                batch.append((message, (seq,)))
+            else:
+                if self._inbox.knows(message.id):
+                    raise ValueError(
+                        f"{where}: added context needs an id new to the session; {message.id} is already "
+                        "pending or logged (create a new message for added context)"
+                    )
+                batch.append((message, ()))
+        return batch
+
+    # -- a step -------------------------------------------------------------------------------
+
+    async def _run_step(self, turn: Turn, batch: list[Admitted]) -> StepResult:
+        """Log the admitted batch, call the model, run its tool calls.
+
+        A step that returns is ended at the next step boundary (after its tool context is
+        queued); one that raises is ended here. Either way `step/end` is attempted before
+        `turn/end`.
+        """
+        number, step = turn.number, turn.step
+        self._append(STEP_START, {"turn": number, "step": step})
+        self._hub.emit("step_start", turn=number, step=step)
+        try:
+            for message, seqs in batch:
+                event = self._append(USER_MESSAGE, message, source_event_seqs=seqs)
+                self._hub.emit("message", turn=number, step=step, message=message, event_type=USER_MESSAGE, seq=event.seq)
+            return await self._call_model(turn)
+        except BaseException:
+            self._end_step(turn)
+            raise
+
+    def _end_step(self, turn: Turn) -> None:
+        try:
+            self._append(STEP_END, {"turn": turn.number, "step": turn.step})
+        finally:
+            self._hub.emit("step_end", turn=turn.number, step=turn.step)
+
+    def _log_header(self, config: Mapping[str, Any]) -> None:
+        if config is self._logged_config:
+            return  # the very settings of the header this agent logged last: nothing changed
+        header = freeze({"system": self._system, "tools": list(self._tool_specs), "config": dict(config)})
+        if self._last_header is None:
+            reason = "resume" if self._session.request_header is not None else "initial"
+        elif header != self._last_header:
+            reason = "change"
+        else:
+            return
+        self._append(REQUEST_HEADER, {"header": header, "reason": reason})
+        self._last_header = header
+        self._logged_config = config
+
+    async def _call_model(self, turn: Turn) -> StepResult:
+        token = turn.token
+        attempt = 0
+        while True:
+            attempt += 1
+            config: Mapping[str, Any] = self._config
+            hook = self._hooks.get("request")
+            if hook is not None:
+                ctx = RequestContext(
+                    turn.number, turn.step, attempt, self._system, self._tool_specs,
+                    tuple(self._session.messages()), token, dict(self._config),
+                )
+                returned = await call_sync_or_async(hook, ctx)
+                if returned is None:
+                    config = ctx.config
+                elif isinstance(returned, Mapping):
+                    config = returned
+                else:
+                    raise TypeError(
+                        f"request hook: expected None or a mapping of call settings, got {type(returned).__name__}"
+                    )
+            if token.cancelled:
+                return StepResult("aborted")
+            self._log_header(config)
+            # Durability point: the log is on disk before the model sees the request.
+            self._session.sync()
+            request = project_request(self._session)
+            self._hub.emit("request", turn=turn.number, step=turn.step, request=request)
+            assembler = StreamAssembler()
+            chunk_seqs: list[int] = []
+            outcome = await self._stream(turn, request, assembler, chunk_seqs)
+            if outcome is _INTERRUPTED:
+                return self._keep_interrupted_prefix(turn, assembler, chunk_seqs)
+            if isinstance(outcome, BaseException):
+                error: BaseException = outcome
+                info = error_info(outcome)
+            elif assembler.finish_reason == "error":
+                info = {"code": "model_error", "message": "model error", **(assembler.error or {})}
+                error = ModelError(str(info["message"]), code=str(info["code"]))
+            else:
+                try:
+                    content = assembler.final_content()
+                except MalformedResponseError as exc:  # refused: it could never be sent back
+                    error, info = exc, error_info(exc)
+                else:
+                    return await self._complete_response(turn, assembler, content, chunk_seqs)
+            # A failed response's output is discarded (its chunks stay in the log, uncited).
+            retry = await self._should_retry(turn, attempt, error)
+            if token.cancelled:
+                return StepResult("aborted")  # never an interrupted prefix on the error path
+            if not retry:
+                return StepResult("error", error=info)
+
+    async def _should_retry(self, turn: Turn, attempt: int, error: BaseException) -> bool:
+        hook = self._hooks.get("request_error")
+        if hook is None:
+            return False
+        ctx = RequestErrorContext(turn.number, turn.step, attempt, error, turn.token)
+        return bool(await call_sync_or_async(hook, ctx))
+
+    # -- the stream ---------------------------------------------------------------------------
+
+    async def _stream(
+        self, turn: Turn, request: Any, assembler: StreamAssembler, chunk_seqs: list[int]
+    ) -> object:
+        """Read one response into `assembler`, logging each chunk.
+
+        Returns None when the response was read to its end, `_INTERRUPTED` when the cancel
+        token cut it, or the exception the model raised.
+        """
+        token = turn.token
+        if token.cancelled:
+            return _INTERRUPTED
+        try:
+            stream = self._model.stream(request, token)
+        except Exception as exc:
+            return exc
+        # The stream is read in a task of its own so that cancel() can cut it at once, even
+        # when the model never looks at its cancel signal.
+        reader = asyncio.ensure_future(self._read(turn, stream, assembler, chunk_seqs))
+        unregister = token.on_cancel(reader.cancel)
+        try:
+            await reader
+        except asyncio.CancelledError:
+            # Either the token cut the reader (carry on: keep the prefix) or this driver task
+            # itself is being cancelled (propagate).
+            if not token.cancelled or _being_cancelled():
+                raise
+            return _INTERRUPTED
+        except Exception as exc:
+            return exc
+        finally:
+            unregister()
+        if token.cancelled and not assembler.finished:
+            return _INTERRUPTED  # the model stopped early on its own when it saw the cancel
+        return None
+
+    async def _read(self, turn: Turn, stream: Any, assembler: StreamAssembler, chunk_seqs: list[int]) -> None:
+        number, step = turn.number, turn.step
+        emit = self._hub.emit if self._hub.active else None
+        try:
+            async for chunk in stream:
+                used = assembler.add(chunk)
+                try:
+                    event = self._append(ASSISTANT_CHUNK, {"turn": number, "step": step, "chunk": chunk})
+                except (TypeError, ValueError) as exc:
+                    raise ModelError(f"model stream: chunk is not lossless JSON: {exc}", code="bad_chunk") from exc
+                chunk_seqs.append(event.seq)
+                if emit is not None and used:
+                    emit("delta", turn=number, step=step, chunk=event.data["chunk"])
+        finally:
+            close = getattr(stream, "aclose", None)
+            if close is not None:
+                await close()
+
+    def _keep_interrupted_prefix(self, turn: Turn, assembler: StreamAssembler, chunk_seqs: list[int]) -> StepResult:
+        """A cut response: its visible prefix becomes an ``interrupted`` assistant message."""
+        if assembler.has_visible_prefix:
+            message = create_assistant_message(
+                assembler.prefix_content(), provider=self._model.provider, model=self._model.model
+            )
+            data: dict[str, Any] = {"turn": turn.number, "step": turn.step, "message": message, "interrupted": True}
+            if assembler.usage is not None:
+                data["usage"] = assembler.usage
+            event = self._append(ASSISTANT_MESSAGE, data, source_event_seqs=tuple(chunk_seqs))
+            self._hub.emit(
+                "message", turn=turn.number, step=turn.step, message=message,
+                event_type=ASSISTANT_MESSAGE, seq=event.seq, interrupted=True,
+            )
+        return StepResult("aborted")
+
+    async def _complete_response(
+        self, turn: Turn, assembler: StreamAssembler, content: list[dict[str, Any]], chunk_seqs: list[int]
+    ) -> StepResult:
+        """A response read to its end: log the assistant message (citing its chunks), run its calls."""
+        message = create_assistant_message(
+            content,
+            provider=self._model.provider,
+            model=self._model.model,
+            replay_state=assembler.replay_state,
+        )
+        data: dict[str, Any] = {
+            "turn": turn.number, "step": turn.step, "message": message, "finish_reason": assembler.finish_reason,
+        }
+        if assembler.usage is not None:
+            data["usage"] = assembler.usage
+        event = self._append(ASSISTANT_MESSAGE, data, source_event_seqs=tuple(chunk_seqs))
+        self._hub.emit("message", turn=turn.number, step=turn.step, message=message, event_type=ASSISTANT_MESSAGE, seq=event.seq)
+        if assembler.finish_reason == "max_tokens":
+            return StepResult("max_tokens")
+        calls = message.tool_calls
+        if not calls:
+            return StepResult("stop")
+        end_turn, context = await self._tool_calls.run(calls, event.seq, turn=turn.number, step=turn.step, token=turn.token)
+        return StepResult("tools", concluded=end_turn, context=context)
+
+
+_INTERRUPTED = object()  # _stream's answer when the cancel token cut the response
+# How a step that ends the turn stopped, as `turn_stopping` is told (ctx.reason).
+_STOPS = {"stop": "completed", "max_tokens": "max_tokens", "tools": "concluded"}
+
+
+def _being_cancelled() -> bool:
+    """Whether the current task has a cancellation request of its own pending (Python 3.11+).
+
+    On 3.10 this cannot be told apart from the token's cancel of the reader; the turn is then
+    treated as cancelled by the token, and still closed properly.
+    """
+    task = asyncio.current_task()
+    cancelling = getattr(task, "cancelling", None)
+    return bool(cancelling()) if cancelling is not None else False
+
+
+__all__ = ["Admitted", "StepResult", "Turn", "TurnAborted", "TurnRunner", "error_info"]

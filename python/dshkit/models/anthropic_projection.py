@@ -1,0 +1,274 @@
+"""From a `ModelRequest` to the JSON body of a streaming Anthropic Messages call.
+
+A pure function of the request, like `dshkit.models.chat_projection`: the same request gives
+byte-identical bytes (`encode_chat_body` is format-neutral). Mapping (see ``docs/models.md``):
+
+- the request's system prompt, then any logged ``system`` messages (in log order), become the
+  top-level ``system`` (the Messages API has no system turn inside the conversation).
+- user ``text`` / ``image`` blocks become ``text`` / ``image`` blocks; each ``tool_result`` block
+  a ``tool_result`` block (first in its user turn, as the API requires) with ``is_error`` kept.
+- consecutive messages of one role are one turn (parallel tool results answer one assistant turn).
+- an assistant message whose ``source.replay_state`` (format: `dshkit.models.anthropic_replay`;
+  written by `AnthropicStreamTranslator`, or on import by `dshkit.interop.anthropic`) goes back
+  block for block as it came: ``thinking`` blocks with their signatures,
+  ``redacted_thinking`` with its data, text and ``tool_use`` in their order. Without that state
+  (another provider's message, an interrupted prefix, an edited message) text and tool calls are
+  sent and reasoning is dropped: Anthropic refuses thinking without a valid signature.
+- tool ``arguments`` (the raw JSON text) become the ``input`` object.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from dshkit.llm import thaw
+from dshkit.models.chat_projection import UnsupportedContentError
+
+if TYPE_CHECKING:
+    from dshkit.llm import Message
+    from dshkit.session import ModelRequest
+
+__all__ = ["REPLAY_API", "RESERVED_BODY_KEYS", "anthropic_body", "anthropic_messages", "anthropic_tools", "replayed_blocks"]
+
+REPLAY_API = "anthropic-messages"
+"""The ``api`` of the replay state this projection reads back."""
+
+RESERVED_BODY_KEYS = frozenset(("model", "messages", "tools", "stream", "system"))
+
+
+def anthropic_body(request: ModelRequest, *, model: str, max_tokens: int) -> dict[str, Any]:
+    """The Messages API request body for `request` (streaming); config may set ``max_tokens``."""
+    system, messages = anthropic_messages(request.messages, system=request.system)
+    body: dict[str, Any] = {"model": model, "max_tokens": max_tokens}
+    if system:
+        body["system"] = system
+    body["messages"] = messages
+    tools = anthropic_tools(request.tools)
+    if tools:
+        body["tools"] = tools
+    for key, value in (request.config or {}).items():
+        if key in RESERVED_BODY_KEYS:
+            raise ValueError(f"request config[{key!r}]: {key!r} is set by the model itself and cannot be a call setting")
+        body[key] = value
+    body["stream"] = True
+    return body
+
+
+def anthropic_tools(tools: Iterable[Mapping[str, Any]] | None) -> list[dict[str, Any]]:
+    """Tool specs as Messages API tools (``name``, ``description``, ``input_schema``)."""
+    projected: list[dict[str, Any]] = []
+    for position, tool in enumerate(tools or ()):
+        where = f"request tools[{position}]"
+        if not isinstance(tool, Mapping):
+            raise TypeError(f"{where}: expected a mapping, got {type(tool).__name__}")
+        name = tool.get("name")
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"{where}: 'name' must be a non-empty str")
+        spec: dict[str, Any] = {"name": name}
+        if tool.get("description"):
+            spec["description"] = tool["description"]
+        parameters = tool.get("parameters")
+        spec["input_schema"] = parameters if parameters is not None else {"type": "object", "properties": {}}
+        projected.append(spec)
+    return projected
+
+
+def anthropic_messages(
+    messages: Iterable[Message], *, system: str | Sequence[Mapping[str, Any]] | None = None
+) -> tuple[str | list[dict[str, Any]] | None, list[dict[str, Any]]]:
+    """The ``(system, messages)`` pair: the system prompt and the alternating turns."""
+    system_texts = _system_texts(system)
+    turns: list[dict[str, Any]] = []
+    for message in messages:
+        role = message.role
+        if role == "system":
+            system_texts.extend(_text(message, block, index) for index, block in enumerate(message.content))
+            continue
+        if role == "user":
+            blocks = _user_blocks(message)
+        elif role == "assistant":
+            blocks = _assistant_blocks(message)
+        else:
+            raise UnsupportedContentError(f"message {message.id}: unknown role {role!r}")
+        if not blocks:
+            continue  # e.g. an interrupted reasoning-only prefix: nothing Anthropic would accept
+        if turns and turns[-1]["role"] == role:
+            previous = turns[-1]["content"]
+            if role == "user":
+                # Tool results lead their turn; anything else follows them.
+                results = [b for b in previous + blocks if b["type"] == "tool_result"]
+                others = [b for b in previous + blocks if b["type"] != "tool_result"]
+                turns[-1]["content"] = results + others
+            else:
+                previous.extend(blocks)
+        else:
+            turns.append({"role": role, "content": blocks})
+    if not system_texts:
+        return None, turns
+    if len(system_texts) == 1:
+        return system_texts[0], turns
+    return [{"type": "text", "text": text} for text in system_texts], turns
+
+
+def _system_texts(system: object) -> list[str]:
+    if system is None:
+        return []
+    if isinstance(system, str):
+        return [system] if system else []
+    if isinstance(system, Sequence) and not isinstance(system, bytes):
+        texts = []
+        for index, block in enumerate(system):
+            if not isinstance(block, Mapping) or block.get("type") != "text" or not isinstance(block.get("text"), str):
+                raise UnsupportedContentError(f"request system[{index}]: only text blocks can be a system prompt")
+            texts.append(block["text"])
+        return texts
+    raise UnsupportedContentError(f"request system: expected a str or a list of text blocks, got {type(system).__name__}")
+
+
+def _user_blocks(message: Message) -> list[dict[str, Any]]:
+    results: list[dict[str, Any]] = []
+    others: list[dict[str, Any]] = []
+    for index, block in enumerate(message.content):
+        kind = block.get("type")
+        if kind == "text":
+            others.append({"type": "text", "text": _text(message, block, index)})
+        elif kind == "image":
+            others.append(_image(message, block, f"content[{index}]"))
+        elif kind == "tool_result":
+            results.append(_tool_result(message, block, index))
+        else:
+            raise UnsupportedContentError(f"message {message.id} content[{index}]: {kind!r} blocks cannot be sent to Anthropic")
+    return results + others
+
+
+def _tool_result(message: Message, block: Mapping[str, Any], index: int) -> dict[str, Any]:
+    call_id = block.get("tool_call_id")
+    if not isinstance(call_id, str) or not call_id:
+        raise UnsupportedContentError(f"message {message.id} content[{index}]: tool_result without a 'tool_call_id'")
+    inner = block.get("content", ())
+    if isinstance(inner, str):
+        inner = ({"type": "text", "text": inner},)
+    parts: list[dict[str, Any]] = []
+    for position, part in enumerate(inner):
+        where = f"content[{index}].content[{position}]"
+        if part.get("type") == "text":
+            parts.append({"type": "text", "text": _text(message, part, index)})
+        elif part.get("type") == "image":
+            parts.append(_image(message, part, where))
+        else:
+            raise UnsupportedContentError(
+                f"message {message.id} {where}: {part.get('type')!r} blocks cannot be sent in a tool result"
+            )
+    projected: dict[str, Any] = {"type": "tool_result", "tool_use_id": call_id, "content": parts}
+    if block.get("is_error"):
+        projected["is_error"] = True
+    return projected
+
+
+def _assistant_blocks(message: Message) -> list[dict[str, Any]]:
+    replayed = replayed_blocks(message)
+    if replayed is not None:
+        return replayed
+    blocks: list[dict[str, Any]] = []
+    for index, block in enumerate(message.content):
+        kind = block.get("type")
+        if kind == "text":
+            text = _text(message, block, index)
+            if text:
+                blocks.append({"type": "text", "text": text})
+        elif kind == "tool_call":
+            blocks.append(_tool_use(message, block, index))
+        elif kind != "reasoning":
+            raise UnsupportedContentError(
+                f"message {message.id} content[{index}]: {kind!r} blocks cannot be sent in an assistant message"
+            )
+    return blocks
+
+
+def replayed_blocks(message: Message) -> list[dict[str, Any]] | None:
+    """The message's blocks as Anthropic sent them, or ``None`` when it has no Anthropic replay
+    state or the state does not describe exactly this content (so a signature is never sent
+    beside other text). An entry's ``extra`` keys are written back into its block."""
+    source = message.source
+    state = source.get("replay_state") if isinstance(source, Mapping) else None
+    if not isinstance(state, Mapping) or state.get("api") != REPLAY_API:
+        return None
+    layout = state.get("blocks")
+    if not isinstance(layout, Sequence) or isinstance(layout, (str, bytes)):
+        return None
+    reasoning = "".join(b.get("text", "") for b in message.content if b.get("type") == "reasoning")
+    text = "".join(b.get("text", "") for b in message.content if b.get("type") == "text")
+    calls = {b.get("id"): (i, b) for i, b in enumerate(message.content) if b.get("type") == "tool_call"}
+    at_reasoning = at_text = 0
+    used: set[object] = set()
+    blocks: list[dict[str, Any]] = []
+    for entry in layout:
+        before = len(blocks)
+        kind = entry.get("type") if isinstance(entry, Mapping) else None
+        raw_length = entry.get("length") if isinstance(entry, Mapping) else None
+        if kind in ("thinking", "text") and (isinstance(raw_length, bool) or not isinstance(raw_length, int) or raw_length < 0):
+            return None
+        length = raw_length if isinstance(raw_length, int) else 0
+        if kind == "thinking":
+            signature = entry.get("signature")
+            if not isinstance(signature, str):
+                return None
+            piece, at_reasoning = reasoning[at_reasoning : at_reasoning + length], at_reasoning + length
+            blocks.append({"type": "thinking", "thinking": piece, "signature": signature})
+        elif kind == "redacted_thinking":
+            if not isinstance(entry.get("data"), str):
+                return None
+            blocks.append({"type": "redacted_thinking", "data": entry["data"]})
+        elif kind == "text":
+            piece, at_text = text[at_text : at_text + length], at_text + length
+            if piece:
+                blocks.append({"type": "text", "text": piece})
+        elif kind == "tool_use":
+            found = calls.get(entry.get("id"))
+            if found is None or entry.get("id") in used:
+                return None
+            used.add(entry.get("id"))
+            blocks.append(_tool_use(message, found[1], found[0]))
+        else:
+            return None
+        extra = entry.get("extra")
+        if isinstance(extra, Mapping) and len(blocks) > before:
+            blocks[-1] = {**thaw(extra), **blocks[-1]}
+    if at_reasoning != len(reasoning) or at_text != len(text) or len(used) != len(calls):
+        return None
+    return blocks
+
+
+def _tool_use(message: Message, block: Mapping[str, Any], index: int) -> dict[str, Any]:
+    call_id, name, arguments = block.get("id"), block.get("name"), block.get("arguments", "")
+    where = f"message {message.id} content[{index}]"
+    if not isinstance(call_id, str) or not call_id or not isinstance(name, str) or not name:
+        raise UnsupportedContentError(f"{where}: tool_call needs a non-empty 'id' and 'name'")
+    if not isinstance(arguments, str):
+        raise UnsupportedContentError(f"{where}: tool_call 'arguments' must be the raw JSON text (str)")
+    try:
+        parsed = json.loads(arguments) if arguments.strip() else {}
+    except ValueError:
+        parsed = None
+    if not isinstance(parsed, dict):
+        raise UnsupportedContentError(f"{where}: tool_call 'arguments' is not a JSON object, which Anthropic's 'input' must be")
+    return {"type": "tool_use", "id": call_id, "name": name, "input": parsed}
+
+
+def _text(message: Message, block: Mapping[str, Any], index: int) -> str:
+    text = block.get("text")
+    if not isinstance(text, str):
+        raise UnsupportedContentError(f"message {message.id} content[{index}]: a text block without a str 'text'")
+    return text
+
+
+def _image(message: Message, block: Mapping[str, Any], where: str) -> dict[str, Any]:
+    url = block.get("url")
+    if isinstance(url, str):
+        return {"type": "image", "source": {"type": "url", "url": url}}
+    media_type, data = block.get("media_type"), block.get("data")
+    if not isinstance(media_type, str) or not isinstance(data, str):
+        raise UnsupportedContentError(f"message {message.id} {where}: an image needs 'url' or 'media_type' and base64 'data'")
+    return {"type": "image", "source": {"type": "base64", "media_type": media_type, "data": data}}

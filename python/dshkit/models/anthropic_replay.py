@@ -1,0 +1,100 @@
+"""The Anthropic replay state: its format, and how whole content blocks become it.
+
+An assistant message's ``source.replay_state`` holds what the Messages API needs back and the
+dshkit blocks do not say::
+
+    {"api": "anthropic-messages", "id"?: "msg_...", "blocks": [entry, ...]}   # the provider's order
+
+    {"type": "thinking", "length": n, "signature": str}     # n characters of the reasoning text
+    {"type": "redacted_thinking", "data": str}
+    {"type": "text", "length": n}                            # n characters of the text
+    {"type": "tool_use", "id": call_id}
+
+Any entry may carry ``"extra"``: the block's other keys (``cache_control``, ``citations``), sent
+back as they were. `AnthropicStreamTranslator` writes the state from a stream; `assistant_from_blocks`
+from the whole blocks of a response or a transcript (`dshkit.interop.anthropic` imports with it);
+`dshkit.models.anthropic_projection.replayed_blocks` rebuilds the blocks from it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from dshkit.models.anthropic_projection import REPLAY_API
+
+__all__ = ["MAPPED_KEYS", "REPLAY_API", "assistant_from_blocks", "block_entry", "replay_state"]
+
+MAPPED_KEYS = {
+    "thinking": frozenset(("type", "thinking", "signature")),
+    "redacted_thinking": frozenset(("type", "data")),
+    "text": frozenset(("type", "text")),
+    "tool_use": frozenset(("type", "id", "name", "input")),
+}
+"""Per assistant block type, the keys the dshkit block or the entry holds; others go to ``extra``."""
+
+
+def block_entry(block: Mapping[str, Any]) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+    """One whole assistant content block as ``(dshkit block or None, replay entry)``.
+
+    ``redacted_thinking`` has no dshkit block (it has no text); a ``tool_use`` input object is
+    dumped with `json.dumps` (its arguments text). `ValueError` names what is wrong.
+    """
+    kind = block.get("type")
+    if kind not in MAPPED_KEYS:
+        raise ValueError(f"{kind!r} is not an assistant content block (thinking, redacted_thinking, text, tool_use)")
+    dshkit_block: dict[str, Any] | None
+    if kind == "thinking":
+        thinking, signature = block.get("thinking"), block.get("signature")
+        if not isinstance(thinking, str) or not isinstance(signature, str):
+            raise ValueError("a thinking block needs a str 'thinking' and a str 'signature'")
+        dshkit_block = {"type": "reasoning", "text": thinking}
+        entry: dict[str, Any] = {"type": "thinking", "length": len(thinking), "signature": signature}
+    elif kind == "redacted_thinking":
+        if not isinstance(block.get("data"), str):
+            raise ValueError("a redacted_thinking block needs a str 'data'")
+        dshkit_block, entry = None, {"type": "redacted_thinking", "data": block["data"]}
+    elif kind == "text":
+        if not isinstance(block.get("text"), str):
+            raise ValueError("a text block needs a str 'text'")
+        dshkit_block, entry = {"type": "text", "text": block["text"]}, {"type": "text", "length": len(block["text"])}
+    else:
+        call_id, name, arguments = block.get("id"), block.get("name"), block.get("input")
+        if not isinstance(call_id, str) or not call_id or not isinstance(name, str) or not name:
+            raise ValueError("a tool_use block needs a non-empty str 'id' and 'name'")
+        if arguments is not None and not isinstance(arguments, Mapping):
+            raise ValueError("a tool_use 'input' must be a JSON object")
+        text = json.dumps(dict(arguments) if arguments is not None else {})
+        dshkit_block = {"type": "tool_call", "id": call_id, "name": name, "arguments": text}
+        entry = {"type": "tool_use", "id": call_id}
+    extra = {key: value for key, value in block.items() if key not in MAPPED_KEYS[kind]}
+    if extra:
+        entry["extra"] = extra
+    return dshkit_block, entry
+
+
+def assistant_from_blocks(
+    blocks: Iterable[Mapping[str, Any]], *, message_id: str | None = None
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The dshkit content and the replay state of one assistant turn's whole content blocks."""
+    content: list[dict[str, Any]] = []
+    layout: list[dict[str, Any]] = []
+    for index, block in enumerate(blocks):
+        try:
+            dshkit_block, entry = block_entry(block)
+        except ValueError as error:
+            raise ValueError(f"content[{index}]: {error}") from None
+        if dshkit_block is not None:
+            content.append(dshkit_block)
+        layout.append(entry)
+    return content, replay_state(layout, message_id=message_id)
+
+
+def replay_state(layout: list[dict[str, Any]], *, message_id: str | None = None) -> dict[str, Any]:
+    """The ``source.replay_state`` mapping for block entries in the provider's order."""
+    state: dict[str, Any] = {"api": REPLAY_API}
+    if message_id is not None:
+        state["id"] = message_id
+    state["blocks"] = layout
+    return state

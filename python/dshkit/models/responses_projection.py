@@ -1,0 +1,280 @@
+"""From a `ModelRequest` to the JSON body of a streaming OpenAI Responses call.
+
+Stateless by design: ``store: false`` and no ``previous_response_id``, so the log stays the
+authority and every request carries the whole conversation; encrypted reasoning is requested
+(``include: ["reasoning.encrypted_content"]``) so it can go back. A pure function of the request
+(same request, same bytes). Mapping (see ``docs/models.md``):
+
+- the request's system prompt is ``instructions`` (a list of text blocks: a leading ``system``
+  message item); logged ``system`` messages are ``system`` message items in place.
+- user ``text`` / ``image`` blocks are ``input_text`` / ``input_image`` parts of a ``message``
+  item; each ``tool_result`` block a ``function_call_output`` item (text as a string, with images
+  a list of parts), before the rest of its message.
+- an assistant message whose ``source.replay_state`` (format: `dshkit.models.responses_replay`;
+  written by `ResponsesStreamTranslator`, or on import by `dshkit.interop.openai_responses`)
+  goes back item for item with the ids the API gave: ``reasoning`` items with their summaries and
+  ``encrypted_content``, ``message`` items with their parts, ``function_call`` items. Without that
+  state, text is an assistant message, tool calls ``function_call`` items, reasoning is dropped
+  (the API cannot take reasoning it did not encrypt).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from dshkit.llm import thaw
+from dshkit.models.chat_projection import UnsupportedContentError
+
+if TYPE_CHECKING:
+    from dshkit.llm import Message
+    from dshkit.session import ModelRequest
+
+__all__ = ["REPLAY_API", "RESERVED_BODY_KEYS", "replayed_items", "responses_body", "responses_input", "responses_tools"]
+
+REPLAY_API = "openai-responses"
+RESERVED_BODY_KEYS = frozenset(("model", "input", "tools", "stream", "instructions", "store", "previous_response_id"))
+
+
+def responses_body(request: ModelRequest, *, model: str) -> dict[str, Any]:
+    """The Responses API request body for `request` (streaming, stateless)."""
+    body: dict[str, Any] = {"model": model}
+    system = request.system
+    items: list[dict[str, Any]] = []
+    if isinstance(system, str):
+        if system:
+            body["instructions"] = system
+    elif system is not None:
+        items.append({"type": "message", "role": "system", "content": _system_parts(system)})
+    items.extend(responses_input(request.messages))
+    body["input"] = items
+    tools = responses_tools(request.tools)
+    if tools:
+        body["tools"] = tools
+    body["store"] = False
+    body["include"] = ["reasoning.encrypted_content"]
+    for key, value in (request.config or {}).items():
+        if key in RESERVED_BODY_KEYS:
+            raise ValueError(f"request config[{key!r}]: {key!r} is set by the model itself and cannot be a call setting")
+        body[key] = value
+    body["stream"] = True
+    return body
+
+
+def responses_tools(tools: Iterable[Mapping[str, Any]] | None) -> list[dict[str, Any]]:
+    """Tool specs as Responses ``function`` tools (flat: ``name``, ``description``, ``parameters``)."""
+    projected: list[dict[str, Any]] = []
+    for position, tool in enumerate(tools or ()):
+        where = f"request tools[{position}]"
+        if not isinstance(tool, Mapping):
+            raise TypeError(f"{where}: expected a mapping, got {type(tool).__name__}")
+        name = tool.get("name")
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"{where}: 'name' must be a non-empty str")
+        spec: dict[str, Any] = {"type": "function", "name": name}
+        if tool.get("description"):
+            spec["description"] = tool["description"]
+        parameters = tool.get("parameters")
+        spec["parameters"] = parameters if parameters is not None else {"type": "object", "properties": {}}
+        if "strict" in tool:
+            spec["strict"] = tool["strict"]
+        projected.append(spec)
+    return projected
+
+
+def responses_input(messages: Iterable[Message]) -> list[dict[str, Any]]:
+    """The ``input`` items for the logged messages, in order."""
+    items: list[dict[str, Any]] = []
+    for message in messages:
+        role = message.role
+        if role == "user":
+            items.extend(_user_items(message))
+        elif role == "assistant":
+            items.extend(_assistant_items(message))
+        elif role == "system":
+            parts = [{"type": "input_text", "text": _text(message, b, i)} for i, b in enumerate(message.content)]
+            items.append({"type": "message", "role": "system", "content": parts})
+        else:
+            raise UnsupportedContentError(f"message {message.id}: unknown role {role!r}")
+    return items
+
+
+def _system_parts(system: object) -> list[dict[str, Any]]:
+    if isinstance(system, Sequence) and not isinstance(system, (str, bytes)):
+        parts = []
+        for index, block in enumerate(system):
+            if not isinstance(block, Mapping) or block.get("type") != "text" or not isinstance(block.get("text"), str):
+                raise UnsupportedContentError(f"request system[{index}]: only text blocks can be a system prompt")
+            parts.append({"type": "input_text", "text": block["text"]})
+        return parts
+    raise UnsupportedContentError(f"request system: expected a str or a list of text blocks, got {type(system).__name__}")
+
+
+def _user_items(message: Message) -> list[dict[str, Any]]:
+    outputs: list[dict[str, Any]] = []
+    parts: list[dict[str, Any]] = []
+    for index, block in enumerate(message.content):
+        kind = block.get("type")
+        if kind == "text":
+            parts.append({"type": "input_text", "text": _text(message, block, index)})
+        elif kind == "image":
+            parts.append(_image(message, block, f"content[{index}]"))
+        elif kind == "tool_result":
+            outputs.append(_call_output(message, block, index))
+        else:
+            raise UnsupportedContentError(f"message {message.id} content[{index}]: {kind!r} blocks cannot be sent to the Responses API")
+    if parts or not outputs:
+        outputs.append({"type": "message", "role": "user", "content": parts})
+    return outputs
+
+
+def _call_output(message: Message, block: Mapping[str, Any], index: int) -> dict[str, Any]:
+    call_id = block.get("tool_call_id")
+    if not isinstance(call_id, str) or not call_id:
+        raise UnsupportedContentError(f"message {message.id} content[{index}]: tool_result without a 'tool_call_id'")
+    inner = block.get("content", ())
+    if isinstance(inner, str):
+        inner = ({"type": "text", "text": inner},)
+    parts: list[dict[str, Any]] = []
+    for position, part in enumerate(inner):
+        where = f"content[{index}].content[{position}]"
+        if part.get("type") == "text":
+            parts.append({"type": "input_text", "text": _text(message, part, index)})
+        elif part.get("type") == "image":
+            parts.append(_image(message, part, where))
+        else:
+            raise UnsupportedContentError(f"message {message.id} {where}: {part.get('type')!r} blocks cannot be sent in a tool result")
+    output: str | list[dict[str, Any]]
+    if all(part["type"] == "input_text" for part in parts):
+        output = "".join(part["text"] for part in parts)
+    else:
+        output = parts
+    return {"type": "function_call_output", "call_id": call_id, "output": output}
+
+
+def _assistant_items(message: Message) -> list[dict[str, Any]]:
+    replayed = replayed_items(message)
+    if replayed is not None:
+        return replayed
+    texts: list[str] = []
+    calls: list[dict[str, Any]] = []
+    for index, block in enumerate(message.content):
+        kind = block.get("type")
+        if kind == "text":
+            texts.append(_text(message, block, index))
+        elif kind == "tool_call":
+            calls.append(_function_call(message, block, index, None))
+        elif kind != "reasoning":
+            raise UnsupportedContentError(
+                f"message {message.id} content[{index}]: {kind!r} blocks cannot be sent in an assistant message"
+            )
+    text = "".join(texts)
+    items: list[dict[str, Any]] = [{"type": "message", "role": "assistant", "content": text}] if text else []
+    return items + calls
+
+
+def replayed_items(message: Message) -> list[dict[str, Any]] | None:
+    """The output items as the API sent them, or ``None`` when the message has no Responses replay
+    state or it does not describe exactly this content (so encrypted reasoning is never sent
+    beside other text). The ``extra`` keys of an entry or part are written back into it."""
+    source = message.source
+    state = source.get("replay_state") if isinstance(source, Mapping) else None
+    if not isinstance(state, Mapping) or state.get("api") != REPLAY_API:
+        return None
+    layout = state.get("items")
+    if not isinstance(layout, Sequence) or isinstance(layout, (str, bytes)):
+        return None
+    reasoning = _Cursor("".join(b.get("text", "") for b in message.content if b.get("type") == "reasoning"))
+    text = _Cursor("".join(b.get("text", "") for b in message.content if b.get("type") == "text"))
+    calls = {b.get("id"): (i, b) for i, b in enumerate(message.content) if b.get("type") == "tool_call"}
+    used: set[object] = set()
+    items: list[dict[str, Any]] = []
+    for entry in layout:
+        kind = entry.get("type") if isinstance(entry, Mapping) else None
+        if kind == "reasoning":
+            item: dict[str, Any] = {"type": "reasoning", "id": entry.get("id")}
+            content = [reasoning.take(n) for n in entry.get("content", ())]
+            item["summary"] = [{"type": "summary_text", "text": reasoning.take(n)} for n in entry.get("summary", ())]
+            if entry.get("content"):
+                item["content"] = [{"type": "reasoning_text", "text": piece} for piece in content]
+            if entry.get("encrypted_content") is not None:
+                item["encrypted_content"] = entry["encrypted_content"]
+            items.append(item)
+        elif kind == "message":
+            parts: list[dict[str, Any]] = []
+            for part in entry.get("parts", ()):
+                piece = text.take(part.get("length") if isinstance(part, Mapping) else None)
+                if isinstance(part, Mapping) and part.get("type") == "refusal":
+                    parts.append(_with_extra({"type": "refusal", "refusal": piece}, part))
+                else:
+                    parts.append(_with_extra({"type": "output_text", "text": piece, "annotations": []}, part))
+            items.append({"type": "message", "id": entry.get("id"), "role": "assistant", "status": "completed", "content": parts})
+        elif kind == "function_call":
+            found = calls.get(entry.get("call_id"))
+            if found is None or entry.get("call_id") in used:
+                return None
+            used.add(entry.get("call_id"))
+            items.append(_function_call(message, found[1], found[0], entry.get("id")))
+        else:
+            return None
+        items[-1] = _with_extra(items[-1], entry)
+    if reasoning.bad or text.bad or not reasoning.at_end or not text.at_end or len(used) != len(calls):
+        return None
+    return items
+
+
+def _with_extra(built: dict[str, Any], entry: object) -> dict[str, Any]:
+    extra = entry.get("extra") if isinstance(entry, Mapping) else None
+    return {**built, **thaw(extra)} if isinstance(extra, Mapping) else built
+
+
+class _Cursor:
+    """Hands out consecutive pieces of one text by length; `bad` once a length did not fit."""
+
+    __slots__ = ("at", "bad", "text")
+
+    def __init__(self, text: str) -> None:
+        self.text, self.at, self.bad = text, 0, False
+
+    def take(self, length: object) -> str:
+        if isinstance(length, bool) or not isinstance(length, int) or length < 0 or self.at + length > len(self.text):
+            self.bad = True
+            return ""
+        piece = self.text[self.at : self.at + length]
+        self.at += length
+        return piece
+
+    @property
+    def at_end(self) -> bool:
+        return self.at == len(self.text)
+
+
+def _function_call(message: Message, block: Mapping[str, Any], index: int, item_id: object) -> dict[str, Any]:
+    call_id, name, arguments = block.get("id"), block.get("name"), block.get("arguments", "")
+    if not isinstance(call_id, str) or not call_id or not isinstance(name, str) or not name:
+        raise UnsupportedContentError(f"message {message.id} content[{index}]: tool_call needs a non-empty 'id' and 'name'")
+    if not isinstance(arguments, str):
+        raise UnsupportedContentError(f"message {message.id} content[{index}]: tool_call 'arguments' must be the raw JSON text (str)")
+    item: dict[str, Any] = {"type": "function_call"}
+    if isinstance(item_id, str):
+        item["id"] = item_id
+    item.update({"call_id": call_id, "name": name, "arguments": arguments})
+    return item
+
+
+def _text(message: Message, block: Mapping[str, Any], index: int) -> str:
+    text = block.get("text")
+    if not isinstance(text, str):
+        raise UnsupportedContentError(f"message {message.id} content[{index}]: a text block without a str 'text'")
+    return text
+
+
+def _image(message: Message, block: Mapping[str, Any], where: str) -> dict[str, Any]:
+    url = block.get("url")
+    if not isinstance(url, str):
+        media_type, data = block.get("media_type"), block.get("data")
+        if not isinstance(media_type, str) or not isinstance(data, str):
+            raise UnsupportedContentError(f"message {message.id} {where}: an image needs 'url' or 'media_type' and base64 'data'")
+        url = f"data:{media_type};base64,{data}"
+    detail = block.get("detail")
+    return {"type": "input_image", "image_url": url, "detail": detail if isinstance(detail, str) else "auto"}

@@ -1,0 +1,577 @@
+//! `from_json`: a JSON parser that builds frozen Python values directly.
+//!
+//! Hand-written rather than driven by serde_json: numbers are read from their own text (an
+//! integer literal must fit in 64 signed bits and never silently becomes a float; `1` and `1.0`
+//! stay apart; floats are correctly rounded) without serde_json's `arbitrary_precision`, whose
+//! numbers travel as a one-entry map under a reserved key, so that an object with that key
+//! was taken for a number. Here every key is data.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+use pyo3::exceptions::PyValueError;
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::{PyAny, PyString};
+
+use crate::frozendict::EntriesBuilder;
+use crate::json::plain_run_len;
+use crate::walk::{on_enough_stack, untrack, MAX_DEPTH};
+
+/// A parse error: what was wrong, and the byte offset where it was found.
+struct ParseError {
+    message: String,
+    at: usize,
+}
+
+type Parsed<T> = Result<T, ParseError>;
+
+/// A parsed value and the nesting depth of its subtree (0 for a leaf).
+struct Value<'py>(Bound<'py, PyAny>, usize);
+
+/// Where a string's text is: a range of the input, or the scratch buffer.
+#[derive(Clone, Copy)]
+enum Span {
+    Input(usize, usize),
+    Scratch,
+}
+
+struct Parser<'a, 'py> {
+    py: Python<'py>,
+    text: &'a str,
+    bytes: &'a [u8],
+    pos: usize,
+    /// Decoded text of a string that holds escapes.
+    scratch: String,
+    /// Items of the arrays being parsed, innermost last.
+    items: Vec<Bound<'py, PyAny>>,
+    keys: Option<&'a mut KeySlots>,
+}
+
+impl<'a, 'py> Parser<'a, 'py> {
+    fn error<T>(&self, message: impl Into<String>) -> Parsed<T> {
+        Err(ParseError { message: message.into(), at: self.pos })
+    }
+
+    #[inline(always)]
+    fn peek(&self) -> Option<u8> {
+        self.bytes.get(self.pos).copied()
+    }
+
+    #[inline(always)]
+    fn skip_whitespace(&mut self) {
+        while let Some(b' ' | b'\n' | b'\r' | b'\t') = self.peek() {
+            self.pos += 1;
+        }
+    }
+
+    fn value(&mut self, depth: usize) -> Parsed<Value<'py>> {
+        self.skip_whitespace();
+        match self.peek() {
+            Some(b'{') => on_enough_stack(depth, || self.object(depth)),
+            Some(b'[') => on_enough_stack(depth, || self.array(depth)),
+            Some(b'"') => {
+                self.pos += 1;
+                let span = self.string()?;
+                Ok(Value(PyString::new(self.py, self.span_text(span)).into_any(), 0))
+            }
+            Some(b't') => self.literal("true", unsafe { ffi::Py_True() }),
+            Some(b'f') => self.literal("false", unsafe { ffi::Py_False() }),
+            Some(b'n') => self.literal("null", unsafe { ffi::Py_None() }),
+            Some(b'-' | b'0'..=b'9') => self.number(),
+            Some(_) => self.error("expected value"),
+            None => self.error("EOF while parsing a value"),
+        }
+    }
+
+    /// `true`, `false` or `null`: the singleton `value`.
+    fn literal(&mut self, word: &str, value: *mut ffi::PyObject) -> Parsed<Value<'py>> {
+        if self.bytes[self.pos..].starts_with(word.as_bytes()) {
+            self.pos += word.len();
+            return Ok(Value(unsafe { Bound::from_borrowed_ptr(self.py, value) }, 0));
+        }
+        self.error("expected value")
+    }
+
+    fn enter(&self, depth: usize) -> Parsed<()> {
+        if depth >= MAX_DEPTH {
+            return self.error(format!("nesting deeper than {MAX_DEPTH} levels"));
+        }
+        Ok(())
+    }
+
+    fn array(&mut self, depth: usize) -> Parsed<Value<'py>> {
+        self.enter(depth)?;
+        self.pos += 1; // '['
+        // The items of every open array share one stack: no allocation per array.
+        let base = self.items.len();
+        let mut height = 0;
+        self.skip_whitespace();
+        if self.peek() == Some(b']') {
+            self.pos += 1;
+        } else {
+            loop {
+                let Value(item, item_height) = self.value(depth + 1)?;
+                height = height.max(item_height);
+                self.items.push(item);
+                self.skip_whitespace();
+                match self.peek() {
+                    Some(b',') => self.pos += 1,
+                    Some(b']') => {
+                        self.pos += 1;
+                        break;
+                    }
+                    Some(_) => return self.error("expected `,` or `]`"),
+                    None => return self.error("EOF while parsing a list"),
+                }
+                self.skip_whitespace();
+                if self.peek() == Some(b']') {
+                    return self.error("trailing comma");
+                }
+            }
+        }
+        let len = self.items.len() - base;
+        let tuple = unsafe {
+            let tuple = ffi::PyTuple_New(len as ffi::Py_ssize_t);
+            let tuple = Bound::from_owned_ptr_or_err(self.py, tuple).map_err(|e| ParseError { message: e.to_string(), at: self.pos })?;
+            for (i, item) in self.items.drain(base..).enumerate() {
+                ffi::PyTuple_SET_ITEM(tuple.as_ptr(), i as ffi::Py_ssize_t, item.into_ptr());
+            }
+            tuple
+        };
+        untrack(&tuple);
+        Ok(Value(tuple, height + 1))
+    }
+
+    fn object(&mut self, depth: usize) -> Parsed<Value<'py>> {
+        self.enter(depth)?;
+        self.pos += 1; // '{'
+        let mut entries = EntriesBuilder::with_capacity(8);
+        let mut seen = SeenKeys::new();
+        let mut height = 0;
+        self.skip_whitespace();
+        if self.peek() == Some(b'}') {
+            self.pos += 1;
+            return Ok(Value(entries.build(self.py, 1).into_any(), 1));
+        }
+        loop {
+            match self.peek() {
+                Some(b'"') => self.pos += 1,
+                Some(_) => return self.error("key must be a string"),
+                None => return self.error("EOF while parsing an object"),
+            }
+            let (key, key_hash) = self.key()?;
+            self.skip_whitespace();
+            match self.peek() {
+                Some(b':') => self.pos += 1,
+                Some(_) => return self.error("expected `:`"),
+                None => return self.error("EOF while parsing an object"),
+            }
+            let Value(value, value_height) = self.value(depth + 1)?;
+            height = height.max(value_height);
+            let py = self.py;
+            let same_key = |index: usize| {
+                let theirs = entries.key(py, index).as_ptr();
+                theirs == key.as_ptr() || unsafe { ffi::PyUnicode_Compare(theirs, key.as_ptr()) } == 0
+            };
+            match seen.find(key_hash, same_key) {
+                // A repeated key: the last value wins, in the first position (as `json.loads`).
+                Some(index) => entries.set_value(index, value),
+                None => {
+                    seen.insert(key_hash, entries.len());
+                    entries.push(key.into_any(), value);
+                }
+            }
+            self.skip_whitespace();
+            match self.peek() {
+                Some(b',') => self.pos += 1,
+                Some(b'}') => {
+                    self.pos += 1;
+                    break;
+                }
+                Some(_) => return self.error("expected `,` or `}`"),
+                None => return self.error("EOF while parsing an object"),
+            }
+            self.skip_whitespace();
+            if self.peek() == Some(b'}') {
+                return self.error("trailing comma");
+            }
+        }
+        Ok(Value(entries.build(self.py, height + 1).into_any(), height + 1))
+    }
+
+    /// An object key (the opening quote consumed) and its Python hash.
+    fn key(&mut self) -> Parsed<(Bound<'py, PyString>, isize)> {
+        let span = self.string()?;
+        let text = match span {
+            // SAFETY: spans start and end next to ASCII bytes: char boundaries.
+            Span::Input(start, end) => unsafe { self.text.get_unchecked(start..end) },
+            Span::Scratch => self.scratch.as_str(),
+        };
+        let key = match self.keys.as_deref_mut() {
+            Some(cache) if text.len() <= KEY_CACHE_MAX_LEN => cache.get(self.py, text),
+            _ => PyString::new(self.py, text),
+        };
+        // Python's own str hash (SipHash, keyed per process): keys chosen to collide under a
+        // fixed hash cannot make an object quadratic. Computed once and kept in the str object,
+        // so a cached key has it already, and a large FrozenDict's lookup dict reuses it.
+        let hash = unsafe { ffi::PyObject_Hash(key.as_ptr()) };
+        Ok((key, hash as isize))
+    }
+
+    /// Read a string (the opening quote consumed): its text is in the input when it holds no
+    /// escape, else decoded into the scratch buffer.
+    fn string(&mut self) -> Parsed<Span> {
+        let start = self.pos;
+        self.skip_plain_run();
+        if self.peek() == Some(b'"') {
+            self.pos += 1;
+            return Ok(Span::Input(start, self.pos - 1));
+        }
+        let mut scratch = std::mem::take(&mut self.scratch);
+        scratch.clear();
+        // SAFETY: the run stops only at ASCII bytes, so both ends are char boundaries.
+        scratch.push_str(unsafe { self.text.get_unchecked(start..self.pos) });
+        let result = self.escaped_string(&mut scratch);
+        self.scratch = scratch;
+        result.map(|()| Span::Scratch)
+    }
+
+    fn span_text(&self, span: Span) -> &str {
+        match span {
+            // SAFETY: as in `string`.
+            Span::Input(start, end) => unsafe { self.text.get_unchecked(start..end) },
+            Span::Scratch => &self.scratch,
+        }
+    }
+
+    /// Advance past bytes that need no attention inside a string.
+    #[inline(always)]
+    fn skip_plain_run(&mut self) {
+        self.pos += plain_run_len(&self.bytes[self.pos..]);
+    }
+
+    /// Decode the rest of a string holding escapes into `out`; stops after the closing quote.
+    fn escaped_string(&mut self, out: &mut String) -> Parsed<()> {
+        loop {
+            match self.peek() {
+                Some(b'"') => {
+                    self.pos += 1;
+                    return Ok(());
+                }
+                Some(b'\\') => {
+                    self.pos += 1;
+                    self.escape(out)?;
+                }
+                Some(_) => return self.error("control character (\\u0000-\\u001F) found while parsing a string"),
+                None => return self.error("EOF while parsing a string"),
+            }
+            let start = self.pos;
+            self.skip_plain_run();
+            out.push_str(unsafe { self.text.get_unchecked(start..self.pos) });
+        }
+    }
+
+    fn escape(&mut self, out: &mut String) -> Parsed<()> {
+        let Some(byte) = self.peek() else { return self.error("EOF while parsing a string") };
+        self.pos += 1;
+        let c = match byte {
+            b'"' => '"',
+            b'\\' => '\\',
+            b'/' => '/',
+            b'b' => '\u{8}',
+            b'f' => '\u{c}',
+            b'n' => '\n',
+            b'r' => '\r',
+            b't' => '\t',
+            b'u' => {
+                let first = self.hex4()?;
+                let code = match first {
+                    0xD800..=0xDBFF => {
+                        if !self.bytes[self.pos..].starts_with(b"\\u") {
+                            return self.error("lone leading surrogate in hex escape");
+                        }
+                        self.pos += 2;
+                        let second = self.hex4()?;
+                        if !(0xDC00..=0xDFFF).contains(&second) {
+                            return self.error("lone leading surrogate in hex escape");
+                        }
+                        0x10000 + ((first - 0xD800) << 10) + (second - 0xDC00)
+                    }
+                    0xDC00..=0xDFFF => return self.error("lone trailing surrogate in hex escape"),
+                    code => code,
+                };
+                char::from_u32(code).expect("a valid scalar value")
+            }
+            _ => {
+                self.pos -= 1;
+                return self.error("invalid escape");
+            }
+        };
+        out.push(c);
+        Ok(())
+    }
+
+    fn hex4(&mut self) -> Parsed<u32> {
+        let mut value = 0;
+        for _ in 0..4 {
+            let digit = match self.peek() {
+                Some(b @ b'0'..=b'9') => b - b'0',
+                Some(b @ b'a'..=b'f') => b - b'a' + 10,
+                Some(b @ b'A'..=b'F') => b - b'A' + 10,
+                Some(_) => return self.error("invalid escape"),
+                None => return self.error("EOF while parsing a string"),
+            };
+            value = value * 16 + digit as u32;
+            self.pos += 1;
+        }
+        Ok(value)
+    }
+
+    fn digits(&mut self) -> usize {
+        let start = self.pos;
+        while let Some(b'0'..=b'9') = self.peek() {
+            self.pos += 1;
+        }
+        self.pos - start
+    }
+
+    /// A JSON number from its text: an integer literal must fit in 64 signed bits; anything
+    /// with a fraction or exponent is a finite float, correctly rounded.
+    fn number(&mut self) -> Parsed<Value<'py>> {
+        let start = self.pos;
+        let negative = self.peek() == Some(b'-');
+        if negative {
+            self.pos += 1;
+        }
+        match self.peek() {
+            Some(b'0') => {
+                self.pos += 1;
+                if let Some(b'0'..=b'9') = self.peek() {
+                    return self.error("invalid number");
+                }
+            }
+            Some(b'1'..=b'9') => {
+                self.digits();
+            }
+            _ => return self.error("invalid number"),
+        }
+        let int_end = self.pos;
+        let mut is_float = false;
+        if self.peek() == Some(b'.') {
+            self.pos += 1;
+            if self.digits() == 0 {
+                return self.error("invalid number");
+            }
+            is_float = true;
+        }
+        if let Some(b'e' | b'E') = self.peek() {
+            self.pos += 1;
+            if let Some(b'+' | b'-') = self.peek() {
+                self.pos += 1;
+            }
+            if self.digits() == 0 {
+                return self.error("invalid number");
+            }
+            is_float = true;
+        }
+        let text = &self.text[start..self.pos];
+        if is_float {
+            let value: f64 = text.parse().map_err(|_| ParseError { message: format!("invalid number {text}"), at: start })?;
+            if !value.is_finite() {
+                return Err(ParseError { message: format!("number {text} is out of the finite float range"), at: start });
+            }
+            let float = unsafe { Bound::from_owned_ptr(self.py, ffi::PyFloat_FromDouble(value)) };
+            return Ok(Value(float, 0));
+        }
+        // Accumulate the magnitude as a negative number: i64::MIN has no positive counterpart.
+        let mut value: i64 = 0;
+        for &byte in &self.bytes[start + negative as usize..int_end] {
+            value = match value.checked_mul(10).and_then(|v| v.checked_sub((byte - b'0') as i64)) {
+                Some(v) => v,
+                None => return Err(out_of_range(text, start)),
+            };
+        }
+        if !negative {
+            value = value.checked_neg().ok_or_else(|| out_of_range(text, start))?;
+        }
+        let int = unsafe { Bound::from_owned_ptr(self.py, ffi::PyLong_FromLongLong(value)) };
+        Ok(Value(int, 0))
+    }
+}
+
+fn out_of_range(text: &str, at: usize) -> ParseError {
+    ParseError { message: format!("integer {text} is outside the 64-bit signed range"), at }
+}
+
+/// Hashes that are already well mixed (Python's keyed `str` hash) are used as they are.
+#[derive(Default)]
+struct PassThrough(u64);
+
+impl Hasher for PassThrough {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, _bytes: &[u8]) {
+        unreachable!("only isize hashes are stored")
+    }
+
+    fn write_isize(&mut self, value: isize) {
+        self.0 = value as u64;
+    }
+}
+
+/// The keys of the object being parsed, by Python hash, to find a repeated key: a scan of a
+/// small inline array for the usual handful of keys, a hash map for large objects. Two
+/// different keys with the same hash (by chance only: the hash is keyed per process) go to a
+/// side list.
+struct SeenKeys {
+    len: usize,
+    small: [isize; SEEN_INLINE],
+    large: Option<HashMap<isize, usize, BuildHasherDefault<PassThrough>>>,
+    clashes: Vec<(isize, usize)>,
+}
+
+const SEEN_INLINE: usize = 16;
+
+impl SeenKeys {
+    fn new() -> Self {
+        SeenKeys { len: 0, small: [0; SEEN_INLINE], large: None, clashes: Vec::new() }
+    }
+
+    fn find(&self, hash: isize, same_key: impl Fn(usize) -> bool) -> Option<usize> {
+        match &self.large {
+            Some(large) => {
+                let index = *large.get(&hash)?;
+                if same_key(index) {
+                    return Some(index);
+                }
+                self.clashes.iter().find(|&&(h, index)| h == hash && same_key(index)).map(|&(_, index)| index)
+            }
+            None => (0..self.len).find(|&index| self.small[index] == hash && same_key(index)),
+        }
+    }
+
+    fn insert(&mut self, hash: isize, index: usize) {
+        if self.large.is_none() && self.len < SEEN_INLINE {
+            self.small[self.len] = hash;
+            self.len += 1;
+            return;
+        }
+        if self.large.is_none() {
+            let mut large = HashMap::with_capacity_and_hasher(SEEN_INLINE * 4, BuildHasherDefault::default());
+            for index in 0..self.len {
+                self.insert_large(&mut large, self.small[index], index);
+            }
+            self.large = Some(large);
+        }
+        let mut large = self.large.take().expect("built above");
+        self.insert_large(&mut large, hash, index);
+        self.large = Some(large);
+    }
+
+    fn insert_large(&mut self, large: &mut HashMap<isize, usize, BuildHasherDefault<PassThrough>>, hash: isize, index: usize) {
+        if let std::collections::hash_map::Entry::Vacant(slot) = large.entry(hash) {
+            slot.insert(index);
+        } else {
+            self.clashes.push((hash, index));
+        }
+    }
+}
+
+const KEY_CACHE_SLOTS: usize = 512;
+const KEY_CACHE_MAX_LEN: usize = 32;
+
+/// A cached key: the text and a strong reference to its `str`.
+struct CachedKey {
+    text: Box<str>,
+    string: *mut ffi::PyObject,
+}
+
+/// Process-wide cache of object keys, because logs repeat the same few keys on every line: a
+/// fixed number of slots, so it never grows, and held for a whole parse (one lock per
+/// document, not per key). A slot is chosen by FNV-1a of the text: keys made to collide only
+/// share a slot and miss the cache, each then costing what an uncached key costs.
+struct KeySlots(Vec<Option<CachedKey>>);
+
+// SAFETY: the strings are only touched while the mutex is held by a thread attached to Python.
+unsafe impl Send for KeySlots {}
+
+static KEY_CACHE: std::sync::Mutex<Option<KeySlots>> = std::sync::Mutex::new(None);
+
+/// FNV-1a of a key's text: only picks a cache slot (a collision costs a cache miss).
+fn fnv1a(key: &str) -> u32 {
+    let mut hash: u32 = 0x811c_9dc5;
+    for byte in key.bytes() {
+        hash = (hash ^ byte as u32).wrapping_mul(0x0100_0193);
+    }
+    hash
+}
+
+impl KeySlots {
+    fn get<'py>(&mut self, py: Python<'py>, key: &str) -> Bound<'py, PyString> {
+        let slot = fnv1a(key) as usize % KEY_CACHE_SLOTS;
+        if let Some(entry) = &self.0[slot] {
+            if &*entry.text == key {
+                return unsafe { Bound::from_borrowed_ptr(py, entry.string).cast_into_unchecked::<PyString>() };
+            }
+        }
+        let string = PyString::new(py, key);
+        let previous = self.0[slot].replace(CachedKey { text: key.into(), string: string.clone().into_ptr() });
+        if let Some(previous) = previous {
+            unsafe { ffi::Py_DECREF(previous.string) };
+        }
+        string
+    }
+}
+
+/// "at line 3 column 7" for a byte offset (columns count bytes, from 1).
+fn position(text: &str, at: usize) -> String {
+    let at = at.min(text.len());
+    let before = &text.as_bytes()[..at];
+    let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+    let column = at - before.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1) + 1;
+    format!("line {line} column {column}")
+}
+
+/// Parse JSON into a frozen tree; errors name the line and column.
+pub(crate) fn parse<'py>(py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyAny>> {
+    // try_lock: another thread may be parsing, or a finalizer run during this parse may parse
+    // again on this thread; either way that parse simply goes without the cache.
+    let mut guard = KEY_CACHE.try_lock().ok();
+    let keys = guard
+        .as_deref_mut()
+        .map(|slots| slots.get_or_insert_with(|| KeySlots((0..KEY_CACHE_SLOTS).map(|_| None).collect())));
+    let mut parser = Parser { py, text, bytes: text.as_bytes(), pos: 0, scratch: String::new(), items: Vec::new(), keys };
+    let result = parser.value(0).and_then(|value| {
+        parser.skip_whitespace();
+        if parser.pos < parser.bytes.len() {
+            return parser.error("trailing characters");
+        }
+        Ok(value)
+    });
+    match result {
+        Ok(Value(value, _)) => Ok(value),
+        Err(err) => Err(PyValueError::new_err(format!("invalid JSON: {} at {}", err.message, position(text, err.at)))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn positions_count_lines_and_byte_columns_from_one() {
+        assert_eq!(position("abc", 0), "line 1 column 1");
+        assert_eq!(position("a\nbc", 3), "line 2 column 2");
+        assert_eq!(position("a\n", 9), "line 2 column 1");
+    }
+
+    #[test]
+    fn fnv1a_matches_the_reference_vectors() {
+        assert_eq!(fnv1a(""), 0x811c_9dc5);
+        assert_eq!(fnv1a("a"), 0xe40c_292c);
+        assert_eq!(fnv1a("foobar"), 0xbf9c_f968);
+    }
+}
