@@ -51,14 +51,6 @@ def _write_all(fd: int, data: bytes) -> None:
         written += os.write(fd, data[written:])
 
 
-def _ends_a_turn(line: bytes) -> bool:
-    try:
-        record = from_json(line)
-    except Exception:
-        return False
-    return isinstance(record, Mapping) and record.get("type") == "turn/end"
-
-
 class DshJsonlStore:
     """An original-format log file; `compressed` is fixed at creation or read from the file."""
 
@@ -139,18 +131,23 @@ class DshJsonlStore:
         return content[:header_end], lines
 
     def _crash_tail(self, lines: list[bytes]) -> tuple[list[bytes], list[bytes]]:
-        """Split off unparsable lines at the end (a crash tail); a bad line before a `turn/end` is corruption."""
-        for index, line in enumerate(lines):
+        """Split off the crash tail: from the first unparsable line after the last `turn/end` on.
+
+        Only the lines after the last `turn/end` are parsed here (walking back from the end); an
+        unparsable line before it is corruption, which decoding reports with its line.
+        """
+        first_bad = None
+        for index in range(len(lines) - 1, -1, -1):
             try:
-                from_json(line)
+                record = from_json(lines[index])
             except Exception:
-                if any(_ends_a_turn(later) for later in lines[index + 1 :]):
-                    raise SessionCorruptError(
-                        f"{self.path}: line {index + 2}{' (decompressed)' if self.compressed else ''}: "
-                        "not valid JSON (and a later turn/end shows it is not a crash tail)"
-                    ) from None
-                return lines[:index], lines[index:]
-        return lines, []
+                first_bad = index
+                continue
+            if isinstance(record, Mapping) and record.get("type") == "turn/end":
+                break
+        if first_bad is None:
+            return lines, []
+        return lines[:first_bad], lines[first_bad:]
 
     def _load_frames(self, fd: int, content: bytes, read_only: bool) -> tuple[bytes, list[bytes]]:
         frames, torn_start = split_frames(content, str(self.path))
