@@ -47,6 +47,7 @@ _USAGE = {
     "reasoningTokens": "reasoning_tokens",
 }
 _USAGE_BACK = {value: key for key, value in _USAGE.items()}
+_CALL_ID = {"callId": "call_id"}
 _TARGETS = {"next-turn": "next_turn", "next-step": "next_step"}
 _TARGETS_BACK = {value: key for key, value in _TARGETS.items()}
 _CAMEL = re.compile(r"(?<=[a-z0-9])([A-Z])")
@@ -66,14 +67,21 @@ def camel_key(key: str) -> str:
 # -- messages ---------------------------------------------------------------------------------
 
 
+_RESULT_KEYS = frozenset(("toolCallId", "isError", "content"))
+
+
 def _block_to_dshkit(block: Any) -> Any:
+    # Keys are copied by iterating the mapping: FrozenDict's own iteration is native, while
+    # `items()`, `dict(...)` and `{**...}` go through the slow generic Mapping protocol.
     if type(block) is not FrozenDict and not isinstance(block, Mapping):
         return block
     kind = block.get("type")
     if kind == "tool-call":
-        return {**block, "type": "tool_call"}
+        out = {key: block[key] for key in block}
+        out["type"] = "tool_call"
+        return out
     if kind == "tool-result":
-        out = {key: value for key, value in block.items() if key not in ("toolCallId", "isError", "content")}
+        out = {key: block[key] for key in block if key not in _RESULT_KEYS}
         out["type"] = "tool_result"
         out["tool_call_id"] = block.get("toolCallId")
         out["content"] = [_block_to_dshkit(item) for item in block.get("content", ())]
@@ -110,13 +118,9 @@ def _block_to_original(block: Any) -> Any:
 def _source_to_dshkit(source: Mapping[str, Any]) -> Any:
     kind = source.get("kind")
     if kind == "tool" and "callId" in source:
-        out = {key: value for key, value in source.items() if key != "callId"}
-        out["call_id"] = source["callId"]
-        return out
+        return {("call_id" if key == "callId" else key): source[key] for key in source}
     if kind == "model" and "replayState" in source:
-        out = {key: value for key, value in source.items() if key != "replayState"}
-        out["replay_state"] = source["replayState"]
-        return out
+        return {("replay_state" if key == "replayState" else key): source[key] for key in source}
     return source
 
 
@@ -138,20 +142,21 @@ _RENAMED_BLOCKS = frozenset(("tool-call", "tool-result"))
 
 def message_to_dshkit(raw: Mapping[str, Any]) -> Message:
     """The original's message mapping as a dshkit `Message` with the same id."""
-    source = raw["source"]
+    source, content = raw["source"], raw["content"]
     kind = source.get("kind")
-    if (
-        kind != "tool"
-        and (kind != "model" or "replayState" not in source)
-        and not any(block.get("type") in _RENAMED_BLOCKS for block in raw["content"])
-    ):
-        return freeze_message(raw)  # nothing to rename: the hot path of opening a log
+    renamed_blocks = False
+    for block in content:
+        if type(block) is not FrozenDict or block.get("type") in _RENAMED_BLOCKS:
+            renamed_blocks = True
+            break
+    if not renamed_blocks and kind != "tool" and (kind != "model" or "replayState" not in source):
+        return freeze_message(raw)  # nothing to rename
     return freeze_message(
         {
             "id": raw["id"],
             "role": raw["role"],
-            "content": [_block_to_dshkit(block) for block in raw["content"]],
-            "source": _source_to_dshkit(raw["source"]),
+            "content": [_block_to_dshkit(block) for block in content] if renamed_blocks else content,
+            "source": _source_to_dshkit(source),
         }
     )
 
@@ -170,7 +175,8 @@ def message_to_original(message: Message) -> dict[str, Any]:
 
 
 def _rename(mapping: Mapping[str, Any], names: Mapping[str, str]) -> dict[str, Any]:
-    return {names.get(key, key): value for key, value in mapping.items()}
+    get = names.get
+    return {get(key, key): mapping[key] for key in mapping}
 
 
 def _header_to_dshkit(header: Mapping[str, Any]) -> dict[str, Any]:
@@ -199,10 +205,10 @@ def _header_to_original(header: Mapping[str, Any]) -> dict[str, Any]:
 def _reason_to_dshkit(reason: Mapping[str, Any]) -> Any:
     kind = reason.get("kind")
     if kind == "max-tokens":
-        return {**reason, "kind": "max_tokens"}
+        return {key: ("max_tokens" if key == "kind" else reason[key]) for key in reason}
     cause = reason.get("reason")
     if kind == "aborted" and isinstance(cause, Mapping) and set(cause) == {"kind"} and "cause" not in reason:
-        out = {key: value for key, value in reason.items() if key != "reason"}
+        out = {key: reason[key] for key in reason if key != "reason"}
         out["cause"] = cause["kind"]
         return out
     return reason
@@ -220,22 +226,29 @@ def _reason_to_original(reason: Mapping[str, Any]) -> Any:
 
 
 def _message_event_to_dshkit(data: Any) -> Any:
-    changes: dict[str, Any] = {"message": message_to_dshkit(data["message"])}
-    usage = data.get("usage")
+    # One plain dict frozen at once: `freeze` keeps the already frozen values as they are.
+    out = {key: data[key] for key in data}
+    out["message"] = message_to_dshkit(data["message"])
+    usage = out.get("usage")
     if usage is not None and _is_mapping(usage):
-        changes["usage"] = freeze(_rename(usage, _USAGE))
-    return data | changes if type(data) is FrozenDict else freeze({**data, **changes})
+        out["usage"] = _rename(usage, _USAGE)
+    return freeze(out)
 
 
 def _tool_call_to_dshkit(data: Any) -> Any:
-    return freeze(_rename(data, {"callId": "call_id"}))
+    return freeze(_rename(data, _CALL_ID))
 
 
 def _turn_end_to_dshkit(data: Any) -> Any:
     reason = data.get("reason")
     if reason is None or not _is_mapping(reason):
         return freeze(data)
-    return freeze({**data, "reason": _reason_to_dshkit(reason)})
+    presented = _reason_to_dshkit(reason)
+    if presented is reason:  # completed, error, ...: the same in both vocabularies
+        return freeze(data)
+    out = {key: data[key] for key in data}
+    out["reason"] = presented
+    return freeze(out)
 
 
 def _header_event_to_dshkit(data: Any) -> Any:
