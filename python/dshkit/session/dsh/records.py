@@ -84,54 +84,61 @@ def decode_records(
     describe: Callable[[int], str],
     fold: Callable[[Event], object],
 ) -> list[Event]:
-    """The original's stored lines as dshkit events (packed rows expanded), `fold` called on each."""
+    """The original's stored lines as dshkit events (packed rows expanded), `fold` called on each.
+
+    The hot path of opening an original log: one native parse per line, data mapped only where
+    the vocabularies differ, and only message events and unknown types reach `fold`.
+    """
     make = tuple.__new__
+    event_class = Event
     events: list[Event] = []
     add = events.append
     nodes = _OriginalNodes()
-    known = ORIGINAL_EVENT_TYPES
-    verbatim = VERBATIM_TYPES
+    known, verbatim, row_types, message_types = ORIGINAL_EVENT_TYPES, VERBATIM_TYPES, ROW_TYPES, MESSAGE_EVENT_TYPES
+    next_seq = 0
     for index, text in enumerate(records):
         record: Any = None
         try:
             record = from_json(text)
             event_type = record["type"]
-            if event_type in ROW_TYPES:
+            if event_type in row_types:
+                if record.get("seq0") != next_seq:
+                    raise ValueError(f"seq0 {record.get('seq0')!r} where {next_seq} was expected (seqs are contiguous from 0)")
                 for seq, time, data in expand_row(record):
-                    if seq != len(events):
-                        raise ValueError(f"seq {seq} where {len(events)} was expected (seqs are contiguous from 0)")
-                    add(make(Event, ("assistant/chunk", seq, time, data, None, ())))
+                    add(make(event_class, ("assistant/chunk", seq, time, data, None, ())))
+                next_seq = len(events)
                 continue
             seq, time, raw = record["seq"], record["time"], record["data"]
-            if seq != len(events) or type(seq) is not int:
-                raise ValueError(f"seq {seq!r} where {len(events)} was expected (seqs are contiguous from 0)")
-            if type(time) is not int or type(event_type) is not str:
-                raise ValueError("'time' must be an int and 'type' a str")
+            if seq != next_seq or type(time) is not int:
+                if seq != next_seq:
+                    raise ValueError(f"seq {seq!r} where {next_seq} was expected (seqs are contiguous from 0)")
+                raise ValueError("'time' must be an int")
+            next_seq += 1
             if event_type in verbatim:
-                add(make(Event, (event_type, seq, time, raw, None, ())))
-                continue
-            if event_type not in known:
-                if record.get("ignorable") is True and isinstance(raw, FrozenDict):
+                add(make(event_class, (event_type, seq, time, raw, None, ())))
+            elif event_type not in known:
+                if type(event_type) is not str:
+                    raise ValueError("'type' must be a str")
+                if record.get("ignorable") is True and type(raw) is FrozenDict:
                     raw = raw | {"ignorable": True}
-                event = make(Event, (event_type, seq, time, raw, None, ()))
+                event = make(event_class, (event_type, seq, time, raw, None, ()))
                 fold(event)  # an unknown type not marked ignorable blocks derivation
                 add(event)
-                continue
-            data = data_to_dshkit(event_type, raw)
-            if event_type not in MESSAGE_EVENT_TYPES:
-                add(make(Event, (event_type, seq, time, data, None, ())))
-                continue
-            sources = record.get("sourceEventSeqs", ())
-            if type(sources) is not tuple:
-                raise ValueError("'sourceEventSeqs' must be a list")
-            op = record.get("surfaceOp")
-            if op is None:  # off the original's surface: logged, never folded
-                add(make(Event, (event_type, seq, time, data, None, sources)))
-                continue
-            message = data if event_type == USER_MESSAGE else data["message"]
-            event = make(Event, (event_type, seq, time, data, _presented_op(nodes, message, seq, op), sources))
-            fold(event)
-            add(event)
+            elif event_type not in message_types:
+                add(make(event_class, (event_type, seq, time, data_to_dshkit(event_type, raw), None, ())))
+            else:
+                data = data_to_dshkit(event_type, raw)
+                sources = record.get("sourceEventSeqs", ())
+                if type(sources) is not tuple:
+                    raise ValueError("'sourceEventSeqs' must be a list")
+                op = record.get("surfaceOp")
+                if op is None:  # off the original's surface: logged, never folded
+                    add(make(event_class, (event_type, seq, time, data, None, sources)))
+                    continue
+                message = data if event_type == USER_MESSAGE else data["message"]
+                event = make(event_class, (event_type, seq, time, data, _presented_op(nodes, message, seq, op), sources))
+                fold(event)
+                add(event)
         except SessionCorruptError:
             raise
         except Exception as error:
@@ -148,7 +155,7 @@ def _presented_op(nodes: _OriginalNodes, message: Any, seq: int, op: Any) -> Any
     """dshkit's surface op for the original's `surfaceOp`, tracking the original's node list."""
     if op == "append":
         nodes.seqs.append(seq)
-        if not is_model_visible(message):
+        if message.role == "assistant" and not is_model_visible(message):
             nodes.hidden.add(seq)
         return "append"
     if not isinstance(op, Mapping) or op.get("op") != "replace" or set(op) != {"op", "start", "end"}:
