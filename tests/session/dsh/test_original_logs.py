@@ -14,7 +14,9 @@ import pytest
 from dshkit import create_user_message
 from dshkit.session import Session, SessionCorruptError, SessionRecoveryWarning, UnknownEventError, convert_log, project_request
 from dshkit.cli.log import run as run_log_command
-from dshkit.session.stores.dsh_sqlite import encode_source_seqs, list_original_sessions
+from dshkit.session import JsonlStore, SessionError, SqliteStore, store_for_path
+from dshkit.session.stores.dsh_jsonl import DshJsonlStore
+from dshkit.session.stores.dsh_sqlite import DshSqliteStore, encode_source_seqs, list_original_sessions
 from dshkit.session.dsh.vocabulary import message_to_original
 from tests.session.dsh.original_logs import OriginalLog, reference_messages, tool_result, user
 from tests.session.dsh.scenarios import SCENARIOS, crashed_turn
@@ -103,6 +105,28 @@ def test_the_request_is_rebuilt_from_the_header(tmp_path: Path) -> None:
         assert session.request_header.data["header"]["model"] == "deepseek-v4-flash"
         assert request.system == "You are terse." and request.tools[0]["name"] == "bash"
         assert [m.text for m in request.messages] == ["Reply PONG"]
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_every_request_is_rebuilt_as_the_original_folded_it(tmp_path: Path, name: str) -> None:
+    log = SCENARIOS[name]()
+    expanded = log.expanded()
+    with Session.open(_write(log, tmp_path, "session.jsonl.zstd"), read_only=True) as session:
+        responses = [event for event in session.events if event.type == "assistant/message"]
+        assert responses
+        for response in responses:
+            # The request behind a response: the log as it stood just before the response.
+            request = project_request(session, at_seq=response.seq - 1)
+            assert [message_to_original(m) for m in request.messages] == reference_messages(expanded[: response.seq])
+            headers = [e["data"]["header"] for e in expanded[: response.seq] if e["type"] == "request/header"]
+            assert headers, "every scenario sends a request/header before its first response"
+            config = {_snake(key): value for key, value in headers[-1]["config"].items() if key not in ("provider", "model")}
+            assert request.config == config
+            assert request.system == headers[-1].get("system")
+
+
+def _snake(key: str) -> str:
+    return "".join("_" + c.lower() if c.isupper() else c for c in key)
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
@@ -280,11 +304,11 @@ def test_a_compressed_log_without_zstandard_names_the_extra(tmp_path: Path, monk
 def _sqlite_db(path: Path, log: OriginalLog) -> None:
     connection = sqlite3.connect(path)
     connection.executescript(
-        """CREATE TABLE persistence_state (singleton INTEGER PRIMARY KEY, store_id TEXT NOT NULL) STRICT;
-        CREATE TABLE sessions (id TEXT PRIMARY KEY, version INTEGER NOT NULL, created_at INTEGER NOT NULL, cwd TEXT,
+        """CREATE TABLE IF NOT EXISTS persistence_state (singleton INTEGER PRIMARY KEY, store_id TEXT NOT NULL) STRICT;
+        CREATE TABLE IF NOT EXISTS sessions (id TEXT PRIMARY KEY, version INTEGER NOT NULL, created_at INTEGER NOT NULL, cwd TEXT,
           parent_session TEXT, seed_length INTEGER, origin TEXT, delegation_depth INTEGER, agent_preset TEXT,
           incarnation TEXT NOT NULL, revision INTEGER NOT NULL) STRICT;
-        CREATE TABLE events (session_id TEXT NOT NULL, seq INTEGER NOT NULL, type TEXT NOT NULL, time INTEGER NOT NULL,
+        CREATE TABLE IF NOT EXISTS events (session_id TEXT NOT NULL, seq INTEGER NOT NULL, type TEXT NOT NULL, time INTEGER NOT NULL,
           data ANY NOT NULL, source_event_seqs ANY, surface_op TEXT, ignorable INTEGER, PRIMARY KEY (session_id, seq)) STRICT;
         PRAGMA user_version = 17;"""
     )
@@ -308,19 +332,54 @@ def _sqlite_db(path: Path, log: OriginalLog) -> None:
 def test_the_original_sqlite_store_is_read(tmp_path: Path) -> None:
     db = tmp_path / "sessions.db"
     first, second = SCENARIOS["compaction_and_inbox"](), SCENARIOS["text_and_reasoning"]()
+    second.header["createdAt"] = first.header["createdAt"] + 1
     _sqlite_db(db, first)
-    _sqlite_db(db, second) if False else None
-    connection = sqlite3.connect(db)
-    connection.close()
+    _sqlite_db(db, second)
     listed = list_original_sessions(db)
-    assert [row["id"] for row in listed] == [first.header["id"]]
-    with Session.open(db, session_id=first.header["id"]) as session:
-        assert [message_to_original(m) for m in session.messages()] == reference_messages(first.expanded())
-        assert [(e.type, e.seq, e.time) for e in session.events] == [(e["type"], e["seq"], e["time"]) for e in first.expanded()]
-        with pytest.raises(Exception, match="read-only"):
-            session.append("turn/start", {"turn": 9})
-    with pytest.raises(Exception, match="no session"):
+    assert [row["id"] for row in listed] == [first.header["id"], second.header["id"]]
+    assert [row["event_rows"] for row in listed] == [len(first.records), len(second.records)]
+    for log in (first, second):
+        with Session.open(db, session_id=log.header["id"]) as session:
+            assert session.format == "dsh" and session.id == log.header["id"]
+            assert [message_to_original(m) for m in session.messages()] == reference_messages(log.expanded())
+            assert [(e.type, e.seq, e.time) for e in session.events] == [(e["type"], e["seq"], e["time"]) for e in log.expanded()]
+            with pytest.raises(SessionError, match="read-only"):
+                session.append("turn/start", {"turn": 9})
+    with pytest.raises(SessionError, match="no session 'missing'"):
         Session.open(db, session_id="missing")
+    with pytest.raises(ValueError, match="session_id="):
+        Session.open(db)  # many sessions: which one must be said
+
+
+def test_the_store_is_chosen_by_the_files_first_bytes(tmp_path: Path) -> None:
+    log = SCENARIOS["text_and_reasoning"]()
+    plain, packed = _write(log, tmp_path, "a.jsonl"), _write(SCENARIOS["text_and_reasoning"](), tmp_path, "b.jsonl.zstd")
+    db = tmp_path / "original.db"
+    _sqlite_db(db, log)
+    assert type(store_for_path(plain)) is DshJsonlStore and type(store_for_path(packed)) is DshJsonlStore
+    assert type(store_for_path(db, session_id=log.header["id"])) is DshSqliteStore
+    renamed = tmp_path / "compressed-but-named.jsonl"
+    renamed.write_bytes(packed.read_bytes())
+    assert type(store_for_path(renamed)) is DshJsonlStore
+    with Session.open(renamed, read_only=True) as session:
+        assert session.format == "dsh" and len(session.events) == len(log.expanded())
+    assert type(store_for_path(tmp_path / "new.jsonl", format="dsh")) is DshJsonlStore
+    Session.create(tmp_path / "dshkit.jsonl").close()
+    Session.create(tmp_path / "dshkit.sqlite").close()
+    assert type(store_for_path(tmp_path / "dshkit.jsonl")) is JsonlStore
+    assert type(store_for_path(tmp_path / "dshkit.sqlite")) is SqliteStore
+    with pytest.raises(ValueError, match="session_id= picks a session"):
+        store_for_path(tmp_path / "dshkit.jsonl", session_id="x")
+    with pytest.raises(ValueError, match="session_id= picks a session"):
+        Session.open(store=JsonlStore(tmp_path / "dshkit.jsonl"), session_id="x")
+    with pytest.raises(ValueError, match="format must be"):
+        Session.create(tmp_path / "x.jsonl", format="json")
+    with pytest.raises(ValueError, match=".jsonl or .jsonl.zstd"):
+        Session.create(tmp_path / "x.sqlite", format="dsh")
+    with pytest.raises(ValueError, match="writes the 'dshkit' format"):
+        Session.create(store=JsonlStore(tmp_path / "y.jsonl"), format="dsh")
+    with pytest.raises(FileExistsError):
+        Session.create(plain, format="dsh")
 
 
 def test_sqlite_source_seqs_round_trip() -> None:
