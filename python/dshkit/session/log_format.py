@@ -19,7 +19,7 @@ from dshkit.session.events import Event
 from dshkit.session.repair import plan_closers
 from dshkit.session.surface import Surface
 
-Closer = tuple[str, Any, Sequence[int]]
+Closer = tuple[str, Any, tuple[int, ...]]
 
 
 class LogFormat(Protocol):

@@ -85,11 +85,11 @@ def plan_closers(events: Sequence[Event]) -> list[tuple[str, Any, tuple[int, ...
             if started
             else {"name": "ToolNotStartedError", "code": TOOL_NOT_STARTED}
         )
-        data: dict[str, Any] = {"turn": open_turn}
+        closer: dict[str, Any] = {"turn": open_turn}
         if step is not None:
-            data["step"] = step
-        data["message"], data["error"] = message, error
-        closers.append(("tool/result", data, (call_seq,) if started else ()))
+            closer["step"] = step
+        closer["message"], closer["error"] = message, error
+        closers.append(("tool/result", closer, (call_seq,) if started else ()))
         seq += 1
     if open_step is not None:
         closers.append(("step/end", {"turn": open_turn, "step": open_step}, ()))
