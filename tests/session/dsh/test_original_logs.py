@@ -131,10 +131,17 @@ def _snake(key: str) -> str:
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_log_verify_passes(tmp_path: Path, name: str) -> None:
-    path = _write(SCENARIOS[name](), tmp_path, "session.jsonl.zstd")
+    log = SCENARIOS[name]()
+    path = _write(log, tmp_path, "session.jsonl.zstd")
     out, err = io.StringIO(), io.StringIO()
     assert run_log_command("verify", str(path), out, err) == 0, out.getvalue() + err.getvalue()
-    assert run_log_command("messages", str(path), out, err) == 0
+    messages = io.StringIO()
+    assert run_log_command("messages", str(path), messages, err) == 0
+    ids = [json.loads(line)["id"] for line in messages.getvalue().splitlines()]
+    assert ids == [m["id"] for m in reference_messages(log.expanded())]
+    shown = io.StringIO()
+    assert run_log_command("show", str(path), shown, err) == 0 and err.getvalue() == ""
+    assert all(message_id in shown.getvalue() for message_id in ids)
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
@@ -416,3 +423,18 @@ def test_the_convert_command(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert _read_original(tmp_path / "o.jsonl")[1] == _read_original(src)[1]
     assert main(["log", "convert", str(src), str(tmp_path / "d.jsonl")]) == 1
     assert "already exists" in capsys.readouterr().err
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_the_convert_command_shows_progress_on_a_terminal(tmp_path: Path) -> None:
+    from dshkit.cli.log import convert
+
+    log = SCENARIOS["parallel_tools"]()
+    terminal = _Terminal()
+    assert convert(str(_write(log, tmp_path, "src.jsonl")), str(tmp_path / "d.jsonl"), "dshkit", terminal) == 0
+    total = len(log.expanded())
+    assert terminal.getvalue().endswith(f"] {total}/{total} events\n") and "[" + "#" * 30 + "]" in terminal.getvalue()
