@@ -25,7 +25,7 @@ venv: $(VENV)/.deps
 
 # Debug (dev-profile) build of the extension, installed editable into .venv.
 dev: venv
-	$(VENV)/bin/maturin develop --quiet --profile dev --extras test,bench
+	$(VENV)/bin/maturin develop --quiet --profile dev --extras test,bench,postgres
 
 demo: dev
 	$(PY) -m dshkit demo
@@ -45,6 +45,8 @@ test: cargo-test wheels stubtest pytest
 # Wheels are built with zig as the linker against glibc 2.17 (manylinux2014), so they install on
 # the servers people have (RHEL/Alma 8, Debian 11, Ubuntu 20.04, Amazon Linux 2), and stripped.
 WHEEL_FLAGS := --quiet --release --strip --zig --compatibility manylinux2014
+# maturin finds zig through `python3 -m ziglang`: the venv's python3 has it.
+WHEEL_BUILD := PATH=$(abspath $(VENV))/bin:$$PATH $(VENV)/bin/maturin build $(WHEEL_FLAGS)
 # An interpreter's path: the one on PATH if it runs (pyenv shims may not), else the newest pyenv
 # install of that version; nothing when the machine lacks it.
 find_python = $(shell $(1) -c 'import sys; print(sys.executable)' 2>/dev/null || \
@@ -58,16 +60,16 @@ $(VENV)/.wheel-tools: $(VENV)/.deps
 
 wheel: $(VENV)/.wheel-tools
 	rm -rf dist
-	$(VENV)/bin/maturin build $(WHEEL_FLAGS) -i $(abspath $(PY)) --out dist
+	$(WHEEL_BUILD) -i $(abspath $(PY)) --out dist
 	$(VENV)/bin/maturin sdist --out dist
 
 wheels: $(VENV)/.wheel-tools
 	rm -rf dist
-	$(VENV)/bin/maturin build $(WHEEL_FLAGS) $(foreach i,$(WHEEL_INTERPRETERS),-i $(i)) --out dist
+	$(WHEEL_BUILD) $(foreach i,$(WHEEL_INTERPRETERS),-i $(i)) --out dist
 	$(VENV)/bin/maturin sdist --out dist
 
 bench: venv
-	$(VENV)/bin/maturin develop --quiet --release --extras test,bench
+	$(VENV)/bin/maturin develop --quiet --release --extras test,bench,postgres
 	$(PY) -m pytest benches --benchmark-only --benchmark-json=bench-results/latest.json -q -p no:cacheprovider -o testpaths=benches
 	$(PY) benches/report.py bench-results/latest.json
 

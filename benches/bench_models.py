@@ -12,10 +12,15 @@ what the caller consumes:
 The SDK rows are skipped when the package is not installed (`pip install openai anthropic`, the
 `bench` extra). `extra_info["events"]` is the number of events per round; divide a row's time by
 it for the cost per event (the report's `per` does).
+
+`sse-decode-8mib-line` (issue 9): one event whose data line is 8 MiB, arriving in 64 KiB reads,
+decoded by `SSEDecoder` beside `rejoin_per_read`, the decoder as it was before: it joined the
+unterminated line with each new read (so work grew with the square of the line's length).
 """
 
 from __future__ import annotations
 
+import codecs
 import json
 from typing import Any, Callable
 
@@ -110,6 +115,10 @@ TARGETS = [
     {"name": f"{api} stream parsing faster than the {sdk} SDK's", "group": f"stream-parse-{api}", "versus": f"{sdk}_sdk", "max_ratio": 1.0}
     for api, sdk in (("chat", "openai"), ("anthropic", "anthropic"), ("responses", "openai"))
 ]
+TARGETS.append(
+    {"name": "an 8 MiB SSE line decodes >= 3x faster than re-joining it per read", "group": "sse-decode-8mib-line",
+     "versus": "rejoin_per_read", "min_speedup": 3.0}
+)
 
 
 def dshkit_parse(api: str) -> Callable[[], list[Any]]:
@@ -186,3 +195,64 @@ def test_stream_parse(benchmark: Any, api: str, row: str, factory: Callable[[str
     benchmark.extra_info["events"] = EVENTS[api]
     benchmark.extra_info["row"] = row
     benchmark(parse)
+
+
+# --- one long line (issue 9) ---------------------------------------------------------------------
+
+LINE_READ = b"x" * (64 * 1024)
+LINE_READS = [b"event: big\ndata: "] + [LINE_READ] * 128 + [b"\n\n"]  # 8 MiB of data in 64 KiB reads
+
+
+class RejoiningSSEDecoder:
+    """The line handling of `SSEDecoder` before issue 9 (data lines only): the pending line is
+    concatenated with every new read, which copies the whole line each time."""
+
+    def __init__(self) -> None:
+        self._text = codecs.getincrementaldecoder("utf-8")(errors="strict")
+        self._pending = ""
+        self._skip_lf = False
+        self._data: list[str] = []
+
+    def feed(self, chunk: bytes) -> list[str]:
+        text = self._text.decode(chunk)
+        if self._skip_lf:
+            self._skip_lf = False
+            if text.startswith("\n"):
+                text = text[1:]
+        if "\r" in text:
+            self._skip_lf = text.endswith("\r")
+            text = text.replace("\r\n", "\n").replace("\r", "\n")
+        lines = text.split("\n")
+        if self._pending:
+            lines[0] = self._pending + lines[0]
+        self._pending = lines.pop()
+        events = []
+        for line in lines:
+            if not line:
+                if self._data:
+                    events.append("\n".join(self._data))
+                    self._data = []
+            elif line.startswith("data:"):
+                self._data.append(line[6:] if line.startswith("data: ") else line[5:])
+        return events
+
+
+def _decode_long_line(decoder: Any) -> str:
+    events = [event for read in LINE_READS for event in decoder.feed(read)]
+    (event,) = events
+    return event if isinstance(event, str) else event.data
+
+
+LONG_LINE_ROWS: dict[str, Callable[[], str]] = {
+    "dshkit": lambda: _decode_long_line(SSEDecoder()),
+    "rejoin_per_read": lambda: _decode_long_line(RejoiningSSEDecoder()),
+}
+
+
+@pytest.mark.parametrize("row", sorted(LONG_LINE_ROWS))
+def test_sse_decode_long_line(benchmark: Any, row: str) -> None:
+    decode = LONG_LINE_ROWS[row]
+    assert len(decode()) == 128 * len(LINE_READ)  # checked once, outside the timing
+    benchmark.group = "sse-decode-8mib-line"
+    benchmark.extra_info["row"] = row
+    benchmark.pedantic(decode, rounds=5, iterations=1, warmup_rounds=1)

@@ -9,13 +9,18 @@ benchmark that reads it. Floors are the least a program must do for the same wor
 - open: read the file and `json.loads` every line (`orjson.loads` shown beside it);
 - messages after an append: the same append followed by a full re-derivation of the history.
 
-`messages()` returns a tuple (the contract), so after an append it is rebuilt by one pointer copy
-of the surface: no event is re-folded, but the copy grows with the history; the 1k and 100k
+The checksum (format version 2, `dshkit.session.records`) has groups of its own: sealing one
+event line beside encoding it without a checksum, and checking every line of the 100,000-event
+log beside only splitting it into lines (both inside the open rows above as well).
+
+`messages()` returns a `History` sharing the surface's list, so after an append it costs O(1)
+and no event is re-folded; the 1k and 100k
 groups show both effects.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -29,6 +34,8 @@ import pytest
 
 import dshkit
 from dshkit.session import Session, derive_messages
+from dshkit.session.codec import encode_event
+from dshkit.session.records import seal_line, unseal_lines
 
 EVENTS_PER_TURN = 16
 BIG = 100_000
@@ -46,6 +53,12 @@ TARGETS = [
         "group": "session-open-100k-sqlite",
         "versus": "json_loads_floor",
         "max_ratio": 2.0,
+    },
+    {
+        "name": "re-open a 10,000-message log and read it <= 0.7x the OpenAI Agents SDK SQLiteSession",
+        "group": "session-reopen-10k-messages",
+        "versus": "openai_agents_sqlite_session",
+        "max_ratio": 0.7,
     },
     {
         "name": "messages() after one more append (100,000 events) does not re-derive: <= 0.1x a full re-derivation",
@@ -259,3 +272,88 @@ def test_messages_after_append(benchmark, logs: dict[str, Path], tmp_path: Path,
     rounds = 300 if row == "dshkit" else 5
     benchmark.pedantic(append_then_messages, rounds=rounds, iterations=1, warmup_rounds=5)
     session.close()
+
+
+# --- the checksum's own cost --------------------------------------------------------------------
+
+
+@pytest.mark.benchmark(group="session-checksum-append")
+@pytest.mark.parametrize("row", ["seal_line", "encode_line_floor"])
+def test_checksum_on_append(benchmark, row: str) -> None:
+    session = Session()
+    event = session.append("user/message", user_message("message number 1: a short prompt of the usual length"))
+    record = encode_event(event)
+    if row == "seal_line":
+        benchmark(seal_line, record)
+    else:
+        benchmark(lambda text: (text + "\n").encode(), record)
+
+
+@pytest.mark.benchmark(group="session-checksum-open-100k")
+@pytest.mark.parametrize("row", ["check_every_line", "split_lines_floor"])
+def test_checksum_on_open(benchmark, logs: dict[str, Path], row: str) -> None:
+    content = logs["big.jsonl"].read_bytes()
+
+    def split() -> list[bytes]:
+        return content.split(b"\n")[1:-1]
+
+    if row == "check_every_line":
+        assert len(benchmark.pedantic(lambda: unseal_lines(split(), str), rounds=5, warmup_rounds=1)) == BIG
+    else:
+        assert len(benchmark.pedantic(split, rounds=5, warmup_rounds=1)) == BIG
+
+
+# --- re-open a conversation beside the OpenAI Agents SDK's SQLiteSession ---------------------------
+
+REOPEN_MESSAGES = 10_000
+
+
+@pytest.fixture(scope="session")
+def reopen_logs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """One conversation of 10,000 messages: a dshkit JSONL log, and its items in a SQLiteSession."""
+    folder = tmp_path_factory.mktemp("reopen")
+    path = folder / "conversation.jsonl"
+    with Session.create(path, durability="none") as session:
+        write_agent_log(session, REOPEN_MESSAGES // 4 * EVENTS_PER_TURN)  # 4 messages per turn
+        messages = session.messages()
+    assert len(messages) == REOPEN_MESSAGES
+    logs: dict[str, Any] = {"dshkit": path}
+    try:
+        from agents import SQLiteSession
+    except ImportError:
+        return logs
+    from dshkit.interop.openai_responses import to_response_items
+
+    db_path = folder / "conversation.sqlite"
+    peer = SQLiteSession("bench", db_path)
+    asyncio.run(peer.add_items(to_response_items(messages)))
+    peer.close()
+    logs["openai_agents"] = db_path
+    return logs
+
+
+def reopen_dshkit(path: Path) -> int:
+    with Session.open(path, read_only=True) as session:
+        return len(session.messages())
+
+
+def reopen_openai_agents(db_path: Path) -> int:
+    from agents import SQLiteSession
+
+    peer = SQLiteSession("bench", db_path)
+    try:
+        return len(asyncio.run(peer.get_items()))
+    finally:
+        peer.close()
+
+
+@pytest.mark.benchmark(group="session-reopen-10k-messages")
+@pytest.mark.parametrize("row", ["dshkit", "openai_agents_sqlite_session"])
+def test_reopen_conversation(benchmark, reopen_logs: dict[str, Any], row: str) -> None:
+    if row == "dshkit":
+        assert benchmark.pedantic(reopen_dshkit, (reopen_logs["dshkit"],), rounds=5, warmup_rounds=1) == REOPEN_MESSAGES
+        return
+    if "openai_agents" not in reopen_logs:
+        pytest.skip("openai-agents is not installed")
+    items = benchmark.pedantic(reopen_openai_agents, (reopen_logs["openai_agents"],), rounds=5, warmup_rounds=1)
+    benchmark.extra_info["items"] = items

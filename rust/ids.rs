@@ -239,4 +239,65 @@ mod tests {
         assert_eq!((id >> 80) as u64, 1_700_000_000_000);
         assert_eq!(id & RANDOM_MASK, RANDOM_MASK);
     }
+
+    /// The fork handlers hold the lock across fork(): a child forked while another thread is
+    /// minting can mint at once (a lock copied in its held state would hang it) and does not
+    /// continue the parent's sequence. Native threads here: a Python thread would hold the GIL,
+    /// which a raw fork's child cannot take back whatever the core does.
+    #[cfg(unix)]
+    #[test]
+    fn a_child_forked_while_another_thread_mints_mints_at_once_and_fresh() {
+        use std::sync::atomic::AtomicBool;
+        use std::sync::Arc;
+        use std::time::{Duration, Instant};
+
+        reset_in_forked_children().expect("pthread_atfork");
+        let stop = Arc::new(AtomicBool::new(false));
+        let minter = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut ids = Vec::new();
+                while !stop.load(Ordering::Relaxed) {
+                    ids.push(mint().expect("id"));
+                }
+                ids
+            })
+        };
+        let mut child_ids = Vec::new();
+        for _ in 0..100 {
+            let mut fds = [0; 2];
+            assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+            let pid = unsafe { libc::fork() };
+            if pid == 0 {
+                let id = mint().unwrap_or(0).to_le_bytes();
+                unsafe {
+                    libc::write(fds[1], id.as_ptr().cast(), id.len());
+                    libc::_exit(0);
+                }
+            }
+            assert!(pid > 0, "fork failed");
+            unsafe { libc::close(fds[1]) };
+            let started = Instant::now();
+            let mut status = 0;
+            while unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } != pid {
+                if started.elapsed() > Duration::from_secs(20) {
+                    unsafe {
+                        libc::kill(pid, libc::SIGKILL);
+                        libc::waitpid(pid, &mut status, 0);
+                    }
+                    panic!("a child forked while another thread minted hung");
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            let mut id = [0u8; 16];
+            let read = unsafe { libc::read(fds[0], id.as_mut_ptr().cast(), id.len()) };
+            unsafe { libc::close(fds[0]) };
+            assert_eq!(read, 16);
+            child_ids.push(u128::from_le_bytes(id));
+        }
+        stop.store(true, Ordering::Relaxed);
+        let parent_ids: std::collections::HashSet<u128> = minter.join().expect("minter").into_iter().collect();
+        assert!(!parent_ids.is_empty());
+        assert!(child_ids.iter().all(|id| *id != 0 && !parent_ids.contains(id)));
+    }
 }

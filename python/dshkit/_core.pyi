@@ -67,7 +67,7 @@ _Role = Literal["system", "user", "assistant"]
 class Message:
     """An identified, immutable message: `id`, `role`, `content` blocks and `source`."""
 
-    __match_args__: ClassVar[tuple[str, str, str, str]]
+    __match_args__: ClassVar[tuple[Literal["id"], Literal["role"], Literal["content"], Literal["source"]]]
     def __new__(cls, *args: object, **kwargs: object) -> Message: ...  # always raises TypeError
     @property
     def id(self) -> MessageId: ...

@@ -314,54 +314,6 @@ def test_a_raw_libc_fork_that_skips_register_at_fork_still_gives_the_child_fresh
         pytest.skip("no raw fork landed in the parent's millisecond on this machine: nothing was exercised")
 
 
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
-def test_a_raw_fork_while_another_thread_mints_leaves_the_child_able_to_mint() -> None:
-    """The fork handlers hold the generator's lock across the fork: a child forked while another
-    thread was minting must neither hang on a lock copied in its held state nor repeat an id."""
-    script = textwrap.dedent(
-        """
-        import ctypes, os, threading, time
-        from dshkit import new_message_id
-        libc = ctypes.CDLL(None, use_errno=True)
-        stop = False
-        parent_ids = set()
-        def mint_forever():
-            while not stop:
-                parent_ids.add(new_message_id())
-        thread = threading.Thread(target=mint_forever)
-        thread.start()
-        hung = 0
-        child_ids = []
-        for _ in range(40):
-            read_fd, write_fd = os.pipe()
-            pid = libc.fork()  # ctypes releases the GIL: the other thread keeps minting meanwhile
-            if pid == 0:
-                os.write(write_fd, new_message_id().encode())
-                os._exit(0)
-            os.close(write_fd)
-            deadline = time.monotonic() + 10
-            while os.waitpid(pid, os.WNOHANG) == (0, 0):
-                if time.monotonic() > deadline:
-                    os.kill(pid, 9)
-                    os.waitpid(pid, 0)
-                    hung += 1
-                    break
-                time.sleep(0.001)
-            child_ids.append(os.read(read_fd, 26).decode())
-            os.close(read_fd)
-        stop = True
-        thread.join()
-        print(hung, sum(1 for i in child_ids if i in parent_ids), len(parent_ids))
-        """
-    )
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr
-    hung, duplicates, minted = map(int, done.stdout.split())
-    assert hung == 0
-    assert duplicates == 0
-    assert minted > 0
-
-
 def _mint_into_pipe(connection: multiprocessing.connection.Connection, count: int) -> None:
     connection.send([new_message_id() for _ in range(count)])
     connection.close()

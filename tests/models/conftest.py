@@ -12,6 +12,7 @@ import json
 import select
 import socket
 import threading
+import time
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -31,7 +32,15 @@ class Truncate:
     """Cut the connection here, without ending the body properly."""
 
 
-Piece = Union[bytes, Stall, Truncate]
+@dataclass(frozen=True)
+class Trickle:
+    """Send `data` every `interval` seconds until the client closes the connection (or the limit)."""
+
+    data: bytes
+    interval: float = 0.02
+
+
+Piece = Union[bytes, Stall, Truncate, Trickle]
 
 
 @dataclass
@@ -63,6 +72,8 @@ class LoopbackServer:
         self.received: list[Received] = []
         self.disconnected = threading.Event()
         self.stalled = threading.Event()
+        self.body_bytes_sent: list[int] = []  # per reply played, once it is over
+        self._played = threading.Condition()
         self._stop = threading.Event()
         self._lock = threading.Lock()
         server = self
@@ -94,6 +105,13 @@ class LoopbackServer:
         host, port = self._server.server_address[:2]
         return f"http://{host}:{port}/v1"
 
+    def wait_played(self, count: int, timeout: float = STALL_LIMIT) -> list[int]:
+        """Wait until `count` replies are over; the body bytes each one managed to send."""
+        with self._played:
+            if not self._played.wait_for(lambda: len(self.body_bytes_sent) >= count, timeout):
+                raise AssertionError(f"only {len(self.body_bytes_sent)} of {count} replies were over after {timeout}s")
+            return list(self.body_bytes_sent)
+
     def reply(self, *replies: Reply) -> None:
         self.replies.extend(replies)
 
@@ -107,6 +125,15 @@ class LoopbackServer:
         self._thread.join(5)
 
     def _play(self, handler: BaseHTTPRequestHandler, reply: Reply) -> None:
+        sent = [0]
+        try:
+            self._send(handler, reply, sent)
+        finally:
+            with self._played:
+                self.body_bytes_sent.append(sent[0])
+                self._played.notify_all()
+
+    def _send(self, handler: BaseHTTPRequestHandler, reply: Reply, sent: list[int]) -> None:
         if reply.stall_before_headers:
             self._stall(handler)
             handler.close_connection = True
@@ -131,17 +158,34 @@ class LoopbackServer:
                     handler.wfile.flush()
                     handler.close_connection = True
                     return
-                if reply.chunked:
-                    handler.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
-                else:
-                    handler.wfile.write(piece)
-                handler.wfile.flush()
+                if isinstance(piece, Trickle):
+                    self._trickle(handler, reply, piece, sent)
+                    return
+                self._write(handler, reply, piece, sent)
             if reply.chunked:
                 handler.wfile.write(b"0\r\n\r\n")
             handler.wfile.flush()
         except (BrokenPipeError, ConnectionResetError):
             self.disconnected.set()
             handler.close_connection = True
+
+    @staticmethod
+    def _write(handler: BaseHTTPRequestHandler, reply: Reply, piece: bytes, sent: list[int]) -> None:
+        if reply.chunked:
+            handler.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+        else:
+            handler.wfile.write(piece)
+        handler.wfile.flush()
+        sent[0] += len(piece)
+
+    def _trickle(self, handler: BaseHTTPRequestHandler, reply: Reply, trickle: Trickle, sent: list[int]) -> None:
+        """Keep the body alive forever, a little at a time; a write failing means the client left."""
+        self.stalled.set()
+        handler.close_connection = True
+        deadline = time.monotonic() + STALL_LIMIT
+        while not self._stop.is_set() and time.monotonic() < deadline:
+            self._write(handler, reply, trickle.data, sent)  # BrokenPipe/ConnectionReset: see _send
+            time.sleep(trickle.interval)
 
     def _stall(self, handler: BaseHTTPRequestHandler) -> None:
         """Wait until the client closes its end (readable with EOF), the server stops, or the limit."""
@@ -168,6 +212,7 @@ class Wire:
     Reply = Reply
     Stall = Stall
     Truncate = Truncate
+    Trickle = Trickle
 
     @staticmethod
     def event(payload: Any) -> bytes:

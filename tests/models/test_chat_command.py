@@ -170,7 +170,7 @@ def test_model_errors_are_reported_and_the_chat_goes_on(processes: Any, loopback
     assert process.stdin is not None
     process.stdin.write(b"Hi\n")
     process.stdin.close()
-    assert process.wait(WAIT) == 0
+    assert process.wait(WAIT) == 2  # a refused key is a configuration error (test_chat_exit_status.py)
     assert "[error: Authentication Fails]" in err.text
     assert out.text == ""
     # Without --log a new file is made under $XDG_STATE_HOME/dshkit/chats.

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import tracemalloc
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dshkit.models.sse import SSEDecodeError, SSEDecoder, ServerSentEvent
+from dshkit.models.sse import SSEDecodeError, SSEDecoder, SSEEventTooLargeError, ServerSentEvent
 
 
 def decode(*reads: bytes) -> list[ServerSentEvent]:
@@ -134,3 +136,121 @@ def test_every_two_and_three_way_split_of_a_rich_body() -> None:
 
 def test_byte_by_byte() -> None:
     assert decode(*(RICH_BODY[i : i + 1] for i in range(len(RICH_BODY)))) == RICH_EVENTS
+
+
+# --- linear time and bounded size (issue 9) ------------------------------------------------------
+
+PIECE = b"x" * (64 * 1024)
+
+
+def test_a_read_into_a_long_line_copies_nothing_already_pending() -> None:
+    # The work per read must not grow with what is already pending: a decoder that re-joins (or
+    # re-scans) the unterminated line on every read is quadratic in its length. Counted as bytes
+    # allocated while 16 more reads arrive after 8 MiB of one line: a re-join allocates >= 8 MiB.
+    decoder = SSEDecoder(max_event_bytes=64 * 1024 * 1024)
+    decoder.feed(b"data: ")
+    for _ in range(128):
+        decoder.feed(PIECE)
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        before = tracemalloc.get_traced_memory()[0]
+        for _ in range(16):
+            assert decoder.feed(PIECE) == []
+        allocated = tracemalloc.get_traced_memory()[1] - before
+    finally:
+        tracemalloc.stop()
+    assert allocated < len(PIECE), allocated
+    events = decoder.feed(b"\n\n")
+    assert len(events) == 1 and len(events[0].data) == 144 * len(PIECE) and set(events[0].data) == {"x"}
+
+
+@pytest.mark.slow
+def test_a_64_mib_line_in_64_kib_reads_decodes_whole() -> None:
+    # Quadratic decoding took ~20 s for this on a quiet machine; linear takes well under one.
+    decoder = SSEDecoder(max_event_bytes=65 * 1024 * 1024)
+    decoder.feed(b"event: big\ndata: ")
+    for _ in range(1024):
+        assert decoder.feed(PIECE) == []
+    (event,) = decoder.feed(b"\r\n\r\n")
+    assert event.event == "big" and len(event.data) == 64 * 1024 * 1024
+
+
+def test_a_line_past_the_limit_fails_before_it_ends() -> None:
+    decoder = SSEDecoder(max_event_bytes=1000)
+    decoder.feed(b"data: ")
+    reads = 0
+    with pytest.raises(SSEEventTooLargeError, match=r"limit of 1000 bytes \(max_event_bytes\)") as caught:
+        for reads in range(1, 1000):
+            decoder.feed(b"y" * 100)
+    assert reads == 10 and caught.value.limit == 1000 and caught.value.offset == 1006
+    assert isinstance(caught.value, SSEDecodeError)
+
+
+def test_the_limit_counts_every_line_of_one_event() -> None:
+    # An event's size: its lines with their line endings (a CRLF counts one), up to the blank line.
+    body = b"event: e\r\ndata: abc\r\n: note\r\n\r\n"  # 9 + 10 + 7 = 26 bytes
+    assert decode_with_limit(26, body) == [ServerSentEvent(event="e", data="abc")]
+    with pytest.raises(SSEEventTooLargeError):
+        decode_with_limit(25, body)
+    with pytest.raises(SSEEventTooLargeError):
+        decode_with_limit(25, *(body[i : i + 1] for i in range(len(body))))
+
+
+def test_the_limit_is_per_event() -> None:
+    body = b"".join(b"data: %04d\n\n" % i for i in range(1000))  # 1000 events of 11 bytes
+    assert len(decode_with_limit(11, body)) == 1000
+    assert len(decode_with_limit(11, *(body[i : i + 7] for i in range(0, len(body), 7)))) == 1000
+
+
+def test_many_small_lines_past_the_limit_fail_in_one_read_and_in_many() -> None:
+    body = b"data: 12345\n" * 100 + b"\n"
+    with pytest.raises(SSEEventTooLargeError):
+        decode_with_limit(1000, body)
+    with pytest.raises(SSEEventTooLargeError):
+        decode_with_limit(1000, *(body[i : i + 5] for i in range(0, len(body), 5)))
+    assert decode_with_limit(1200, body) == [ServerSentEvent(data="\n".join(["12345"] * 100))]
+
+
+@pytest.mark.parametrize("limit", [0, -1, True, 1.5, None, "16"])
+def test_a_bad_limit_is_refused(limit: object) -> None:
+    with pytest.raises(ValueError, match="SSEDecoder max_event_bytes: expected an int >= 1"):
+        SSEDecoder(max_event_bytes=limit)  # type: ignore[arg-type]
+
+
+def test_invalid_utf8_in_a_line_of_many_reads_names_its_offset() -> None:
+    decoder = SSEDecoder()
+    with pytest.raises(SSEDecodeError, match=r"invalid byte at offset 19"):
+        for read in (b"data: ok\n\n", b"data: ab", b"c\xff", b"d\r", b"\n"):
+            decoder.feed(read)
+
+
+def test_a_byte_order_mark_alone_on_the_first_line_is_a_blank_line() -> None:
+    assert decode(b"\xef\xbb\xbf\ndata: x\n\n") == [ServerSentEvent(data="x")]
+    assert decode(b"\xef\xbb", b"\xbf", b"\n", b"data: x\n\n") == [ServerSentEvent(data="x")]
+
+
+def decode_with_limit(limit: int, *reads: bytes) -> list[ServerSentEvent]:
+    decoder = SSEDecoder(max_event_bytes=limit)
+    events = [event for read in reads for event in decoder.feed(read)]
+    return events + decoder.close()
+
+
+@given(
+    events=events_strategy,
+    cuts=st.lists(st.integers(min_value=0, max_value=400), max_size=6),
+    newline=st.sampled_from(["\n", "\r\n", "\r"]),
+    limit=st.integers(min_value=1, max_value=120),
+)
+def test_any_split_gives_the_same_events_or_the_same_size_error(
+    events: list[list[str]], cuts: list[int], newline: str, limit: int
+) -> None:
+    body = "".join("".join(f"data: {line}{newline}" for line in lines) + newline for lines in events).encode()
+    sizes = [sum(len(f"data: {line}".encode()) + 1 for line in lines) for lines in events]
+    points = sorted({min(cut, len(body)) for cut in cuts})
+    reads = [body[start:end] for start, end in zip([0, *points], [*points, len(body)])]
+    if all(size <= limit for size in sizes):
+        assert decode_with_limit(limit, *reads) == [ServerSentEvent(data="\n".join(lines)) for lines in events]
+    else:
+        with pytest.raises(SSEEventTooLargeError):
+            decode_with_limit(limit, *reads)

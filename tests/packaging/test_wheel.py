@@ -257,6 +257,7 @@ print("ok")
 """
 
 
+@pytest.mark.timeout(1500)  # a whole Rust build from the sdist, on a 2-core machine
 def test_the_sdist_builds_a_wheel(tmp_path: Path) -> None:
     sdists = sorted(DIST.glob("dshkit-*.tar.gz"))
     if not sdists:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +10,29 @@ import pytest
 
 import dshkit
 from dshkit import Message
+from dshkit._core import crc32c
 from dshkit.session import Event, Session
+from dshkit.session.records import SUFFIX_LENGTH, seal_line
+
+
+def seal_any(text: str) -> bytes:
+    """A JSON Lines line for any record text, even a broken one, whose checksum matches.
+
+    A JSON object is sealed as the store seals it; other text gets the checksum suffix as if
+    it ended in the object's closing brace, so it reads back as `text + "}"`: still broken,
+    which is the point (damage whose checksum passes shows the decoder's own error).
+    """
+    if text.endswith("}"):
+        return seal_line(text)
+    return b'%s,"crc":"%08x"}\n' % (text.encode(), crc32c((text + "}").encode()))
+
+
+def to_version_1(path: Path) -> None:
+    """Rewrite a JSON Lines log in format version 1 (no checksums), as an older dshkit wrote it."""
+    header, *lines = path.read_bytes().split(b"\n")
+    header = header[:-SUFFIX_LENGTH].replace(b'"version":2', b'"version":1') + b"}"
+    events = [line[:-SUFFIX_LENGTH] + b"}" for line in lines[:-1]]
+    path.write_bytes(b"\n".join([header, *events, b""]))
 
 
 class Build:
@@ -62,6 +84,17 @@ class Build:
 
 
 @pytest.fixture
+def legacy_log(tmp_path: Path) -> Path:
+    """A version 1 JSON Lines log (no checksums) holding five user messages m0..m4."""
+    path = tmp_path / "log.jsonl"
+    with Session.create(path) as session:
+        for n in range(5):
+            session.append("user/message", Build.user(f"m{n}"))
+    to_version_1(path)
+    return path
+
+
+@pytest.fixture
 def build() -> type[Build]:
     return Build
 
@@ -70,3 +103,33 @@ def build() -> type[Build]:
 def log_path(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
     """A path (not yet created) for a log in each store (the store contract itself is `test_store_contract.py`)."""
     return tmp_path / f"session.{request.param}"
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """The URL of a database in a private PostgreSQL cluster started for this test run."""
+    from postgres_server import ServerUnavailable, start_server
+
+    server = start_server()
+    try:
+        url = server.__enter__()
+    except ServerUnavailable as error:
+        pytest.skip(f"no PostgreSQL server: {error}")
+    try:
+        yield url
+    finally:
+        server.__exit__(None, None, None)
+
+
+@pytest.fixture
+def fresh_database(postgres_url: str) -> Iterator[str]:
+    """The URL of a new, empty database in the test cluster (dropped afterwards)."""
+    import psycopg
+
+    name = f"fresh_{dshkit.new_message_id().lower()}"
+    admin_url = postgres_url.replace("/dshkit_test?", "/postgres?")
+    with psycopg.connect(admin_url, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    yield postgres_url.replace("/dshkit_test?", f"/{name}?")
+    with psycopg.connect(admin_url, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')

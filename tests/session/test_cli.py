@@ -12,6 +12,7 @@ import pytest
 import dshkit
 from dshkit.cli import main
 from dshkit.session import Session
+from dshkit.session.records import seal_line
 
 
 @pytest.fixture
@@ -65,9 +66,9 @@ def test_messages_prints_one_json_object_per_line(finished_log: Path, capsys):
 
 
 def append_raw(path: Path, *records: dict) -> None:
-    with path.open("a") as log:
+    with path.open("ab") as log:
         for record in records:
-            log.write(json.dumps(record) + "\n")
+            log.write(seal_line(json.dumps(record)))
 
 
 def message_record(seq: int, message: dshkit.Message, op: object = "append") -> dict:

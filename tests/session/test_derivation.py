@@ -8,6 +8,7 @@ import pytest
 
 import dshkit
 from dshkit.session import Session, UnknownEventError, replace_op
+from dshkit.session.records import seal_line
 
 
 def test_messages_hands_out_the_same_frozen_objects_and_caches_them(build):
@@ -234,8 +235,8 @@ def test_unknown_events_block_derivation_unless_ignorable(tmp_path: Path, build)
     with Session.create(path) as session:
         session.append("user/message", build.user())
         session.append("plugin/cache", {"ignorable": True})
-    with path.open("a") as log:
-        log.write('{"seq":2,"time":1,"type":"surface/rewind","data":{"to":0}}\n')
+    with path.open("ab") as log:
+        log.write(seal_line('{"seq":2,"time":1,"type":"surface/rewind","data":{"to":0}}'))
     with Session.open(path) as reopened:
         assert [e.type for e in reopened.events][-1] == "surface/rewind"  # kept
         with pytest.raises(UnknownEventError, match="event 2 has unknown type 'surface/rewind'"):

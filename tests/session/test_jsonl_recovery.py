@@ -31,10 +31,24 @@ def lines(path: Path) -> list[bytes]:
         (b'{"seq":5,"time":1,"type":"user/mess', "no newline"),
         (b'{"seq":5,"time":1,"type":"turn/start","data":{"turn":1}}', "no newline"),  # complete JSON, no newline
         (b"\x00\x00\x00\x00", "no newline"),
-        (b'{"seq":5,"ti\n', "not JSON"),
     ],
 )
 def test_a_torn_last_line_is_cut_with_a_warning(log: Path, tail: bytes, why: str):
+    intact = log.read_bytes()
+    log.write_bytes(intact + tail)
+    with pytest.warns(SessionRecoveryWarning, match=rf"log.jsonl: line 7: torn last line \({why}"):
+        session = Session.open(log)
+    with session:
+        assert [m.text for m in session.messages()] == [f"m{n}" for n in range(5)]
+        assert log.read_bytes() == intact
+        assert session.append("turn/start", {"turn": 1}).seq == 5
+    with Session.open(log) as again:  # clean now: no warning (warnings are errors here)
+        assert len(again.events) == 7  # turn/start + the turn/end that closed it
+
+
+def test_a_version_1_log_cuts_a_last_line_that_is_not_json(legacy_log: Path):
+    """Format version 1 has no checksums: a newline-terminated last line that is not JSON is torn."""
+    log, tail, why = legacy_log, b'{"seq":5,"ti\n', "not JSON"
     intact = log.read_bytes()
     log.write_bytes(intact + tail)
     with pytest.warns(SessionRecoveryWarning, match=rf"log.jsonl: line 7: torn last line \({why}"):
@@ -69,7 +83,9 @@ def test_read_only_open_reports_a_torn_line_but_leaves_the_file(log: Path):
         (b'{"seq":2,"time":1,"type":"user/message","data":{"id":"x","role":"user","content":[],"source":{"kind":"user"}}}\n', "needs 'surface_op'"),
     ],
 )
-def test_bad_records_name_file_line_and_reason(log: Path, line: bytes, reason: str):
+def test_bad_records_name_file_line_and_reason(legacy_log: Path, line: bytes, reason: str):
+    """Format version 1 (no checksums), so the decoder's own reasons show."""
+    log = legacy_log
     content = lines(log)
     content[3] = line
     log.write_bytes(b"".join(content))
@@ -99,8 +115,8 @@ def test_a_file_that_is_not_a_dshkit_log_is_refused_cleanly(tmp_path: Path, cont
 
 def test_a_newer_format_version_is_refused(tmp_path: Path):
     path = tmp_path / "new.jsonl"
-    path.write_bytes(b'{"type":"session","version":2,"id":"x","created_at":1}\n')
-    with pytest.raises(SessionCorruptError, match="version 2 is not supported"):
+    path.write_bytes(b'{"type":"session","version":3,"id":"x","created_at":1}\n')
+    with pytest.raises(SessionCorruptError, match="version 3 is not supported"):
         Session.open(path)
 
 

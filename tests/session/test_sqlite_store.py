@@ -43,6 +43,6 @@ def test_a_second_header_row_is_corruption(tmp_path: Path):
     path = tmp_path / "log.sqlite"
     Session.create(path).close()
     with closing(sqlite3.connect(path)) as db, db:
-        db.execute("INSERT INTO dshkit_session (header) VALUES ('{}')")
+        db.execute("INSERT INTO dshkit_session (header, crc) VALUES ('{}', 0)")
     with pytest.raises(SessionCorruptError, match="exactly one header row"):
         Session.open(path)

@@ -40,6 +40,6 @@ def test_a_location_may_be_a_string(tmp_path: Path):
 
 
 def test_a_url_of_an_unknown_scheme_selects_nothing(tmp_path: Path):
-    with pytest.raises(ValueError, match="cannot tell the store from 'postgresql://db.example/logs'"):
-        store_for_path("postgresql://db.example/logs")
+    with pytest.raises(ValueError, match="cannot tell the store from 'mysql://db.example/logs'"):
+        store_for_path("mysql://db.example/logs")
     assert not (tmp_path / "postgresql:").exists()

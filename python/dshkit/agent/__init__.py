@@ -7,7 +7,7 @@ builds each request from the log, streams the model, runs `Tool`s and honours `c
 
 from __future__ import annotations
 
-from dshkit.agent.agent import IDLE, RUNNING, Agent
+from dshkit.agent.agent import IDLE, RUNNING, Agent, AgentStatus
 from dshkit.agent.assembly import StreamAssembler
 from dshkit.agent.cancel import CancelToken
 from dshkit.agent.events import AgentEvent, EventStream
@@ -31,6 +31,7 @@ __all__ = [
     "RUNNING",
     "Agent",
     "AgentEvent",
+    "AgentStatus",
     "CancelToken",
     "Enter",
     "EventStream",

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterable, Mapping
-from typing import Any, Callable
+from typing import Any, Callable, Final, Literal
 
 from dshkit.agent.calls import call_sync_or_async
 from dshkit.agent.cancel import CancelToken
@@ -30,8 +30,9 @@ from dshkit.session import Session
 
 _log = logging.getLogger("dshkit.agent")
 
-IDLE = "idle"
-RUNNING = "running"
+AgentStatus = Literal["idle", "running"]
+IDLE: Final = "idle"
+RUNNING: Final = "running"
 
 # Turn outcomes after which the driver starts the next turn when input is pending (rule: after
 # an aborted, failed, blocked or step-less turn pending work stays parked until the next wake).
@@ -106,7 +107,7 @@ class Agent:
     # -- public state -------------------------------------------------------------------------
 
     @property
-    def status(self) -> str:
+    def status(self) -> AgentStatus:
         """``"idle"`` or ``"running"``."""
         return RUNNING if self._driver is not None else IDLE
 

@@ -1,7 +1,8 @@
-"""Calling user code that may be sync or async: hooks, tool bodies, maintenance functions."""
+"""Calling user code that may be sync or async (hooks, tool bodies), and the log's durability point."""
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 from typing import Any, Callable
 
@@ -14,4 +15,12 @@ async def call_sync_or_async(fn: Callable[..., Any], *args: Any) -> Any:
     return result
 
 
-__all__ = ["call_sync_or_async"]
+async def durability_point(session: Any) -> None:
+    """`session.sync()`; a store that waits on the network (PostgreSQL) is waited on off the loop."""
+    if getattr(session.store, "waits_on_network", False):
+        await asyncio.to_thread(session.sync)
+    else:
+        session.sync()  # a local fsync: cheaper than a hop to a worker thread
+
+
+__all__ = ["call_sync_or_async", "durability_point"]

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from dshkit.agent.calls import call_sync_or_async
+from dshkit.agent.calls import call_sync_or_async, durability_point
 from dshkit.agent.cancel import CancelToken
 from dshkit.agent.events import EventHub
 from dshkit.agent.inbox import Inbox
@@ -72,7 +72,7 @@ class ToolCallRunner:
                     break  # no new call starts after a cancel
                 call_seqs = [self._log_call(turn, step, calls[index]) for index in segment]
                 # Durability point: every started call is on disk before its body runs.
-                self._session.sync()
+                await durability_point(self._session)
                 running = {
                     asyncio.ensure_future(self._run_call(turn, step, token, calls[index], seq)): (index, seq)
                     for index, seq in zip(segment, call_seqs)

@@ -13,7 +13,8 @@ from dshkit.llm import Message, freeze, to_json
 if TYPE_CHECKING:
     from dshkit.session import Session
 
-ToolBody = Callable[[Any, "ToolContext"], Awaitable[Any]]
+# A tool body is a plain function or a coroutine function: a returned awaitable is awaited.
+ToolBody = Callable[[Any, "ToolContext"], "object | Awaitable[object]"]
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,7 @@ class ToolOutput:
 
 
 class Tool:
-    """A tool: `name`, `description`, JSON-schema `parameters` and an async `run(arguments, ctx)`.
+    """A tool: `name`, `description`, JSON-schema `parameters` and `run(arguments, ctx)` (sync or async).
 
     `arguments` is the parsed JSON object the model wrote (a plain `dict`). `parallel=False`
     makes the tool exclusive: it starts only after every earlier call of the step finished,
@@ -93,7 +94,7 @@ class Tool:
         if not isinstance(parameters, Mapping):
             raise TypeError(f"Tool {name!r} parameters: expected a JSON schema mapping, got {type(parameters).__name__}")
         if not callable(run):
-            raise TypeError(f"Tool {name!r} run: expected an async callable, got {type(run).__name__}")
+            raise TypeError(f"Tool {name!r} run: expected a callable (a function or an async function), got {type(run).__name__}")
         self.name = name
         self.description = description
         self.parameters = freeze(parameters)

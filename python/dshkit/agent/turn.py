@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dshkit.agent.assembly import StreamAssembler
-from dshkit.agent.calls import call_sync_or_async
+from dshkit.agent.calls import call_sync_or_async, durability_point
 from dshkit.agent.cancel import CancelToken
 from dshkit.agent.checks import check_rewrite, check_user_message
 from dshkit.agent.events import EventHub
@@ -113,9 +113,7 @@ class TurnRunner:
         self._config = config
         self._last_header: Any = None
         self._logged_config: Any = None
-        self._turn_number = max(
-            (event.data["turn"] for event in session.events if event.type == TURN_START), default=0
-        )
+        self._turn_number = _last_turn_number(session)
 
     def _append(self, event_type: str, data: Any, **kwargs: Any) -> Any:
         event = self._session.append(event_type, data, **kwargs)
@@ -331,7 +329,7 @@ class TurnRunner:
                 return StepResult("aborted")
             self._log_header(config)
             # Durability point: the log is on disk before the model sees the request.
-            self._session.sync()
+            await durability_point(self._session)
             request = project_request(self._session)
             self._hub.emit("request", turn=turn.number, step=turn.step, request=request)
             assembler = StreamAssembler()
@@ -466,6 +464,13 @@ class TurnRunner:
 _INTERRUPTED = object()  # _stream's answer when the cancel token cut the response
 # How a step that ends the turn stopped, as `turn_stopping` is told (ctx.reason).
 _STOPS = {"stop": "completed", "max_tokens": "max_tokens", "tools": "concluded"}
+
+
+def _last_turn_number(session: Session) -> int:
+    """The number of the session's latest turn (0 if none); turns are numbered upwards."""
+    events = session.events
+    numbers = (events[seq].data["turn"] for seq in range(len(events) - 1, -1, -1) if events[seq].type == TURN_START)
+    return next(numbers, 0)
 
 
 def _being_cancelled() -> bool:

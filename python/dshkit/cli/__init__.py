@@ -1,7 +1,10 @@
-"""The `dshkit` command line: `demo`, `log show|verify|messages|convert`, `chat`.
+"""The `dshkit` command line: `demo`, `log show|verify|messages|list|convert`, `chat`, `bench`.
 
-The top layer: each command is a module of this package (`dshkit.cli.demo`, `.log`, `.chat`)
-imported only when used, so that `dshkit log verify` does not import the agent or HTTP stack.
+The top layer: each command is a module of this package (`dshkit.cli.demo`, `.log`, `.chat`,
+`.bench`) imported only when used, so that `dshkit log verify` does not import the agent or HTTP
+stack. Exit status: 0 success, 1 the command failed, 2 a usage or configuration error, 130 after
+Ctrl-C, 141 when the reader of standard output went away (`dshkit log show x.jsonl | head`), the
+status shells report for a process ended by SIGPIPE, printed without a traceback.
 """
 
 from __future__ import annotations
@@ -12,7 +15,10 @@ from collections.abc import Sequence
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from dshkit import __version__
+
     parser = argparse.ArgumentParser(prog="dshkit", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"dshkit {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     demo = commands.add_parser("demo", help="run the offline demonstration")
@@ -26,7 +32,17 @@ def build_parser() -> argparse.ArgumentParser:
         ("messages", "the derived messages, one JSON object per line"),
     ):
         action = log_commands.add_parser(name, help=help_text)
-        action.add_argument("path", metavar="PATH")
+        action.add_argument("path", metavar="PATH", help="a .jsonl/.sqlite/.db log or a postgresql:// URL")
+        action.add_argument(
+            "--session", metavar="ID",
+            help="the session to read (needed for a postgresql:// URL or an original-harness SQLite database)",
+        )
+        if name == "verify":
+            action.add_argument("--all", action="store_true", help="print every problem (default: the first 50)")
+    listing = log_commands.add_parser(
+        "list", help="the sessions in a directory of logs, a PostgreSQL database or an original-harness SQLite database"
+    )
+    listing.add_argument("path", metavar="LOCATION", help="a directory, a postgresql:// URL or an original .db file")
     convert = log_commands.add_parser("convert", help="rewrite a log in dshkit's or the original harness's format")
     convert.add_argument("path", metavar="SRC")
     convert.add_argument("dest", metavar="DEST")
@@ -42,12 +58,32 @@ def build_parser() -> argparse.ArgumentParser:
     )
     chat.add_argument("--log", metavar="PATH", help="session log to write (default: a new file)")
     chat.add_argument("--system", metavar="TEXT", help="system prompt")
+
+    bench = commands.add_parser(
+        "bench", help="what freezing your JSON documents costs, beside deepcopy, json and orjson"
+    )
+    bench.add_argument("files", nargs="*", metavar="FILE.json", help="JSON documents (default: a built-in one)")
+    bench.add_argument("--rounds", type=int, default=None, metavar="N", help="timed rounds per measurement")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the process exit code."""
     args = build_parser().parse_args(argv)
+    try:
+        code = _run(args)
+        sys.stdout.flush()  # a closed pipe shows here, inside the handler, not at exit
+    except BrokenPipeError:
+        from dshkit.cli.terminal import quiet_broken_pipe
+
+        return quiet_broken_pipe()
+    except KeyboardInterrupt:
+        print(file=sys.stderr)
+        return 130
+    return code
+
+
+def _run(args: argparse.Namespace) -> int:
     if args.command == "demo":
         from dshkit.cli.demo import main as run_demo
 
@@ -60,6 +96,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from dshkit.cli.chat import main as run_chat
 
         return run_chat(args)
+    if args.command == "bench":
+        from dshkit.cli.bench import main as run_bench
+
+        return run_bench(args)
     raise AssertionError(args.command)  # argparse rejects unknown commands
 
 

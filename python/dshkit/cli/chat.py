@@ -9,6 +9,13 @@ interrupted assistant message, sent back to the model next time); Ctrl-C at the 
 ``/exit`` or ``/quit`` end the session. The log is written as the session goes: ``--log PATH``
 continues an existing log or starts one there; by default a new file is created under
 ``$XDG_STATE_HOME/dshkit/chats`` (``~/.local/state/dshkit/chats``).
+
+On a terminal the prompt has readline line editing and a history kept in
+``$XDG_STATE_HOME/dshkit/chat_history``; colour (dimmed notes and reasoning) is used only on a
+terminal and never when ``NO_COLOR`` is set. Exit status: 0 when every turn completed (or was
+interrupted by the user), 1 when a turn failed (an unreachable server, an HTTP 5xx, a malformed
+answer) or the log could not be opened, 2 when the configuration is wrong (``DSHKIT_*`` missing
+or invalid, or the endpoint refused the API key: HTTP 401/403).
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from dshkit.agent import Agent
+from dshkit.cli.terminal import LineEditor, colour_enabled, state_dir
 from dshkit.llm import create_user_message
 from dshkit.models.chat_stream import usage_summary
 from dshkit.models.selection import from_env
@@ -37,9 +45,7 @@ _INTERRUPT = object()  # put in the input queue by Ctrl-C at the prompt
 
 def default_log_path(environ: Any = None) -> Path:
     """A new log file under the user's state directory (created when needed)."""
-    env = os.environ if environ is None else environ
-    state = env.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-    directory = Path(state) / "dshkit" / "chats"
+    directory = state_dir(environ) / "chats"
     directory.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     candidate = directory / f"chat-{stamp}.jsonl"
@@ -51,7 +57,7 @@ def default_log_path(environ: Any = None) -> Path:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Run the chat; returns the exit code (2 when the model is not configured)."""
+    """Run the chat; returns the exit code (1 a turn failed, 2 the model is not configured)."""
     err = sys.stderr
     try:
         model = from_env(api=getattr(args, "api", None), on_retry=_RetryNotice(err))
@@ -65,7 +71,8 @@ def main(args: argparse.Namespace) -> int:
     except (OSError, SessionError) as error:
         print(f"dshkit chat: cannot {'open' if resuming else 'create'} the log {path}: {error}", file=err)
         return 1
-    chat = _Chat(model, session, path, getattr(args, "system", None), sys.stdin, sys.stdout, err)
+    editor = LineEditor(state_dir() / "chat_history") if _edits_lines(sys.stdin, sys.stdout) else None
+    chat = _Chat(model, session, path, getattr(args, "system", None), sys.stdin, sys.stdout, err, editor=editor)
     try:
         return asyncio.run(chat.run(resuming=resuming))
     except KeyboardInterrupt:  # platforms without loop signal handlers
@@ -73,6 +80,14 @@ def main(args: argparse.Namespace) -> int:
         return 130
     finally:
         session.close()
+
+
+def _edits_lines(stdin: IO[str], out: IO[str]) -> bool:
+    """`input` uses readline only when both standard input and output are terminals."""
+    try:
+        return stdin.isatty() and out.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 class _RetryNotice:
@@ -85,7 +100,16 @@ class _RetryNotice:
 
 class _Chat:
     def __init__(
-        self, model: Any, session: Any, path: Path, system: str | None, stdin: IO[str], out: IO[str], err: IO[str]
+        self,
+        model: Any,
+        session: Any,
+        path: Path,
+        system: str | None,
+        stdin: IO[str],
+        out: IO[str],
+        err: IO[str],
+        *,
+        editor: LineEditor | None = None,
     ) -> None:
         self.model = model
         self.session = session
@@ -94,8 +118,12 @@ class _Chat:
         self.stdin = stdin
         self.out = out
         self.err = err
+        self.editor = editor
         self.interactive = stdin.isatty()
-        self.styled = err.isatty()
+        self.on_terminal = err.isatty()
+        self.colour = colour_enabled(err)
+        self.failed_turns = 0
+        self.refused_key = False
         self._wrote_text = False
         self._wrote_reasoning = False
 
@@ -105,19 +133,28 @@ class _Chat:
         agent.subscribe(self._on_event)
         loop = asyncio.get_running_loop()
         inputs: asyncio.Queue[object] = asyncio.Queue()
-        _start_reader(self.stdin, loop, inputs)
-        handles_sigint = _install_sigint(loop, lambda: self._on_sigint(agent, inputs))
+        if self.editor is None:
+            _start_reader(self.stdin, loop, inputs)
+
+        def on_sigint() -> None:
+            self._on_sigint(agent, inputs)
+
+        handles_sigint = _install_sigint(loop, on_sigint)
         history = len(session.messages())
         self._note(
             f"dshkit chat: {self.model.model} at {self.model.url} (provider {self.model.provider}); "
             f"log {self.path}" + (f" (continuing, {history} messages)" if resuming else "")
         )
+        line: object
         try:
             while True:
-                if self.interactive:
-                    self.err.write("> ")
-                    self.err.flush()
-                line = await inputs.get()
+                if self.editor is not None:
+                    line = self._edit_line(loop, on_sigint if handles_sigint else None)
+                else:
+                    if self.interactive:
+                        self.err.write("> ")
+                        self.err.flush()
+                    line = await inputs.get()
                 if line is None or line is _INTERRUPT:
                     break
                 text = str(line).rstrip("\r\n")
@@ -132,8 +169,30 @@ class _Chat:
                 loop.remove_signal_handler(signal.SIGINT)
             await agent.close()
             await self.model.aclose()
+            if self.editor is not None:
+                self.editor.save()
             self._note(f"log written to {self.path}")
-        return 0
+        if self.refused_key:
+            return 2
+        return 1 if self.failed_turns else 0
+
+    def _edit_line(self, loop: asyncio.AbstractEventLoop, on_sigint: Any) -> str | None:
+        """Read the next prompt line with readline, on the main thread, while the agent is idle.
+
+        The loop's SIGINT handler is lifted meanwhile, so that Ctrl-C interrupts `input` (which
+        then restores the terminal) and ends the session.
+        """
+        assert self.editor is not None
+        if on_sigint is not None:
+            loop.remove_signal_handler(signal.SIGINT)
+        try:
+            return self.editor.read("> ")
+        except KeyboardInterrupt:
+            self.out.write("\n")
+            return None
+        finally:
+            if on_sigint is not None:
+                _install_sigint(loop, on_sigint)
 
     def _on_sigint(self, agent: Any, inputs: asyncio.Queue[object]) -> None:
         if agent.status == "running":
@@ -159,7 +218,7 @@ class _Chat:
         elif event.type == "message" and event.data.get("event_type") == "assistant/message":
             if event.data.get("interrupted"):
                 return
-            if self.styled:
+            if self.on_terminal:
                 usage = self._usage(event)
                 if usage:
                     self._end_line()
@@ -172,7 +231,12 @@ class _Chat:
                 self._note("[interrupted]")
             elif kind == "error":
                 error = reason.get("error") or {}
+                self.failed_turns += 1
                 self._note(f"[error: {error.get('message', error)}]")
+                hint = _key_hint(error.get("status"))
+                if hint:
+                    self.refused_key = True
+                    self._note(hint)
             elif kind == "max_tokens":
                 self._note("[stopped: the answer reached max_tokens]")
             self._wrote_text = self._wrote_reasoning = False
@@ -209,7 +273,18 @@ class _Chat:
         self.err.flush()
 
     def _dim(self, text: str) -> str:
-        return f"\x1b[2m{text}\x1b[0m" if self.styled else text
+        return f"\x1b[2m{text}\x1b[0m" if self.colour else text
+
+
+def _key_hint(status: object) -> str:
+    """What to do when the endpoint refuses the credentials (HTTP 401/403), else ``""``."""
+    if status not in (401, 403):
+        return ""
+    if not (os.environ.get("DSHKIT_API_KEY") or "").strip():
+        return f"the endpoint refused the request (HTTP {status}): DSHKIT_API_KEY is not set; export your API key in it"
+    if status == 401:
+        return "the endpoint refused the API key (HTTP 401): check DSHKIT_API_KEY (and DSHKIT_BASE_URL: a key is valid at its own vendor only)"
+    return "the API key is not allowed to do this (HTTP 403): check DSHKIT_API_KEY and that DSHKIT_MODEL is available to it"
 
 
 def _start_reader(stdin: IO[str], loop: asyncio.AbstractEventLoop, inputs: asyncio.Queue[object]) -> None:

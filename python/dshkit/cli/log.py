@@ -1,34 +1,99 @@
-"""`dshkit log show|verify|messages PATH`: inspect a session log without changing it."""
+"""`dshkit log show|verify|messages PATH [--session ID]`, `dshkit log list LOCATION` (inspect logs without changing them) and `dshkit log convert SRC DEST`."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import warnings
 from collections.abc import Callable
+from datetime import datetime, timezone
 from typing import TextIO
 
+from dshkit.session.catalog import list_sessions
 from dshkit.session.dsh.convert import convert_log
-from dshkit.session.errors import SessionError, SessionRecoveryWarning
+from dshkit.session.errors import SessionError, SessionIntegrityWarning, SessionRecoveryWarning
 from dshkit.session.session import Session
+from dshkit.session.stores import known_suffixes
 from dshkit.session.transcript import render
 from dshkit.session.verify import check_events, format_problems
 
 
-def _open(path: str, problems: list[str]) -> Session:
+def _open(path: str, problems: list[str], session_id: str | None) -> Session:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", SessionRecoveryWarning)
-        session = Session.open(path, read_only=True)
+        warnings.simplefilter("ignore", SessionIntegrityWarning)  # `verify` lists each broken record itself
+        session = Session.open(path, read_only=True, session_id=session_id)
     problems.extend(str(warning.message) for warning in caught if issubclass(warning.category, SessionRecoveryWarning))
     return session
 
 
-def run(command: str, path: str, out: TextIO, err: TextIO) -> int:
-    """Run one log command; returns the exit code (0 ok, 1 problem found or unreadable log)."""
-    problems: list[str] = []
+SHOWN_PROBLEMS = 50  # `verify` prints this many problems unless told --all
+
+
+def _when(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def list_command(location: str, out: TextIO, err: TextIO) -> int:
+    """Print one line per session at `location`, newest first; returns the exit code."""
     try:
-        session = _open(path, problems)
-    except (OSError, SessionError, ValueError) as error:
+        infos = list_sessions(location)
+    except (OSError, SessionError, ValueError, ImportError) as error:
+        print(f"dshkit log list: {error}", file=err)
+        return 1
+    for info in infos:
+        parent = f"  fork of {info.parent_id}" if info.parent_id else ""
+        print(f"{info.id}  {info.event_count:>7} events  created {_when(info.created_at)}  updated {_when(info.updated_at)}{parent}", file=out)
+    return 0
+
+
+def _unusable(path: str) -> str | None:
+    """Why `path` cannot be a session log, phrased for a shell user; ``None`` when it may be one."""
+    if "://" in path:  # a store URL: the store itself says what is wrong
+        return None
+    if os.path.isdir(path):
+        return f"{path}: is a directory; give the log file inside it"
+    if not os.path.exists(path):
+        return f"{path}: no such file"
+    suffix = os.path.splitext(path)[1].lower()
+    if suffix not in known_suffixes():
+        *others, last = known_suffixes()
+        kinds = f"{', '.join(others)} or {last}" if others else last
+        return (
+            f"{path}: expected a session log file ending in {kinds} (the store is chosen by the name); "
+            "if this file is a dshkit log, rename or link it to such a name"
+        )
+    return None
+
+
+def run(
+    command: str,
+    path: str,
+    out: TextIO,
+    err: TextIO,
+    session_id: str | None = None,
+    *,
+    all_problems: bool = False,
+) -> int:
+    """Run one log command; returns the exit code (0 ok, 1 problem found or unreadable log).
+
+    `verify` prints the first `SHOWN_PROBLEMS` problems, a count of the rest and a one-line
+    summary; `all_problems` prints every one.
+    """
+    if command == "list":
+        return list_command(path, out, err)
+    problems: list[str] = []
+    reason = _unusable(path)
+    if reason is not None:
+        print(f"dshkit log {command}: {reason}", file=err)
+        return 1
+    try:
+        session = _open(path, problems, session_id)
+    except OSError as error:
+        print(f"dshkit log {command}: {path}: {error.strerror or error}", file=err)
+        return 1
+    except (SessionError, ValueError, ImportError) as error:
         print(f"dshkit log {command}: {error}", file=err)
         return 1
     with session:
@@ -51,9 +116,13 @@ def run(command: str, path: str, out: TextIO, err: TextIO) -> int:
             store = session.store
             assert store is not None  # opened from a path
             problems.extend(format_problems(check_events(session.events), store.describe, path))
-            for problem in problems:
+            shown = problems if all_problems else problems[:SHOWN_PROBLEMS]
+            for problem in shown:
                 print(problem, file=out)
             if problems:
+                if len(shown) < len(problems):
+                    print(f"... and {len(problems) - len(shown)} more (--all prints every problem)", file=out)
+                print(f"{path}: {len(problems)} problem(s) in {len(session.events)} events", file=out)
                 return 1
             print(f"{path}: ok ({len(session.events)} events, {len(session.messages())} messages)", file=out)
             return 0
@@ -84,7 +153,14 @@ def convert(src: str, dest: str, target_format: str, err: TextIO, *, session_id:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Entry point of `dshkit log`: `args.log_command` and `args.path` (`args.dest` for convert)."""
+    """Entry point of `dshkit log`: `args.log_command`, `args.path`, `args.session`, `args.all` (`args.dest` for convert)."""
     if args.log_command == "convert":
         return convert(args.path, args.dest, args.format, sys.stderr, session_id=args.session_id)
-    return run(args.log_command, args.path, sys.stdout, sys.stderr)
+    return run(
+        args.log_command,
+        args.path,
+        sys.stdout,
+        sys.stderr,
+        getattr(args, "session", None),
+        all_problems=getattr(args, "all", False),
+    )

@@ -18,6 +18,7 @@ from dshkit.models.anthropic_projection import anthropic_body
 from dshkit.models.anthropic_stream import AnthropicStreamTranslator
 from dshkit.models.chat_projection import encode_chat_body
 from dshkit.models.http_model import HTTPModel, RetryCallback, StreamTranslator, endpoint
+from dshkit.models.sse import DEFAULT_MAX_EVENT_BYTES
 
 if TYPE_CHECKING:
     from dshkit.session import ModelRequest
@@ -46,6 +47,8 @@ class AnthropicModel(HTTPModel):
         max_tokens: int = 8192,
         anthropic_version: str = ANTHROPIC_VERSION,
         timeout: float = 600.0,
+        stream_timeout: float | None = None,
+        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
         max_retries: int = 2,
         retry_backoff: float = 0.5,
         max_retry_wait: float = 60.0,
@@ -70,6 +73,8 @@ class AnthropicModel(HTTPModel):
             provider=provider,
             auth_headers=auth,
             timeout=timeout,
+            stream_timeout=stream_timeout,
+            max_event_bytes=max_event_bytes,
             max_retries=max_retries,
             retry_backoff=retry_backoff,
             max_retry_wait=max_retry_wait,

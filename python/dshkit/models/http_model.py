@@ -39,9 +39,15 @@ from dshkit.models.errors import (
     ModelHTTPError,
     ModelTimeoutError,
 )
-from dshkit.models.http_responses import http_error, read_bounded, read_json, request_id_of
+from dshkit.models.http_responses import http_error, read_error_text, read_json, request_id_of
 from dshkit.models.protocol import CancelSignal, Chunk, ModelError
-from dshkit.models.sse import SSEDecodeError, SSEDecoder, ServerSentEvent
+from dshkit.models.sse import (
+    SSEDecodeError,
+    SSEDecoder,
+    SSEEventTooLargeError,
+    ServerSentEvent,
+    check_max_event_bytes,
+)
 
 if TYPE_CHECKING:
     from dshkit.session import ModelRequest
@@ -97,6 +103,8 @@ class HTTPModel:
         provider: str,
         auth_headers: Mapping[str, str],
         timeout: float,
+        stream_timeout: float | None,
+        max_event_bytes: int,
         max_retries: int,
         retry_backoff: float,
         max_retry_wait: float,
@@ -113,6 +121,9 @@ class HTTPModel:
                     f"{name} headers[{header!r}]: the value must be printable ASCII text without surrounding spaces"
                 )
         self._check_number("timeout", timeout, positive=True)
+        if stream_timeout is not None:
+            self._check_number("stream_timeout", stream_timeout, positive=True)
+        check_max_event_bytes(name, max_event_bytes)
         if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
             raise ValueError(f"{name} max_retries: expected an int >= 0, got {max_retries!r}")
         self._check_number("retry_backoff", retry_backoff)
@@ -124,6 +135,8 @@ class HTTPModel:
         self._shown_url = without_password(url)
         self._provider = provider
         self.timeout = float(timeout)
+        self.stream_timeout = None if stream_timeout is None else float(stream_timeout)
+        self.max_event_bytes = max_event_bytes
         self.max_retries = max_retries
         self.retry_backoff = float(retry_backoff)
         self.max_retry_wait = float(max_retry_wait)
@@ -263,7 +276,7 @@ class HTTPModel:
         while True:
             output = _Output(queue)
             try:
-                await self._attempt(client, body, output)
+                await self._attempt_within_deadline(client, body, output)
                 return
             except ModelError as error:
                 delay = None if output.emitted else self._retry_delay(error, attempt)
@@ -285,6 +298,21 @@ class HTTPModel:
         # Jitter spreads the retries of many clients hit by one outage.
         return min(delay * (0.75 + random.random() / 2), self.max_retry_wait)
 
+    async def _attempt_within_deadline(self, client: httpx.AsyncClient, body: bytes, output: _Output) -> None:
+        """One attempt, cut off (the response closed) once it has taken `stream_timeout` seconds."""
+        if self.stream_timeout is None:
+            await self._attempt(client, body, output)
+            return
+        try:
+            await asyncio.wait_for(self._attempt(client, body, output), self.stream_timeout)
+        except asyncio.TimeoutError:
+            # Only the deadline ends up here: the attempt turns every timeout of its own into a ModelError.
+            raise ModelTimeoutError(
+                f"the response from {self._shown_url} took longer than stream_timeout={self.stream_timeout:g}s "
+                f"(the limit for one whole response; `timeout` bounds each wait for the next bytes)",
+                request_id=output.request_id,
+            ) from None
+
     async def _attempt(self, client: httpx.AsyncClient, body: bytes, output: _Output) -> None:
         request_id: str | None = None
         responded = False
@@ -293,7 +321,7 @@ class HTTPModel:
                 "POST", self._url, content=body, headers=self._headers, timeout=httpx.Timeout(self.timeout)
             ) as response:
                 responded = True
-                request_id = request_id_of(response.headers)
+                request_id = output.request_id = request_id_of(response.headers)
                 if response.status_code >= 400:
                     raise await http_error(response, request_id)
                 if response.status_code != 200:
@@ -305,10 +333,11 @@ class HTTPModel:
                 content_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
                 if content_type == "application/json":
                     # The server ignored "stream": a complete response (or an error) in one piece.
-                    output.emit_all(self._json_chunks(await read_json(response, request_id), request_id))
+                    payload = await read_json(response, request_id, self.max_event_bytes, type(self).__name__)
+                    output.emit_all(self._json_chunks(payload, request_id))
                     return
                 if content_type in ("text/html", "text/xml", "application/xml"):
-                    text = (await read_bounded(response)).decode("utf-8", "replace")
+                    text = await read_error_text(response)
                     raise MalformedResponseError(
                         f"expected an event stream from {self._shown_url}, got {content_type}: {excerpt(text)!r}",
                         received=text,
@@ -316,7 +345,8 @@ class HTTPModel:
                         request_id=request_id,
                     )
                 translator = self._new_translator(response.status_code, request_id)
-                await _read_event_stream(response, request_id, translator, output)
+                decoder = SSEDecoder(self.max_event_bytes)
+                await _read_event_stream(response, request_id, decoder, translator, output, type(self).__name__)
         except httpx.TimeoutException as error:
             phase = "connecting to" if isinstance(error, (httpx.ConnectTimeout, httpx.PoolTimeout)) else "waiting for"
             raise ModelTimeoutError(
@@ -346,11 +376,12 @@ class HTTPModel:
 class _Output:
     """Where one attempt puts its chunks; remembers whether any reached the caller's queue."""
 
-    __slots__ = ("emitted", "_queue")
+    __slots__ = ("emitted", "request_id", "_queue")
 
     def __init__(self, queue: asyncio.Queue[tuple[str, Any]]) -> None:
         self._queue = queue
         self.emitted = False
+        self.request_id: str | None = None
 
     def emit_all(self, chunks: list[Chunk]) -> None:
         for chunk in chunks:
@@ -365,9 +396,13 @@ async def _stop_on_cancel(cancel: CancelSignal, exchange: asyncio.Future[None], 
 
 
 async def _read_event_stream(
-    response: httpx.Response, request_id: str | None, translator: StreamTranslator, output: _Output
+    response: httpx.Response,
+    request_id: str | None,
+    decoder: SSEDecoder,
+    translator: StreamTranslator,
+    output: _Output,
+    owner: str,
 ) -> None:
-    decoder = SSEDecoder()
     body = response.aiter_bytes()
     try:
         async for data in body:
@@ -380,6 +415,13 @@ async def _read_event_stream(
         else:
             for event in decoder.close():
                 output.emit_all(translator.feed(event))
+    except SSEEventTooLargeError as error:
+        raise MalformedResponseError(
+            f"malformed event stream: {error}; if the provider really sends events this large, "
+            f"pass a larger max_event_bytes to {owner}",
+            status=response.status_code,
+            request_id=request_id,
+        ) from None
     except SSEDecodeError as error:
         raise MalformedResponseError(
             f"malformed event stream: {error}", status=response.status_code, request_id=request_id

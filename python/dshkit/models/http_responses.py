@@ -19,23 +19,43 @@ from dshkit.models.errors import (
     provider_error_fields,
 )
 
-__all__ = ["http_error", "read_bounded", "read_json", "request_id_of", "retry_after_seconds"]
+__all__ = ["http_error", "read_bounded", "read_error_text", "read_json", "request_id_of", "retry_after_seconds"]
 
 _REQUEST_ID_HEADERS = ("x-request-id", "request-id", "x-trace-id", "trace-id")
 _ERROR_BODY_LIMIT = 64 * 1024  # read at most this much of an error body
 
 
-async def read_bounded(response: httpx.Response) -> bytes:
-    raw = b""
-    async for piece in response.aiter_bytes():
-        raw += piece
-        if len(raw) >= _ERROR_BODY_LIMIT:
-            break
-    return raw[:_ERROR_BODY_LIMIT]
+async def read_bounded(response: httpx.Response, limit: int = _ERROR_BODY_LIMIT) -> bytes:
+    """At most the first `limit` bytes of the body, or `limit` + 1 when it is longer; then the
+    response is closed (the rest is never read, however large the server makes it)."""
+    raw = bytearray()
+    try:
+        async for piece in response.aiter_bytes():
+            raw += piece
+            if len(raw) > limit:
+                break
+    finally:
+        await response.aclose()
+    return bytes(raw[: limit + 1])
 
 
-async def read_json(response: httpx.Response, request_id: str | None) -> dict[str, Any]:
-    raw = await response.aread()
+async def read_error_text(response: httpx.Response) -> str:
+    """The start of an error body (at most 64 KiB) as text; the rest is never read."""
+    return (await read_bounded(response))[:_ERROR_BODY_LIMIT].decode("utf-8", "replace")
+
+
+async def read_json(response: httpx.Response, request_id: str | None, limit: int, owner: str) -> dict[str, Any]:
+    """The JSON object of a whole (non-streamed) answer of at most `limit` bytes (the model's
+    `max_event_bytes`: the answer is its one event); an error object raises `ProviderStreamError`."""
+    raw = await read_bounded(response, limit)
+    if len(raw) > limit:
+        raise MalformedResponseError(
+            f"the JSON response is larger than the limit of {limit} bytes (max_event_bytes); "
+            f"if the provider really sends answers this large, pass a larger max_event_bytes to {owner}",
+            received=raw[:_ERROR_BODY_LIMIT].decode("utf-8", "replace"),
+            status=response.status_code,
+            request_id=request_id,
+        )
     text = raw.decode("utf-8", "replace")
     try:
         payload = json.loads(text)
@@ -60,7 +80,7 @@ async def read_json(response: httpx.Response, request_id: str | None) -> dict[st
 
 
 async def http_error(response: httpx.Response, request_id: str | None) -> ModelHTTPError:
-    text = (await read_bounded(response)).decode("utf-8", "replace")
+    text = await read_error_text(response)
     message: str | None = None
     code: str | None = None
     try:

@@ -23,7 +23,7 @@ from dshkit.models.chat_stream import ChatStreamTranslator, excerpt
 from dshkit.models.errors import MalformedResponseError
 from dshkit.models.http_model import HTTPModel, RetryCallback, StreamTranslator, endpoint, provider_from_url
 from dshkit.models.protocol import Chunk
-from dshkit.models.sse import ServerSentEvent
+from dshkit.models.sse import DEFAULT_MAX_EVENT_BYTES, ServerSentEvent
 
 if TYPE_CHECKING:
     from dshkit.session import ModelRequest
@@ -42,7 +42,9 @@ class OpenAICompatibleModel(HTTPModel):
     host (``deepseek``, ``openai``, ...; ``ollama`` for port 11434; ``openai-compatible`` for
     another IP or ``localhost``); a known name (`dshkit.models.chat_profiles.PROFILES`) selects
     that provider's quirks. `timeout` bounds connecting and each wait for the next bytes, in
-    seconds. `reasoning_field` is the assistant-message key reasoning is sent back under
+    seconds; `stream_timeout` (off by default) bounds one whole response, however steadily its
+    bytes arrive. `max_event_bytes` (16 MiB) is the largest event (or whole JSON answer)
+    accepted; a larger one is a `MalformedResponseError`. `reasoning_field` is the assistant-message key reasoning is sent back under
     (``None``: not sent back) and `include_usage` whether ``stream_options`` asks for usage; both
     default to the profile's. `headers` are added to every request. `on_retry` is told about each
     retry. `http_client` is a caller's ``httpx.AsyncClient`` to send through (never closed here).
@@ -59,6 +61,8 @@ class OpenAICompatibleModel(HTTPModel):
         api_key: str | None = None,
         provider: str | None = None,
         timeout: float = 120.0,
+        stream_timeout: float | None = None,
+        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
         max_retries: int = 2,
         retry_backoff: float = 0.5,
         max_retry_wait: float = 60.0,
@@ -79,6 +83,8 @@ class OpenAICompatibleModel(HTTPModel):
             provider=name,
             auth_headers={"Authorization": f"Bearer {api_key}"} if api_key else {},
             timeout=timeout,
+            stream_timeout=stream_timeout,
+            max_event_bytes=max_event_bytes,
             max_retries=max_retries,
             retry_backoff=retry_backoff,
             max_retry_wait=max_retry_wait,

@@ -18,6 +18,7 @@ from dshkit.models.chat_projection import encode_chat_body
 from dshkit.models.http_model import HTTPModel, RetryCallback, StreamTranslator, endpoint, provider_from_url
 from dshkit.models.responses_projection import responses_body
 from dshkit.models.responses_stream import ResponsesStreamTranslator
+from dshkit.models.sse import DEFAULT_MAX_EVENT_BYTES
 
 if TYPE_CHECKING:
     from dshkit.session import ModelRequest
@@ -42,6 +43,8 @@ class OpenAIResponsesModel(HTTPModel):
         api_key: str | None = None,
         provider: str | None = None,
         timeout: float = 600.0,
+        stream_timeout: float | None = None,
+        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
         max_retries: int = 2,
         retry_backoff: float = 0.5,
         max_retry_wait: float = 60.0,
@@ -59,6 +62,8 @@ class OpenAIResponsesModel(HTTPModel):
             provider=provider or provider_from_url(url),
             auth_headers={"Authorization": f"Bearer {api_key}"} if api_key else {},
             timeout=timeout,
+            stream_timeout=stream_timeout,
+            max_event_bytes=max_event_bytes,
             max_retries=max_retries,
             retry_backoff=retry_backoff,
             max_retry_wait=max_retry_wait,

@@ -8,10 +8,13 @@ See DESIGN section 3 and `docs/session.md`.
 
 from __future__ import annotations
 
+from dshkit.session.catalog import SessionInfo, list_sessions
 from dshkit.session.errors import (
     SessionClosedError,
+    SessionConflictError,
     SessionCorruptError,
     SessionError,
+    SessionIntegrityWarning,
     SessionRecoveryWarning,
     UnknownEventError,
 )
@@ -23,12 +26,14 @@ from dshkit.session.events import (
     is_ignorable,
     replace_op,
 )
+from dshkit.session.history import History
 from dshkit.session.repair import closer_message_id
 from dshkit.session.request import ModelRequest, derive_messages, project_request
 from dshkit.session.session import EventsView, Session
-from dshkit.session.stores import DURABILITY_MODES, SessionStore, store_for_path
+from dshkit.session.stores import DURABILITY_MODES, SessionStore, store_for_location, store_for_path
 from dshkit.session.stores.jsonl import JsonlStore
 from dshkit.session.stores.dsh_sqlite import list_original_sessions
+from dshkit.session.stores.postgres import PostgresStore
 from dshkit.session.stores.sqlite import SqliteStore
 
 __all__ = [
@@ -39,12 +44,17 @@ __all__ = [
     "MESSAGE_EVENT_TYPES",
     "Event",
     "EventsView",
+    "History",
     "JsonlStore",
     "ModelRequest",
     "Session",
+    "PostgresStore",
     "SessionClosedError",
+    "SessionConflictError",
     "SessionCorruptError",
     "SessionError",
+    "SessionInfo",
+    "SessionIntegrityWarning",
     "SessionRecoveryWarning",
     "SessionStore",
     "SqliteStore",
@@ -52,7 +62,9 @@ __all__ = [
     "closer_message_id",
     "derive_messages",
     "is_ignorable",
+    "list_sessions",
     "project_request",
     "replace_op",
+    "store_for_location",
     "store_for_path",
 ]

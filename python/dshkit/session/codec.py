@@ -22,18 +22,21 @@ from typing import Any
 from dshkit import FrozenDict, freeze_message, from_json, to_json
 
 from dshkit.session.errors import SessionCorruptError
+from dshkit.session.event_log import EventLog
 from dshkit.session.events import (
     ASSISTANT_MESSAGE,
     INBOX_SPLICED,
-    KNOWN_EVENT_TYPES,
     MESSAGE_EVENT_TYPES,
+    REQUEST_HEADER,
     TOOL_RESULT,
     USER_MESSAGE,
     Event,
 )
 
 HEADER_TYPE = "session"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+"""The version `Session.create` writes: 2 adds a checksum to every record (`dshkit.session.records`)."""
+READABLE_VERSIONS = (1, 2)
 
 
 def encode_event(event: Event) -> str:
@@ -45,9 +48,13 @@ def encode_event(event: Event) -> str:
     return to_json(record)
 
 
-def encode_header(session_id: str, created_at: int) -> str:
-    """The JSON text of a log's header record."""
-    return to_json({"type": HEADER_TYPE, "version": FORMAT_VERSION, "id": session_id, "created_at": created_at})
+def encode_header(session_id: str, created_at: int, *, parent_id: str | None = None, seed_length: int = 0) -> str:
+    """The JSON text of a log's header record (a fork also names its parent and seed length)."""
+    header: dict[str, Any] = {"type": HEADER_TYPE, "version": FORMAT_VERSION, "id": session_id, "created_at": created_at}
+    if parent_id is not None:
+        header["parent_id"] = parent_id
+        header["seed_length"] = seed_length
+    return to_json(header)
 
 
 def decode_header(text: str | bytes, where: str) -> FrozenDict[Any]:
@@ -61,8 +68,11 @@ def decode_header(text: str | bytes, where: str) -> FrozenDict[Any]:
     version = header.get("version")
     if type(version) is not int:
         raise SessionCorruptError(f"{where}: session header has no int 'version'")
-    if version != FORMAT_VERSION:
-        raise SessionCorruptError(f"{where}: log format version {version} is not supported (this dshkit reads version {FORMAT_VERSION})")
+    if version not in READABLE_VERSIONS:
+        raise SessionCorruptError(
+            f"{where}: log format version {version} is not supported (this dshkit reads versions "
+            f"{', '.join(map(str, READABLE_VERSIONS))})"
+        )
     if not isinstance(header.get("id"), str) or type(header.get("created_at")) is not int:
         raise SessionCorruptError(f"{where}: session header needs a str 'id' and an int 'created_at'")
     return header
@@ -91,18 +101,22 @@ def decode_events(
     records: Sequence[str | bytes],
     describe: Callable[[int], str],
     fold: Callable[[Event], object],
-) -> list[Event]:
+    *,
+    into: EventLog | None = None,
+) -> EventLog:
     """Decode stored records into events, calling `fold(event)` on each in seq order.
 
     `describe(index)` names where record `index` lives (`"/x/log.jsonl: line 7"`); every error,
-    including a `ValueError` from `fold`, is a `SessionCorruptError` carrying that name.
+    including one from `fold`, is a `SessionCorruptError` carrying that name. Events are added
+    to `into` (a new `EventLog` by default) as they are folded, so `fold` sees the events before;
+    a plain event without a message is kept as the record it was read from (`EventLog.add_record`).
     """
     make = tuple.__new__
     event_class = Event
-    events: list[Event] = []
-    add = events.append
+    log = EventLog() if into is None else into
+    add, add_record = log.append, log.add_record
     user_message, assistant_message, tool_result = USER_MESSAGE, ASSISTANT_MESSAGE, TOOL_RESULT
-    known = KNOWN_EVENT_TYPES
+    request_header = REQUEST_HEADER
     for seq, text in enumerate(records):  # seqs are contiguous from 0: record `seq` holds event `seq`
         record: Any = None
         try:
@@ -121,10 +135,17 @@ def decode_events(
                     raise ValueError
                 if event_type == INBOX_SPLICED and data.get("inserted"):
                     data = data | {"inserted": tuple(map(freeze_message, data["inserted"]))}
-                event = make(event_class, (event_type, seq, time, data, None, ()))
-                if event_type not in known:  # a known type without a message leaves the surface as it is
+                elif event_type == request_header:
+                    log.header_seq = seq
+                if len(record) == 4:
+                    event = make(event_class, (event_type, seq, time, data, None, ()))
                     fold(event)
-                add(event)
+                    add_record(event_type, time, text)
+                else:  # keys a message event has: kept, so the append rules can refuse them
+                    extra = (record.get("surface_op"), record.get("source_event_seqs", ()))
+                    event = make(event_class, (event_type, seq, time, data, *extra))
+                    fold(event)
+                    add(event)
                 continue
             source_seqs = record["source_event_seqs"]
             if type(source_seqs) is not tuple:
@@ -137,4 +158,4 @@ def decode_events(
             if not reason:
                 reason = f"bad {record.get('type')} event: {error}" if str(error) else f"bad {record.get('type')} event"
             raise SessionCorruptError(f"{describe(seq)}: {reason}") from None
-    return events
+    return log

@@ -14,6 +14,14 @@ class SessionCorruptError(SessionError):
     """
 
 
+class SessionConflictError(SessionError):
+    """An append reached a seq (or message id) that the store already holds with a different record.
+
+    A retry of an append whose acknowledgement was lost finds the identical record and succeeds;
+    a different record means another writer appended to the session: the log is not forked.
+    """
+
+
 class SessionClosedError(SessionError):
     """An append or sync on a session that was closed (or opened read-only)."""
 
@@ -26,10 +34,16 @@ class SessionRecoveryWarning(UserWarning):
     """Opening a log repaired its storage: a torn last line (an unfinished write) was cut off."""
 
 
+class SessionIntegrityWarning(UserWarning):
+    """A read-only open loaded records that break the append rules (a writable open refuses them)."""
+
+
 __all__ = [
     "SessionClosedError",
+    "SessionConflictError",
     "SessionCorruptError",
     "SessionError",
+    "SessionIntegrityWarning",
     "SessionRecoveryWarning",
     "UnknownEventError",
 ]

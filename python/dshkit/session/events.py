@@ -144,7 +144,13 @@ def _check_message(event_type: str, message: object, *, role: str) -> Message:
             )
     elif kind == "tool":
         raise ValueError(f"a message with source kind 'tool' belongs in a tool/result event, not {event_type}")
+    elif kind in _NOT_MODEL_KINDS if role == "assistant" else kind == "model":
+        # Known kinds name who produced a message; unknown kinds pass through (sources are extensible).
+        raise ValueError(f"{event_type} {message.id} has role {role!r} but source kind {kind!r}")
     return message
+
+
+_NOT_MODEL_KINDS = frozenset({"user", "plugin"})
 
 
 def _check_envelope(event_type: str, data: Mapping[str, Any]) -> None:

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from dshkit import FrozenDict, new_message_id
 
 from dshkit.session.codec import decode_events, decode_header, encode_event, encode_header
+from dshkit.session.event_log import EventLog
 from dshkit.session.events import Event
 from dshkit.session.repair import plan_closers
 from dshkit.session.surface import Surface
@@ -27,16 +28,21 @@ class LogFormat(Protocol):
 
     name: str
 
-    def new_header(self, created_at: int) -> tuple[str, str]:
-        """(session id, header JSON text) for a new log."""
+    def new_header(self, created_at: int, session_id: str | None = None) -> tuple[str, str]:
+        """(session id, header JSON text) for a new log (`session_id`, or a fresh id)."""
 
     def read_header(self, text: str | bytes, where: str) -> tuple[str, int, FrozenDict[Any]]:
         """(session id, created-at ms, the whole header) of a checked header record."""
 
     def decode_events(
-        self, records: Sequence[str | bytes], describe: Callable[[int], str], fold: Callable[[Event], object]
-    ) -> list[Event]:
-        """The events of the stored records, `fold` called on each in seq order."""
+        self,
+        records: Sequence[str | bytes],
+        describe: Callable[[int], str],
+        fold: Callable[[Event], object],
+        *,
+        into: EventLog | None = None,
+    ) -> EventLog:
+        """The events of the stored records, added to `into` as `fold` is called on each in seq order."""
 
     def encode_event(self, event: Event, surface: Surface) -> str:
         """The stored record of an event about to be appended (`surface`: the fold before it)."""
@@ -51,9 +57,9 @@ class DshkitFormat:
     name = "dshkit"
 
     @staticmethod
-    def new_header(created_at: int) -> tuple[str, str]:
-        """A new ULID-based session id and its header."""
-        session_id = new_message_id()
+    def new_header(created_at: int, session_id: str | None = None) -> tuple[str, str]:
+        """The session id (default: a new ULID-based one) and its header."""
+        session_id = session_id or new_message_id()
         return session_id, encode_header(session_id, created_at)
 
     @staticmethod

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from dshkit import FrozenDict, Message, freeze, thaw
 
 from dshkit.session.events import Event, latest_header
+from dshkit.session.history import History
 from dshkit.session.surface import Surface
 
 if TYPE_CHECKING:
@@ -19,13 +20,14 @@ _EMPTY: FrozenDict[Any] = FrozenDict()
 class ModelRequest:
     """A frozen model request: the derived messages plus the request header's facts.
 
-    `messages` holds the same `Message` objects the session derived (same ids); `system`,
+    `messages` holds the same `Message` objects the session derived (same ids), as a tuple made
+    on first read: a request built from a session's `History` shares it until then, so keeping
+    many requests (a scripted model does) costs no copy of the history each; `system`,
     `tools` and `config` are deep-frozen; `header_seq` is the seq of the `request/header` event
     they came from (`None` when none was logged).
     """
 
-    __slots__ = ("messages", "system", "tools", "config", "header_seq")
-    messages: tuple[Message, ...]
+    __slots__ = ("_messages", "_messages_tuple", "system", "tools", "config", "header_seq")
     system: Any
     tools: tuple[FrozenDict[Any], ...]
     config: FrozenDict[Any]
@@ -40,10 +42,11 @@ class ModelRequest:
         config: Mapping[str, Any] | None = None,
         header_seq: int | None = None,
     ) -> None:
-        messages = tuple(messages)
-        for index, message in enumerate(messages):
-            if not isinstance(message, Message):
-                raise TypeError(f"messages[{index}] must be a Message, not {type(message).__name__}")
+        if type(messages) is not History:  # a History holds Message values only
+            messages = tuple(messages)
+            for index, message in enumerate(messages):
+                if not isinstance(message, Message):
+                    raise TypeError(f"messages[{index}] must be a Message, not {type(message).__name__}")
         if isinstance(tools, (str, bytes, Mapping)):
             raise TypeError("tools must be a sequence of tool specs (mappings)")
         frozen_tools = freeze(tuple(tools))
@@ -53,7 +56,8 @@ class ModelRequest:
         if config is not None and not isinstance(config, Mapping):
             raise TypeError(f"config must be a mapping, not {type(config).__name__}")
         setattr_ = object.__setattr__
-        setattr_(self, "messages", messages)
+        setattr_(self, "_messages", messages)
+        setattr_(self, "_messages_tuple", messages if type(messages) is tuple else None)
         setattr_(self, "system", freeze(system))
         setattr_(self, "tools", frozen_tools)
         setattr_(self, "config", _EMPTY if config is None else freeze(config))
@@ -65,8 +69,17 @@ class ModelRequest:
     def __delattr__(self, name: str) -> None:
         raise AttributeError(f"ModelRequest is immutable: cannot delete {name!r}")
 
+    @property
+    def messages(self) -> tuple[Message, ...]:
+        """The request's messages, in order (the same `Message` objects the session derived)."""
+        messages = self._messages_tuple
+        if messages is None:
+            messages = self._messages.to_tuple()
+            object.__setattr__(self, "_messages_tuple", messages)
+        return messages  # type: ignore[no-any-return]
+
     def _key(self) -> tuple[Any, ...]:
-        return (self.messages, self.system, self.tools, self.config)
+        return (self._messages, self.system, self.tools, self.config)
 
     def __eq__(self, other: object) -> bool:
         """Equal when messages, system, tools and config are equal (`header_seq` is provenance)."""
@@ -79,7 +92,7 @@ class ModelRequest:
 
     def __repr__(self) -> str:
         return (
-            f"ModelRequest(messages=<{len(self.messages)} messages>, system={self.system!r}, "
+            f"ModelRequest(messages=<{len(self._messages)} messages>, system={self.system!r}, "
             f"tools=<{len(self.tools)} tools>, config={self.config!r}, header_seq={self.header_seq!r})"
         )
 
@@ -99,7 +112,7 @@ class ModelRequest:
         }
 
 
-def derive_messages(events: Sequence[Event]) -> tuple[Message, ...]:
+def derive_messages(events: Sequence[Event]) -> History:
     """Fold a sequence of events (for example a log prefix) into its model-visible messages."""
     surface = Surface()
     for event in events:

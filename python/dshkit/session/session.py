@@ -6,26 +6,27 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, overload
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from dshkit import Message, new_message_id
 
 from dshkit.session.errors import SessionClosedError
+from dshkit.session.event_log import EventLog
+from dshkit.session.history import History
+from dshkit.session.events_view import EventsView
 from dshkit.session.events import (
     COMPACTION_END,
     COMPACTION_START,
     REQUEST_HEADER,
     USER_MESSAGE,
     Event,
-    latest_header,
     prepare_data,
-    prepare_source_seqs,
-    prepare_surface_op,
     replace_op,
 )
-from dshkit.session.log_format import LogFormat, log_format_of
-from dshkit.session.stores import store_for_path
+from dshkit.session.loading import load_events
+from dshkit.session.log_format import DSHKIT_FORMAT, LogFormat, log_format_of
+from dshkit.session.stores import store_for_location
 from dshkit.session.stores.protocol import SessionStore, check_durability
 from dshkit.session.surface import Surface
 
@@ -37,33 +38,6 @@ _new_event = tuple.__new__  # builds an Event without NamedTuple.__new__'s keywo
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-class EventsView(Sequence[Event]):
-    """A read-only, live view of a session's events (`session.events`)."""
-
-    __slots__ = ("_events",)
-
-    def __init__(self, events: list[Event]) -> None:
-        self._events = events
-
-    @overload
-    def __getitem__(self, index: int) -> Event: ...
-    @overload
-    def __getitem__(self, index: slice) -> tuple[Event, ...]: ...
-    def __getitem__(self, index: int | slice) -> Event | tuple[Event, ...]:
-        if isinstance(index, slice):
-            return tuple(self._events[index])
-        return self._events[index]
-
-    def __len__(self) -> int:
-        return len(self._events)
-
-    def __iter__(self) -> Iterator[Event]:
-        return iter(self._events)
-
-    def __repr__(self) -> str:
-        return f"<EventsView of {len(self._events)} events>"
 
 
 class Session:
@@ -87,7 +61,7 @@ class Session:
         read_only: bool,
         session_id: str,
         created_at: int,
-        events: list[Event] | None = None,
+        events: EventLog | None = None,
         surface: Surface | None = None,
         header: Any = None,
     ) -> None:
@@ -100,14 +74,16 @@ class Session:
         self._closed = False
         self._id = session_id
         self._created_at = created_at
-        self._events: list[Event] = [] if events is None else events
+        self._events = EventLog() if events is None else events
         self._events_view = EventsView(self._events)
         self._surface = Surface() if surface is None else surface
         self._observers: tuple[tuple[Observer, Callable[[BaseException, Event], object] | None], ...] = ()
         self._lock = threading.RLock()
         self._publishing: int | None = None  # thread ident while observers run
         self._last_time = max(created_at, self._events[-1].time) if self._events else created_at
-        self._header: Event | None = latest_header(self._events)
+        header_seq = self._events.header_seq
+        self._header: Event | None = None if header_seq is None else self._events[header_seq]
+        self._parent: tuple[str | None, int] = (None, 0)
 
     # -- construction ---------------------------------------------------------------------
 
@@ -118,28 +94,44 @@ class Session:
         *,
         durability: str = "checkpoint",
         store: SessionStore | None = None,
+        session_id: str | None = None,
         format: str = "dshkit",  # noqa: A002 - the contract's name
     ) -> Session:
-        """Start a new log at `path` (`.jsonl`, `.sqlite` or `.db`) or in `store`.
+        """Start a new log at `path` (`.jsonl`, `.sqlite`, `.db` or a `postgresql://` URL) or in `store`.
 
-        `format="dsh"` writes the original TypeScript harness's format instead (a `.jsonl`, or
-        `.jsonl.zstd` compressed, path). `FileExistsError` if the path already exists: an
-        existing log is never overwritten.
+        `session_id` names the new session (default: a fresh id). `format="dsh"` writes the
+        original TypeScript harness's format instead (a `.jsonl`, or `.jsonl.zstd` compressed,
+        path). `FileExistsError` if the path (or, in a database, the session id) already exists:
+        an existing log is never overwritten.
         """
         check_durability(durability)
-        store = cls._resolve_store(path, store, format=format)
-        if store is None:
-            if format != "dshkit":
-                raise ValueError(f"format={format!r} needs a path or a store")
-            return cls()
-        log_format = log_format_of(store)
+        if session_id is not None and not (isinstance(session_id, str) and session_id):
+            raise ValueError(f"session_id must be a non-empty str, not {session_id!r}")
+        store = cls._resolve_store(path, store, session_id, format=format)
+        log_format = DSHKIT_FORMAT if store is None else log_format_of(store)
         if log_format.name != format:
+            if store is None:
+                raise ValueError(f"format={format!r} needs a path or a store")
             raise ValueError(f"{store!r} writes the {log_format.name!r} format, not {format!r}")
+        session_id = session_id or getattr(store, "session_id", None)
+        return cls._start(store, durability, log_format.new_header(_now_ms(), session_id)[1])
+
+    @classmethod
+    def _start(
+        cls, store: SessionStore | None, durability: str, header_text: str, events: EventLog | None = None, surface: Surface | None = None
+    ) -> Session:
+        """A new session with this header (and seed events), created in `store` or in memory."""
+        session_id, created_at, header = log_format_of(store).read_header(header_text, "new session header")
         session = cls.__new__(cls)
-        created_at = _now_ms()
-        session_id, header = log_format.new_header(created_at)
-        store.create(header, durability)
-        session._init(store=store, durability=durability, read_only=False, session_id=session_id, created_at=created_at)
+        if store is not None:
+            store.create(header_text, durability)
+        else:
+            durability = "none"
+        session._init(
+            store=store, durability=durability, read_only=False, session_id=session_id,
+            created_at=created_at, events=events, surface=surface,
+        )
+        session._parent = (header.get("parent_id"), header.get("seed_length", 0))
         return session
 
     @classmethod
@@ -156,11 +148,12 @@ class Session:
 
         `read_only=True` loads without repairing, locking or ever writing (for inspection). A log
         of the original TypeScript harness is recognised by its first bytes and continued in its
-        own format; `session_id` picks one session of its SQLite database (opened read-only).
+        own format. `session_id` picks the session of a `postgresql://` URL or of an original
+        SQLite database (opened read-only); for a file it is checked against the header.
         Raises `FileNotFoundError` if there is no log and `SessionCorruptError` if it cannot be read.
         """
         check_durability(durability)
-        store = cls._resolve_store(path, store, session_id=session_id)
+        store = cls._resolve_store(path, store, session_id)
         if store is None:
             raise ValueError("Session.open needs a path or a store")
         read_only = read_only or getattr(store, "read_only", False) is True
@@ -169,8 +162,10 @@ class Session:
         try:
             log_format = log_format_of(store)
             log_id, created_at, header = log_format.read_header(header_text, store.describe(-1))
+            if session_id is not None and log_id != session_id:
+                raise ValueError(f"{store.describe(-1)}: the log holds session {log_id}, not {session_id}")
             surface = Surface()
-            events = log_format.decode_events(records, store.describe, surface.fold)
+            events = load_events(log_format, records, store.describe, surface, read_only=read_only)
             session._init(
                 store=store,
                 durability=durability,
@@ -181,6 +176,7 @@ class Session:
                 surface=surface,
                 header=header,
             )
+            session._parent = (header.get("parent_id"), header.get("seed_length", 0))
             if not read_only:
                 session._repair()
         except BaseException:
@@ -190,14 +186,21 @@ class Session:
 
     @staticmethod
     def _resolve_store(
-        path: str | os.PathLike[str] | None, store: SessionStore | None, **selection: str | None
+        path: str | os.PathLike[str] | None,
+        store: SessionStore | None,
+        session_id: str | None = None,
+        *,
+        format: str | None = None,  # noqa: A002 - the contract's name
     ) -> SessionStore | None:
         if store is not None and path is not None:
             raise ValueError("pass a path or a store, not both")
         if path is not None:
-            return store_for_path(path, **selection)
-        if selection.get("session_id") is not None:
-            raise ValueError("session_id= picks a session of an original-harness SQLite database: pass its path")
+            return store_for_location(path, session_id, format=format)
+        if session_id is not None and store is not None:
+            raise ValueError(
+                "session_id= picks a session of a location (a postgresql:// URL or an original-harness "
+                "SQLite database): pass its path; a store= holds one session already"
+            )
         return store
 
     def _repair(self) -> None:
@@ -232,6 +235,16 @@ class Session:
         return self._stored_header
 
     @property
+    def parent_id(self) -> str | None:
+        """The id of the session this one was forked from (`None` if it was not forked)."""
+        return self._parent[0]
+
+    @property
+    def seed_length(self) -> int:
+        """How many events a fork copied from its parent (0 if it was not forked)."""
+        return self._parent[1]
+
+    @property
     def store(self) -> SessionStore | None:
         """The store holding the log (`None` in memory)."""
         return self._store
@@ -258,11 +271,11 @@ class Session:
 
     # -- derivation -----------------------------------------------------------------------
 
-    def messages(self) -> tuple[Message, ...]:
+    def messages(self) -> History:
         """The derived, model-visible history: the same `Message` objects that were appended.
 
-        Cached: unchanged after reads, extended by appends, re-derived only where a replace
-        touched it. Raises `UnknownEventError` if the log holds an unknown, non-ignorable event.
+        A `History`: an immutable sequence equal to the tuple of those messages, taken in O(1)
+        (appends extend a shared list, a replace re-derives only where it touched). Raises `UnknownEventError` if the log holds an unknown, non-ignorable event.
         """
         with self._lock:
             return self._surface.messages()
@@ -311,15 +324,9 @@ class Session:
         with self._lock:
             if self._closed or self._read_only:
                 raise SessionClosedError("the session is closed" if self._closed else "the session was opened read-only")
-            frozen = prepare_data(event_type, data)
-            op = prepare_surface_op(event_type, surface_op)
-            seq = len(self._events)
-            source_seqs = prepare_source_seqs(source_event_seqs, seq)
-            if op is None and source_seqs:
-                raise ValueError(f"{event_type} events carry no source_event_seqs (only message events do)")
             surface = self._surface
-            if op is not None:
-                surface.check(event_type, frozen, op, self._events)
+            frozen, op, source_seqs = surface.admit(event_type, data, surface_op, source_event_seqs, self._events)
+            seq = len(self._events)
             now = at if at is not None else max(_now_ms(), self._last_time)
             event = _new_event(Event, (event_type, seq, now, frozen, op, source_seqs))
             if self._store is not None:
@@ -331,6 +338,7 @@ class Session:
                 surface.fold(event)
             elif event_type == REQUEST_HEADER:
                 self._header = event
+                self._events.header_seq = seq
             if self._observers:
                 self._publish(event)
             return event
@@ -440,6 +448,19 @@ class Session:
             )
             self.append(COMPACTION_END, {"summary_id": summary.id, "start_seq": begin.seq})
             return event
+
+    def fork(
+        self, at: int | str | None = None, *, dest: str | os.PathLike[str] | None = None, session_id: str | None = None
+    ) -> Session:
+        """A new session whose log begins with this one's events up to a turn boundary.
+
+        `at` is a message id or an event seq that ends a turn (`None`: now, which must be between
+        turns); `ValueError` otherwise. `dest` is a path or URL of any store (default: in memory).
+        The child's header records `parent_id` and `seed_length`; its messages keep their ids.
+        """
+        from dshkit.session.fork import fork_session
+
+        return fork_session(self, at, dest, session_id)
 
     # -- durability and lifetime ----------------------------------------------------------
 

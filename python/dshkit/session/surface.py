@@ -21,6 +21,7 @@ from typing import Any
 from dshkit import Message
 
 from dshkit.session.errors import UnknownEventError
+from dshkit.session.history import History
 from dshkit.session.events import (
     ASSISTANT_MESSAGE,
     KNOWN_EVENT_TYPES,
@@ -30,6 +31,9 @@ from dshkit.session.events import (
     USER_MESSAGE,
     Event,
     blocks_derivation,
+    prepare_data,
+    prepare_source_seqs,
+    prepare_surface_op,
 )
 
 
@@ -81,13 +85,13 @@ class Surface:
         self._positions: dict[str, int] = {}  # message id -> position, for nodes on the surface
         self._seen: dict[str, int] = {}  # every message id ever logged -> seq of its first event
         self._blocked: tuple[int, str] | None = None  # first unknown, non-ignorable event
-        self._cache: tuple[Message, ...] | None = ()
+        self._cache: History | None = None
         self._pairing: _Pairing | None = None
 
     # -- derivation -------------------------------------------------------------------------
 
-    def messages(self) -> tuple[Message, ...]:
-        """The model-visible history: the same `Message` objects that were appended."""
+    def messages(self) -> History:
+        """The model-visible history: the same `Message` objects that were appended (O(1))."""
         if self._blocked is not None:
             seq, event_type = self._blocked
             raise UnknownEventError(
@@ -95,7 +99,8 @@ class Surface:
             )
         cache = self._cache
         if cache is None:
-            cache = self._cache = tuple(self._nodes)
+            # A view of the node list: later appends do not touch it, a replace copies the list.
+            cache = self._cache = History._view(self._nodes, len(self._nodes))
         return cache
 
     def fold(self, event: Event) -> None:
@@ -130,11 +135,12 @@ class Surface:
     def _replace(self, message: Message, seq: int, op: Any) -> None:
         if not isinstance(op, Mapping) or op.get("op") != "replace":
             raise ValueError(f"unknown surface operation {op!r}")
-        nodes = self._nodes
         start, end = op["start"], op["end"]
+        nodes = self._nodes
         if not (type(start) is int and type(end) is int and 0 <= start < end <= len(nodes)):
             raise ValueError(f"replace range {start}..{end} is outside the surface (0..{len(nodes)})")
         self._seen.setdefault(message.id, seq)
+        nodes = self._nodes = nodes.copy()  # histories handed out share the old list: never edit it
         visible = is_model_visible(message)
         if visible and end - start == 1 and nodes[start].id == message.id:
             nodes[start] = message
@@ -189,6 +195,24 @@ class Surface:
         return None
 
     # -- surface rules ----------------------------------------------------------------------
+
+    def admit(
+        self, event_type: Any, data: Any, surface_op: Any, source_event_seqs: Any, events: Sequence[Event]
+    ) -> tuple[Any, Any, tuple[int, ...]]:
+        """Apply every append rule to the event that would follow `events`: `(data, surface_op, source seqs)`, frozen.
+
+        The one gate of the log: `Session.append` passes each new event through it and
+        `Session.open` each stored one (a log is held to the rules it was written under).
+        Raises `TypeError`/`ValueError` naming the rule.
+        """
+        frozen = prepare_data(event_type, data)
+        op = prepare_surface_op(event_type, surface_op)
+        source_seqs = prepare_source_seqs(source_event_seqs, len(events))
+        if op is None and source_seqs:
+            raise ValueError(f"{event_type} events carry no source_event_seqs (only message events do)")
+        if op is not None:
+            self.check(event_type, frozen, op, events)
+        return frozen, op, source_seqs
 
     def check(self, event_type: str, data: Any, op: Any, events: Sequence[Event]) -> None:
         """Raise `ValueError` if appending this message event would break a surface rule."""

@@ -41,10 +41,11 @@ class Problem(NamedTuple):
 def _data_problem(event: Event) -> str | None:
     try:
         prepare_data(event.type, event.data)
-        if event.type in MESSAGE_EVENT_TYPES:
-            prepare_surface_op(event.type, event.surface_op)
+        prepare_surface_op(event.type, event.surface_op)  # refuses one on a non-message event too
     except (TypeError, ValueError) as error:
         return str(error)
+    if event.type not in MESSAGE_EVENT_TYPES and event.source_event_seqs:
+        return f"{event.type} events carry no source_event_seqs (only message events do)"
     for source_seq in event.source_event_seqs:
         if type(source_seq) is not int or not 0 <= source_seq < event.seq:
             return f"source_event_seqs: {source_seq!r} is not the seq of an earlier event"

@@ -15,12 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from dshkit import thaw, to_json
+from dshkit.session.codec import FORMAT_VERSION as DSHKIT_VERSION
 from dshkit.session.codec import encode_event as encode_dshkit_event
 from dshkit.session.events import MESSAGE_EVENT_TYPES, Event
 from dshkit.session.surface import Surface
 from dshkit.session.dsh.chunk_rows import pack_runs
 from dshkit.session.dsh.records import encode_record, new_header
 from dshkit.session.dsh.zstd_frames import compress_frame
+from dshkit.session.records import seal_line
 from dshkit.session.session import Session
 from dshkit.session.stores.sqlite import SqliteStore
 
@@ -39,7 +41,7 @@ def _original_header(session: Any) -> dict[str, Any]:
 
 
 def _dshkit_header(session: Any) -> dict[str, Any]:
-    header: dict[str, Any] = {"type": "session", "version": 1, "id": session.id, "created_at": session.created_at}
+    header: dict[str, Any] = {"type": "session", "version": DSHKIT_VERSION, "id": session.id, "created_at": session.created_at}
     stored = thaw(session.stored_header)
     if session.format == "dsh":
         header["original_header"] = stored
@@ -116,7 +118,7 @@ def convert_log(
             if dest.suffix.lower() in (".sqlite", ".db"):
                 _write_dshkit_sqlite(dest, header, events, report)
                 return
-            _publish(dest, _lines_as_bytes(header, _dshkit_lines(events, report)))
+            _publish(dest, _sealed_lines(header, _dshkit_lines(events, report)))
             return
         header = to_json(_original_header(session))
         lines = [to_json(record) for record in pack_runs(_original_records(events, report))]
@@ -136,6 +138,19 @@ def _lines_as_bytes(header: str, lines: Iterator[str]) -> Iterator[bytes]:
             batch.clear()
     if batch:
         yield ("\n".join(batch) + "\n").encode()
+
+
+def _sealed_lines(header: str, lines: Iterator[str]) -> Iterator[bytes]:
+    """dshkit's JSON Lines (format version 2): every line sealed with its checksum."""
+    yield seal_line(header)
+    batch: list[bytes] = []
+    for line in lines:
+        batch.append(seal_line(line))
+        if len(batch) >= _FRAME_LINES:
+            yield b"".join(batch)
+            batch.clear()
+    if batch:
+        yield b"".join(batch)
 
 
 def _frames(header: str, lines: list[str]) -> Iterator[bytes]:

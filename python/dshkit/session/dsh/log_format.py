@@ -7,6 +7,7 @@ from typing import Any
 
 from dshkit import FrozenDict, to_json
 from dshkit.session.dsh import records, repair
+from dshkit.session.event_log import EventLog
 from dshkit.session.events import Event
 from dshkit.session.log_format import Closer, LogFormat
 from dshkit.session.surface import Surface
@@ -18,9 +19,9 @@ class OriginalFormat:
     name = "dsh"
 
     @staticmethod
-    def new_header(created_at: int) -> tuple[str, str]:
-        """A new UUID session id (as the original mints) and its header."""
-        header = records.new_header(created_at)
+    def new_header(created_at: int, session_id: str | None = None) -> tuple[str, str]:
+        """The session id (default: a new UUID, as the original mints) and its header."""
+        header = records.new_header(created_at, session_id=session_id)
         return header["id"], to_json(header)
 
     @staticmethod
@@ -31,10 +32,14 @@ class OriginalFormat:
 
     @staticmethod
     def decode_events(
-        lines: Sequence[str | bytes], describe: Callable[[int], str], fold: Callable[[Event], object]
-    ) -> list[Event]:
+        lines: Sequence[str | bytes],
+        describe: Callable[[int], str],
+        fold: Callable[[Event], object],
+        *,
+        into: EventLog | None = None,
+    ) -> EventLog:
         """dshkit events of the original's lines (packed rows expanded), folded as they come."""
-        return records.decode_records(lines, describe, fold)
+        return records.decode_records(lines, describe, fold, into=into)
 
     @staticmethod
     def encode_event(event: Event, surface: Surface) -> str:

@@ -14,7 +14,8 @@ from typing import Any
 
 from dshkit import FrozenDict, from_json, thaw, to_json
 from dshkit.session.errors import SessionCorruptError
-from dshkit.session.events import MESSAGE_EVENT_TYPES, USER_MESSAGE, Event, replace_op
+from dshkit.session.event_log import EventLog
+from dshkit.session.events import MESSAGE_EVENT_TYPES, REQUEST_HEADER, USER_MESSAGE, Event, replace_op
 from dshkit.session.surface import Surface, is_model_visible
 from dshkit.session.dsh.chunk_rows import ROW_TYPES, expand_row
 from dshkit.session.dsh.detect import is_original_header
@@ -83,7 +84,9 @@ def decode_records(
     records: Sequence[str | bytes],
     describe: Callable[[int], str],
     fold: Callable[[Event], object],
-) -> list[Event]:
+    *,
+    into: EventLog | None = None,
+) -> EventLog:
     """The original's stored lines as dshkit events (packed rows expanded), `fold` called on each.
 
     The hot path of opening an original log: one native parse per line, data mapped only where
@@ -91,7 +94,7 @@ def decode_records(
     """
     make = tuple.__new__
     event_class = Event
-    events: list[Event] = []
+    events = EventLog() if into is None else into
     add = events.append
     nodes = _OriginalNodes()
     known, verbatim, row_types, message_types = ORIGINAL_EVENT_TYPES, VERBATIM_TYPES, ROW_TYPES, MESSAGE_EVENT_TYPES
@@ -125,6 +128,8 @@ def decode_records(
                 fold(event)  # an unknown type not marked ignorable blocks derivation
                 add(event)
             elif event_type not in message_types:
+                if event_type == REQUEST_HEADER:
+                    events.header_seq = seq
                 add(make(event_class, (event_type, seq, time, data_to_dshkit(event_type, raw), None, ())))
             else:
                 data = data_to_dshkit(event_type, raw)

@@ -28,9 +28,13 @@ _BY_SUFFIX: dict[str, tuple[str, str]] = {
     ".sqlite": ("dshkit.session.stores.sqlite", "SqliteStore"),
     ".db": ("dshkit.session.stores.sqlite", "SqliteStore"),
 }
-_BY_SCHEME: dict[str, tuple[str, str]] = {}  # URL scheme (before "://") -> store, e.g. a server database
+_BY_SCHEME: dict[str, tuple[str, str]] = {  # URL scheme (before "://") -> store: a server database
+    "postgresql": ("dshkit.session.stores.postgres", "PostgresStore"),
+    "postgres": ("dshkit.session.stores.postgres", "PostgresStore"),
+}
 _ORIGINAL_JSONL = ("dshkit.session.stores.dsh_jsonl", "DshJsonlStore")
 _ORIGINAL_SQLITE = ("dshkit.session.stores.dsh_sqlite", "DshSqliteStore")
+_ORIGINAL_SUFFIXES = (".zstd",)  # the original's compressed JSONL, `session.jsonl.zstd`
 FORMATS = ("dshkit", "dsh")
 
 
@@ -61,6 +65,11 @@ def _original_store(text: str, format: str | None, session_id: str | None) -> tu
             raise ValueError(f"an original-format log is a .jsonl or .jsonl.zstd file, not {text!r}")
         return _ORIGINAL_JSONL
     return None
+
+
+def known_suffixes() -> tuple[str, ...]:
+    """The file suffixes that select a store (``.jsonl``, ``.sqlite``, ..., the original's ``.zstd``), for messages to users."""
+    return (*_BY_SUFFIX, *_ORIGINAL_SUFFIXES)
 
 
 def store_for_path(
@@ -96,4 +105,38 @@ def store_for_path(
     return store_class(*arguments)  # type: ignore[no-any-return]
 
 
-__all__ = ["DURABILITY_MODES", "SessionStore", "check_durability", "store_for_path"]
+def store_for_location(
+    location: str | os.PathLike[str],
+    session_id: str | None = None,
+    *,
+    format: str | None = None,  # noqa: A002 - the contract's name
+) -> SessionStore:
+    """The store a location selects, for the session `session_id` where the store holds many.
+
+    A `postgresql://` URL selects one session of a database by `session_id` (`None` when
+    creating: the session mints one), and so does an original-harness SQLite database (recognised
+    by its first bytes, read-only); any other file path holds one log (`Session.open` checks a
+    `session_id` against its header). `format="dsh"` selects the original's JSONL for a new log.
+    """
+    text = os.fspath(location)
+    if "://" not in text:
+        original_sqlite = original_kind(text) == "sqlite"
+        return store_for_path(location, format=format, session_id=session_id if original_sqlite else None)
+    selected = _selected(location)
+    if selected is None:
+        schemes = ", ".join(f"{scheme}://" for scheme in _BY_SCHEME)
+        raise ValueError(f"cannot tell the store from {text!r}: the URL schemes are {schemes}")
+    if selected is not None and selected[0] == _BY_SCHEME["postgresql"][0]:
+        module_name, class_name = selected
+        return getattr(importlib.import_module(module_name), class_name)(text, session_id)  # type: ignore[no-any-return]
+    return store_for_path(location, format=format)
+
+
+__all__ = [
+    "DURABILITY_MODES",
+    "SessionStore",
+    "check_durability",
+    "known_suffixes",
+    "store_for_location",
+    "store_for_path",
+]

@@ -79,16 +79,22 @@ def _connect(path: Path) -> sqlite3.Connection:
 
 
 def list_original_sessions(db_path: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """Every session of an original SQLite database: `{"id", "created_at", "cwd", "parent_session", "event_rows"}`, oldest first."""
+    """Every session of an original SQLite database, oldest first.
+
+    `{"id", "created_at", "cwd", "parent_session", "event_rows", "updated_at"}`: `event_rows` counts
+    stored rows (a packed chunk row holds several events), `updated_at` is the last row's time.
+    """
     connection = _connect(Path(db_path))
     try:
         rows = connection.execute(
             "SELECT s.id, s.created_at, s.cwd, s.parent_session, "
-            "(SELECT count(*) FROM events e WHERE e.session_id = s.id) FROM sessions s ORDER BY s.created_at, s.id"
+            "(SELECT count(*) FROM events e WHERE e.session_id = s.id), "
+            "coalesce((SELECT max(e.time) FROM events e WHERE e.session_id = s.id), s.created_at) "
+            "FROM sessions s ORDER BY s.created_at, s.id"
         ).fetchall()
     finally:
         connection.close()
-    keys = ("id", "created_at", "cwd", "parent_session", "event_rows")
+    keys = ("id", "created_at", "cwd", "parent_session", "event_rows", "updated_at")
     return [dict(zip(keys, row, strict=True)) for row in rows]
 
 

@@ -1,20 +1,36 @@
 """The JSON Lines store: the embedded default.
 
 Line 1 is the header, then one event per line, each written with a single `write` on a file
-opened with `O_APPEND`. A writer holds an exclusive `flock` on the file, so two processes (or two
-sessions in one process) never interleave appends. On open, a torn last line (no newline, or not
-JSON: an append that never completed) is cut off with a `SessionRecoveryWarning`; a bad line
-anywhere else is a `SessionCorruptError` naming the file and line.
+opened with `O_APPEND`; since format version 2 every line ends with its record's checksum
+(`dshkit.session.records`). A writer holds an exclusive `flock` on the file, so two processes (or
+two sessions in one process) never interleave appends. `create` builds the header in a side file
+and links it into place, so a crash inside `create` leaves either no log or a complete one.
+
+On open, a torn last line (no newline: an append that never completed) is cut off with a
+`SessionRecoveryWarning`; any other bad line, a newline-terminated last one included, is a
+`SessionCorruptError` naming the file and line. A failed `fsync` poisons the store: every later
+append raises `SessionError` until the log is opened again.
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import secrets
 import warnings
 from pathlib import Path
 
 from dshkit import from_json
 from dshkit.session.codec import decode_header
+from dshkit.session.records import (
+    SUFFIX_LENGTH,
+    VOID_SUFFIX,
+    check_header,
+    seal_line,
+    unseal_line,
+    unseal_lines,
+    void_suffix_at,
+)
 from dshkit.session.errors import SessionCorruptError, SessionError, SessionRecoveryWarning
 from dshkit.session.events import Event
 from dshkit.session.stores.protocol import check_durability
@@ -60,6 +76,7 @@ class JsonlStore:
         self._size = 0  # bytes of complete lines: where a failed append is cut back to
         self._dirty = False
         self._broken: str | None = None
+        self._sealed = True  # records carry checksums (format version 2); False for a version 1 log
 
     def __repr__(self) -> str:
         return f"JsonlStore({str(self.path)!r})"
@@ -77,21 +94,31 @@ class JsonlStore:
             raise SessionError(f"{self.path} is already open for writing (by this or another process)") from None
 
     def create(self, header: str, durability: str) -> None:
-        """Create the file with its header line and lock it; `FileExistsError` if it exists."""
+        """Create the file with its header line and lock it; `FileExistsError` if it exists.
+
+        The header is written and synced in a side file that is then hard-linked into place
+        (`link` never replaces an existing file), so the log appears whole or not at all.
+        """
         self._durability = check_durability(durability)
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | _CLOEXEC, 0o644)
+        if self.path.exists():
+            raise FileExistsError(errno.EEXIST, "a session log already exists", str(self.path))
+        aside = self.path.with_name(f".{self.path.name}.{secrets.token_hex(6)}.creating")
+        fd = os.open(aside, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_APPEND | _CLOEXEC, 0o644)
         try:
-            self._lock(fd)
-            data = (header + "\n").encode()
+            self._lock(fd)  # the lock belongs to the file, so it holds once the file is linked
+            data = seal_line(header)
             _write_all(fd, data)
             if durability != "none":
                 os.fsync(fd)
-                _fsync_directory(self.path)
+            os.link(aside, self.path)
         except BaseException:
             os.close(fd)
-            os.unlink(self.path)
             raise
-        self._fd, self._size = fd, len(data)
+        finally:
+            aside.unlink(missing_ok=True)
+        if durability != "none":
+            _fsync_directory(self.path)
+        self._fd, self._size, self._sealed = fd, len(data), True
 
     def load(self, durability: str, *, read_only: bool) -> tuple[bytes, list[bytes]]:
         """Lock the file and read it: the header and every complete event line (a torn last line is cut)."""
@@ -109,30 +136,57 @@ class JsonlStore:
         self._fd = fd
         return header, lines
 
+    def _header(self, line: bytes) -> bytes:
+        """The header record of line 1, its checksum checked; sets whether records are sealed."""
+        where = f"{self.path}: line 1"
+        self._sealed = line[-SUFFIX_LENGTH:-10] == b',"crc":"'
+        record = unseal_line(line) if self._sealed else line
+        if record is None:
+            decode_header(line, where)  # a clear "not a dshkit log" for anything else
+            raise SessionCorruptError(f"{where}: checksum mismatch: the header changed after it was written")
+        check_header(record, self._sealed, where)
+        return record
+
     def _split(self, content: bytes) -> tuple[bytes, list[bytes], tuple[int, str] | None]:
-        """Header, complete event lines, and (size to keep, why) when the last line is torn."""
+        """Header, event records, and (size to keep, why) when the last line is torn or void.
+
+        Nothing is decided from a line that fails its checksum except at the very end: a last
+        line without its newline is an unfinished append, unless it is a whole record followed
+        by one stray byte (a damaged newline), which no unfinished append can leave.
+        """
         if not content:
             raise SessionCorruptError(f"{self.path}: line 1: empty file, not a dshkit session log")
         header_end = content.find(b"\n")
         if header_end < 0:
             raise SessionCorruptError(f"{self.path}: line 1: not a dshkit session log (no complete header line)")
         # Only a dshkit log is ever repaired: check the header before touching anything.
-        decode_header(content[:header_end], f"{self.path}: line 1")
+        header = self._header(content[:header_end])
         lines = content[header_end + 1 :].split(b"\n")
         tail = lines.pop()  # what follows the last newline: b"" when the file ends cleanly
         keep = len(content) - len(tail)
         torn: tuple[int, str] | None = None
         if tail:
+            if self._sealed and unseal_line(tail[:-1]) is not None:
+                raise SessionCorruptError(
+                    f"{self.path}: line {len(lines) + 2}: a complete record followed by {tail[-1:]!r} where its "
+                    "newline belongs: damage, not an unfinished append"
+                )
             torn = (keep, "no newline")
-        elif lines:
+        elif lines and lines[-1].endswith(VOID_SUFFIX):
+            last = lines.pop()
+            keep -= len(last) + 1
+            torn = (keep, "void: its write failed and could not be cut back")
+        elif lines and not self._sealed:
             try:
                 from_json(lines[-1])
             except Exception:
                 last = lines.pop()
                 keep -= len(last) + 1
                 torn = (keep, "not JSON")
+        if self._sealed:
+            lines = unseal_lines(lines, self.describe)
         self._size = keep
-        return content[:header_end], lines, torn
+        return header, lines, torn
 
     def _cut(self, fd: int, torn: tuple[int, str], line_count: int, read_only: bool) -> None:
         keep, why = torn
@@ -144,30 +198,53 @@ class JsonlStore:
             if self._durability != "none":
                 os.fsync(fd)
             action = "cut off; every line before it is intact"
+        what = why if why.startswith("void") else f"{why}: an unfinished append"
         warnings.warn(
-            SessionRecoveryWarning(f"{self.path}: line {line}: torn last line ({why}: an unfinished append) {action}"),
+            SessionRecoveryWarning(f"{self.path}: line {line}: torn last line ({what}) {action}"),
             stacklevel=4,
         )
 
     def append(self, event: Event, record: str) -> None:
-        """Write one event line with one `write` (fsynced in "always" mode); a failed write is cut back."""
+        """Write one event line with one `write` (fsynced in "always" mode); a failed write is cut back.
+
+        A failed fsync also poisons the store (the kernel may have dropped the written pages, so
+        nothing later can be trusted): every later append raises `SessionError`.
+        """
         fd = self._writable()
-        data = (record + "\n").encode()
+        data = seal_line(record) if self._sealed else (record + "\n").encode()
         try:
             _write_all(fd, data)
-            if self._durability == "always":
-                os.fsync(fd)
         except BaseException as error:
-            self._undo_partial_write(fd, error)
+            self._undo_partial_write(fd, error, len(data))
             raise
+        if self._durability == "always":
+            try:
+                os.fsync(fd)
+            except BaseException as error:
+                if isinstance(error, OSError):
+                    self._broken = f"fsync failed ({error!r})"
+                self._undo_partial_write(fd, error, len(data))
+                raise
         self._size += len(data)
         self._dirty = self._durability == "checkpoint"
 
-    def _undo_partial_write(self, fd: int, error: BaseException) -> None:
+    def _undo_partial_write(self, fd: int, error: BaseException, length: int) -> None:
+        """Cut the file back to its last complete line; failing that, void the line in place."""
         try:
             os.ftruncate(fd, self._size)
+            return
         except OSError:
-            self._broken = f"an append failed ({error!r}) and could not be cut back"
+            pass
+        self._broken = f"an append failed ({error!r}) and could not be cut back"
+        try:
+            # pwrite ignores the offset on an O_APPEND descriptor (Linux): use a plain one.
+            plain = os.open(self.path, os.O_WRONLY | _CLOEXEC)
+            try:
+                os.pwrite(plain, VOID_SUFFIX, self._size + void_suffix_at(length))
+            finally:
+                os.close(plain)
+        except OSError:
+            pass  # nothing more can be done: the store refuses appends, the next open reports the line
 
     def _writable(self) -> int:
         if self._broken is not None:

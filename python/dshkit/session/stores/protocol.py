@@ -27,7 +27,7 @@ def check_durability(durability: object) -> str:
 
 
 class SessionStore(Protocol):
-    """Persistence of one session log (JSON Lines and SQLite ship; anything else may implement it).
+    """Persistence of one session log (JSON Lines, SQLite and PostgreSQL ship; anything else may implement it).
 
     Every store passes the contract suite `tests/session/test_store_contract.py`. Two optional
     attributes: `log_format` (a `dshkit.session.log_format.LogFormat`) when the store holds records

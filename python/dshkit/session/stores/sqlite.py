@@ -1,28 +1,42 @@
 """The SQLite store: one database per log, in WAL mode.
 
-Tables `dshkit_session` (one row: the header record) and `dshkit_events` (`seq` primary key,
-`type`, `time`, `body`: the same JSON record the JSON Lines store writes). Every append is its
-own transaction, so a crash never leaves half an event. Durability maps onto SQLite's own:
+Tables `dshkit_session` (one row: the header record and its checksum) and `dshkit_events` (`seq`
+primary key, `type`, `time`, `body`: the same JSON record the JSON Lines store writes, `crc`: its
+checksum, `dshkit.session.records`; a version 1 database has no `crc` columns). Every append is
+its own transaction, so a crash never leaves half an event. Durability maps onto SQLite's own:
 `"always"` is `synchronous=FULL` (the WAL is fsynced at every commit), `"checkpoint"` is
 `synchronous=NORMAL` plus an fsync of the WAL file at `sync()`, `"none"` is `synchronous=OFF`.
-A second writer that appends to the same log fails on the primary key instead of forking it.
+
+One writer per log, as with JSON Lines: a writer holds an exclusive `flock` on the side file
+`<path>-lock` (not on the database file: closing any descriptor of a file drops the process's
+POSIX locks on it, SQLite's own included), taken before anything is written. `create` builds
+the database aside and links it into place, so a crash inside `create` leaves no half-made log.
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import secrets
 import sqlite3
 from pathlib import Path
 
 from dshkit.session.errors import SessionCorruptError, SessionError
+from dshkit.session.records import check_header, checksum, verified
 from dshkit.session.events import Event
 from dshkit.session.stores.protocol import check_durability
 
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: no advisory lock, single writer by convention
+    fcntl = None  # type: ignore[assignment]
+
 _SCHEMA = (
-    "CREATE TABLE dshkit_session (header TEXT NOT NULL)",
+    "CREATE TABLE dshkit_session (header TEXT NOT NULL, crc INTEGER NOT NULL)",
     "CREATE TABLE dshkit_events ("
-    "seq INTEGER PRIMARY KEY, type TEXT NOT NULL, time INTEGER NOT NULL, body TEXT NOT NULL)",
+    "seq INTEGER PRIMARY KEY, type TEXT NOT NULL, time INTEGER NOT NULL, body TEXT NOT NULL, crc INTEGER NOT NULL)",
 )
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _SYNCHRONOUS = {"always": "FULL", "checkpoint": "NORMAL", "none": "OFF"}
 
 
@@ -34,6 +48,9 @@ class SqliteStore:
         self._db: sqlite3.Connection | None = None
         self._durability = "checkpoint"
         self._dirty = False
+        self._sealed = True  # rows carry checksums (format version 2); False for a version 1 database
+        self._lock_fd: int | None = None
+        self._broken: str | None = None
 
     def __repr__(self) -> str:
         return f"SqliteStore({str(self.path)!r})"
@@ -52,58 +69,133 @@ class SqliteStore:
         db.execute("PRAGMA journal_mode=WAL")
         db.execute(f"PRAGMA synchronous={_SYNCHRONOUS[durability]}")
 
-    def create(self, header: str, durability: str) -> None:
-        """Create the database with its header row; `FileExistsError` if the path exists."""
-        self._durability = check_durability(durability)
-        os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))  # never clobber a file
-        db = None
+    def _lock(self) -> None:
+        """Take the writer lock (`<path>-lock`); `SessionError` if another writer holds it."""
+        if fcntl is None:
+            return
+        fd = os.open(f"{self.path}-lock", os.O_RDWR | os.O_CREAT | _CLOEXEC, 0o644)
         try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise SessionError(f"{self.path} is already open for writing (by this or another process)") from None
+        self._lock_fd = fd
+
+    def _unlock(self) -> None:
+        fd, self._lock_fd = self._lock_fd, None
+        if fd is not None:
+            os.close(fd)
+
+    def create(self, header: str, durability: str) -> None:
+        """Create the database with its header row; `FileExistsError` if the path exists.
+
+        The database is built and closed under a side name, then hard-linked into place (`link`
+        never replaces a file): a crash leaves no log, or a complete one.
+        """
+        self._durability = check_durability(durability)
+        if self.path.exists():
+            raise FileExistsError(errno.EEXIST, "a session log already exists", str(self.path))
+        aside = self.path.with_name(f".{self.path.name}.{secrets.token_hex(6)}.creating")
+        try:
+            os.close(os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _CLOEXEC, 0o644))
+            build = sqlite3.connect(aside, isolation_level=None)
+            try:
+                self._configure(build, durability)
+                build.execute("BEGIN IMMEDIATE")
+                for statement in _SCHEMA:
+                    build.execute(statement)
+                build.execute("INSERT INTO dshkit_session (header, crc) VALUES (?, ?)", (header, checksum(header)))
+                build.execute("COMMIT")
+            finally:
+                build.close()  # the last connection checkpoints the WAL into the file and removes it
+            if durability != "none":
+                fd = os.open(aside, os.O_RDONLY | _CLOEXEC)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+            self._lock()
+            os.link(aside, self.path)
+        except BaseException:
+            self._unlock()
+            raise
+        finally:
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                Path(f"{aside}{suffix}").unlink(missing_ok=True)
+        try:
+            if durability != "none":
+                fd = os.open(self.path.parent, os.O_RDONLY | _CLOEXEC)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
             db = self._connect("rw")
             self._configure(db, durability)
-            db.execute("BEGIN IMMEDIATE")
-            for statement in _SCHEMA:
-                db.execute(statement)
-            db.execute("INSERT INTO dshkit_session (header) VALUES (?)", (header,))
-            db.execute("COMMIT")
         except BaseException:
-            if db is not None:
-                db.close()
-            for suffix in ("", "-wal", "-shm"):
-                Path(f"{self.path}{suffix}").unlink(missing_ok=True)
+            self._unlock()
             raise
-        self._db = db
+        self._db, self._sealed = db, True
 
-    def load(self, durability: str, *, read_only: bool) -> tuple[str, list[str]]:
-        """The header and every event record in seq order; `SessionCorruptError` if not a dshkit log."""
+    def load(self, durability: str, *, read_only: bool) -> tuple[str | bytes, list[bytes]]:
+        """The header and every event record in seq order, checksums checked; `SessionCorruptError` if not a dshkit log.
+
+        A writer takes the writer lock before anything else (`SessionError` if it is held).
+        """
         self._durability = check_durability(durability)
         if not self.path.exists():
             raise FileNotFoundError(f"no session log at {self.path}")
-        db = self._connect("ro" if read_only else "rw")
+        if not read_only:
+            self._lock()
+        db = None
         try:
+            db = self._connect("ro" if read_only else "rw")
             if not read_only:
                 self._configure(db, durability)
-            headers = db.execute("SELECT header FROM dshkit_session").fetchall()
+            columns = {row[1] for row in db.execute("PRAGMA table_info(dshkit_events)")}
+            self._sealed = "crc" in columns
+            header_sql = "SELECT header, crc FROM dshkit_session" if self._sealed else "SELECT header, NULL FROM dshkit_session"
+            headers = db.execute(header_sql).fetchall()
             if len(headers) != 1 or not isinstance(headers[0][0], str):
                 raise SessionCorruptError(f"{self.path}: dshkit_session must hold exactly one header row")
-            records = [row[0] for row in db.execute("SELECT body FROM dshkit_events ORDER BY seq")]
+            header = headers[0][0]
+            if self._sealed:
+                verified([headers[0]], lambda _: self.describe(-1))
+            check_header(header, self._sealed, self.describe(-1))
+            if self._sealed:
+                rows = db.execute("SELECT CAST(body AS BLOB), crc FROM dshkit_events ORDER BY seq")
+                records = verified(rows, self.describe)
+            else:
+                records = [row[0] for row in db.execute("SELECT CAST(body AS BLOB) FROM dshkit_events ORDER BY seq")]
         except sqlite3.DatabaseError as error:
-            db.close()
+            if db is not None:
+                db.close()
+            self._unlock()
             raise SessionCorruptError(f"{self.path}: not a dshkit session database ({error})") from None
         except BaseException:
-            db.close()
+            if db is not None:
+                db.close()
+            self._unlock()
             raise
         self._db = db
-        return headers[0][0], records
+        return header, records
 
     def append(self, event: Event, record: str) -> None:
         """Insert one event in a transaction of its own (durable at commit in "always" mode)."""
+        if self._broken is not None:
+            raise SessionError(f"{self.path}: no further appends: {self._broken}")
         if self._db is None:
             raise SessionError(f"{self.path}: store is closed")
         try:
-            self._db.execute(
-                "INSERT INTO dshkit_events (seq, type, time, body) VALUES (?, ?, ?, ?)",
-                (event.seq, event.type, event.time, record),
-            )
+            if self._sealed:
+                self._db.execute(
+                    "INSERT INTO dshkit_events (seq, type, time, body, crc) VALUES (?, ?, ?, ?, ?)",
+                    (event.seq, event.type, event.time, record, checksum(record)),
+                )
+            else:
+                self._db.execute(
+                    "INSERT INTO dshkit_events (seq, type, time, body) VALUES (?, ?, ?, ?)",
+                    (event.seq, event.type, event.time, record),
+                )
         except sqlite3.IntegrityError:
             raise SessionError(f"{self.path}: event {event.seq} already exists: another writer appended to this log") from None
         self._dirty = self._durability == "checkpoint"
@@ -121,6 +213,10 @@ class SqliteStore:
         if fd is not None:
             try:
                 os.fsync(fd)
+            except OSError as error:
+                # After a failed fsync the kernel may have dropped the pages: nothing later can be trusted.
+                self._broken = f"fsync failed ({error!r})"
+                raise
             finally:
                 os.close(fd)
         self._dirty = False
@@ -130,3 +226,4 @@ class SqliteStore:
         db, self._db = self._db, None
         if db is not None:
             db.close()
+        self._unlock()

@@ -1,0 +1,154 @@
+"""`EventLog`: a session's events in memory, the recent ones as `Event` objects, older ones compact.
+
+An agent's log holds about four events per message (chunks, step boundaries, tool calls), and as
+`Event` tuples with frozen data they cost more memory than the messages themselves. So only the
+last `HOT`..`2 * HOT` events stay `Event` objects; older ones are moved, a batch at a time, into
+columns: their type (a shared `str`), time, the `Message` a message event carries (the very object
+on the surface, never copied), and the rest of the event as compact JSON bytes in one buffer. An
+event read from the columns is rebuilt on access: equal to the appended one, carrying the same
+`Message`, but a new `Event` object each time. Opening a log stores the records it read straight
+into the columns (the JSON of an event without a message is the stored record itself).
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Iterator
+from typing import Any
+
+from dshkit import Message, freeze, freeze_message, from_json, to_json
+
+from dshkit.session.events import INBOX_SPLICED, SURFACE_APPEND, USER_MESSAGE, Event
+
+HOT = 256
+"""How many of the latest events stay `Event` objects at least (up to twice as many do)."""
+
+_DATA = 0x44  # b"D": the JSON of the event's data
+_RECORD = 0x52  # b"R": the stored JSON record of the whole event
+_MESSAGE = 0x4D  # b"M": a message event: JSON [envelope without the message or null, source seqs]
+_USER = 0x55  # b"U": a user/message appended at the end of the surface, citing nothing
+_new_event = tuple.__new__
+
+
+class EventLog:
+    """The events of one session, in seq order: `append`, `len`, index, slice, iterate."""
+
+    __slots__ = ("_hot", "_cold", "_types", "_times", "_messages", "_ops", "_blob", "_ends", "header_seq")
+
+    def __init__(self) -> None:
+        self._hot: list[Event] = []  # events cold..len-1
+        self._cold = 0  # how many events live in the columns
+        self._types: list[str] = []
+        self._times = array("q")
+        self._messages: list[Message | None] = []
+        self._ops: dict[int, Any] = {}  # seq -> surface_op of a cold message event that is no "append"
+        self._blob = bytearray()
+        self._ends = array("Q")  # end offset in _blob of each cold event's compact form
+        self.header_seq: int | None = None  # seq of the latest request/header event (kept by the session)
+
+    def __len__(self) -> int:
+        return self._cold + len(self._hot)
+
+    def append(self, event: Event) -> None:
+        """Add the next event (its seq is `len(self)`)."""
+        hot = self._hot
+        hot.append(event)
+        if len(hot) >= 2 * HOT:
+            self._compact(HOT)
+
+    def add_record(self, event_type: str, time: int, record: str | bytes) -> None:
+        """Add the next event, an event without a message, as the stored JSON `record` it was read from."""
+        if self._hot:
+            self._compact(len(self._hot))
+        self._types.append(event_type)
+        self._times.append(time)
+        self._messages.append(None)
+        blob = self._blob
+        blob.append(_RECORD)
+        blob += record.encode() if type(record) is str else record  # type: ignore[union-attr]
+        self._ends.append(len(blob))
+        self._cold += 1
+
+    def _compact(self, count: int) -> None:
+        """Move the oldest `count` hot events into the columns."""
+        moving = self._hot[:count]
+        del self._hot[:count]
+        types, times, messages, blob, ends = self._types, self._times, self._messages, self._blob, self._ends
+        for event_type, seq, time, data, op, source_seqs in moving:
+            types.append(event_type)
+            times.append(time)
+            if op is None:
+                messages.append(None)
+                blob.append(_DATA)
+                blob += to_json(data).encode()
+            else:
+                if op != SURFACE_APPEND:
+                    self._ops[seq] = op
+                if event_type == USER_MESSAGE:
+                    messages.append(data)
+                    if source_seqs:
+                        blob.append(_MESSAGE)
+                        blob += to_json((None, source_seqs)).encode()
+                    else:
+                        blob.append(_USER)
+                else:
+                    messages.append(data["message"])
+                    envelope = {key: (None if key == "message" else value) for key, value in data.items()}
+                    blob.append(_MESSAGE)
+                    blob += to_json((envelope, source_seqs)).encode()
+            ends.append(len(blob))
+        self._cold += count
+
+    def _decode(self, seq: int) -> Event:
+        """Rebuild cold event `seq`."""
+        start = self._ends[seq - 1] if seq else 0
+        end = self._ends[seq]
+        kind = self._blob[start]
+        event_type = self._types[seq]
+        time = self._times[seq]
+        if kind == _USER:
+            return _new_event(Event, (event_type, seq, time, self._messages[seq], self._ops.get(seq, SURFACE_APPEND), ()))
+        text = bytes(self._blob[start + 1 : end])
+        if kind == _DATA or kind == _RECORD:
+            data = from_json(text) if kind == _DATA else from_json(text)["data"]
+            if event_type == INBOX_SPLICED and data.get("inserted"):
+                # JSON holds the inserted messages as mappings: they come back as the Messages they were
+                data = data | {"inserted": tuple(map(freeze_message, data["inserted"]))}
+            return _new_event(Event, (event_type, seq, time, data, None, ()))
+        envelope, source_seqs = from_json(text)
+        message = self._messages[seq]
+        if envelope is None:
+            data = message
+        else:
+            data = freeze({key: (message if key == "message" else value) for key, value in envelope.items()})
+        return _new_event(Event, (event_type, seq, time, data, self._ops.get(seq, SURFACE_APPEND), source_seqs))
+
+    def type_at(self, seq: int) -> str:
+        """The type of event `seq`, without rebuilding it."""
+        cold = self._cold
+        return self._types[seq] if seq < cold else self._hot[seq - cold].type
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [self[seq] for seq in range(*index.indices(len(self)))]
+        cold = self._cold
+        if index < 0:
+            index += cold + len(self._hot)
+        if index >= cold:
+            return self._hot[index - cold]
+        if index < 0:
+            raise IndexError("event index out of range")
+        return self._decode(index)
+
+    def __iter__(self) -> Iterator[Event]:
+        seq = 0
+        while seq < self._cold:
+            yield self._decode(seq)
+            seq += 1
+        # The hot list may have been compacted meanwhile: go on by seq.
+        while seq < len(self):
+            yield self[seq]
+            seq += 1
+
+
+__all__ = ["HOT", "EventLog"]

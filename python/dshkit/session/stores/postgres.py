@@ -1,0 +1,322 @@
+"""The PostgreSQL store: many sessions in one database, one fenced writer per session.
+
+A writer holds a session-level advisory lock on its session for as long as it is open; the
+server releases it when the writer's connection dies, so a crashed worker's session can be taken
+over at once, and a second writer gets `SessionError` before writing anything. Appends are
+idempotent on `(session_id, seq)` (see `postgres_schema.WRITE_EVENTS`), which is what lets the
+store retry a write after a connection error without losing or duplicating an event: it
+reconnects, takes its lock again, and resends the same batch.
+
+Durability: `"always"` writes each append in its own transaction; `"checkpoint"` holds appends
+and writes them at `sync()` in one statement (one round trip); `"none"` does the same with
+`synchronous_commit=off`. psycopg 3 is imported on first use (the `dshkit[postgres]` extra).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from dshkit.session.codec import decode_header
+from dshkit.session.errors import SessionConflictError, SessionError
+from dshkit.session.events import MESSAGE_EVENT_TYPES, SURFACE_APPEND, USER_MESSAGE, Event
+from dshkit.session.stores.postgres_schema import (
+    CONFLICT_SQLSTATE,
+    CREATE_SESSION,
+    MIGRATIONS,
+    READ_EVENTS,
+    READ_HEADER,
+    READ_MESSAGE_IDS,
+    READ_VERSION,
+    SCHEMA_LOCK_KEY,
+    SCHEMA_VERSION,
+    SET_VERSION,
+    TRY_LOCK,
+    UNLOCK,
+    WRITE_EVENTS,
+    write_params,
+)
+from dshkit.session.stores.protocol import check_durability
+
+URL_SCHEMES = ("postgresql", "postgres")
+RETRY_DELAYS = (0.05, 0.1, 0.2, 0.4, 0.8, 1.6)  # seconds before each reconnect attempt
+
+
+def is_postgres_url(location: object) -> bool:
+    """Whether `location` is a `postgresql://` (or `postgres://`) URL."""
+    return isinstance(location, str) and location.split("://", 1)[0].lower() in URL_SCHEMES and "://" in location
+
+
+def redact(url: str) -> str:
+    """`url` without its password, for messages."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)[1]
+    user = parts.username or ""
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc}"))
+
+
+def lock_key(session_id: str) -> int:
+    """The advisory-lock key of a session: 64 bits of a hash of its id (a signed bigint)."""
+    return int.from_bytes(hashlib.sha256(b"dshkit/session\x00" + session_id.encode()).digest()[:8], "big", signed=True)
+
+
+def import_psycopg() -> Any:
+    """psycopg 3, or an `ImportError` saying which extra to install."""
+    try:
+        import psycopg
+    except ImportError:
+        raise ImportError("PostgreSQL sessions need psycopg 3: pip install 'dshkit[postgres]'") from None
+    return psycopg
+
+
+def check_url(url: str) -> None:
+    """`ValueError` naming the problem if `url` is no usable libpq URL."""
+    if not is_postgres_url(url):
+        raise ValueError(f"not a PostgreSQL URL: {url!r} (expected postgresql://user@host:port/dbname)")
+    psycopg = import_psycopg()
+    try:
+        if "," not in urlsplit(url).netloc:  # libpq's multi-host form lists several host:port pairs
+            urlsplit(url).port  # noqa: B018 - raises ValueError for a port that is no number
+        psycopg.conninfo.conninfo_to_dict(url)
+    except (psycopg.ProgrammingError, ValueError) as error:
+        raise ValueError(f"bad PostgreSQL URL {redact(url)!r}: {error}") from None
+
+
+def ensure_schema(connection: Any) -> None:
+    """Create the tables on first use, migrate an older schema, refuse a newer one."""
+    psycopg = import_psycopg()
+    try:
+        version = connection.execute(READ_VERSION).fetchone()[0]
+    except psycopg.errors.UndefinedTable:
+        version = 0
+    if version == SCHEMA_VERSION:
+        return
+    if version > SCHEMA_VERSION:
+        raise SessionError(
+            f"the database holds dshkit session schema version {version}; this dshkit knows up to "
+            f"version {SCHEMA_VERSION}: upgrade dshkit"
+        )
+    with connection.transaction():
+        connection.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK_KEY,))
+        try:
+            with connection.transaction():  # a savepoint: a missing table must not abort the outer one
+                version = connection.execute(READ_VERSION).fetchone()[0]
+        except psycopg.errors.UndefinedTable:
+            version = 0
+        while version < SCHEMA_VERSION:
+            for statement in MIGRATIONS[version]:
+                connection.execute(statement)
+            version += 1
+            connection.execute(SET_VERSION, (version,))
+
+
+class PostgresStore:
+    """One session log in a PostgreSQL database (`url`), selected by `session_id`."""
+
+    waits_on_network = True  # the agent syncs it off the event loop
+
+    def __init__(self, url: str, session_id: str | None = None) -> None:
+        check_url(url)
+        if session_id is not None and (not isinstance(session_id, str) or not session_id):
+            raise ValueError(f"session_id must be a non-empty str, not {session_id!r}")
+        self.url = url
+        self.session_id = session_id
+        self._connection: Any = None
+        self._durability = "checkpoint"
+        self._locked = False
+        self._held: list[tuple[int, str, int, str | None, str]] = []
+        self._message_ids: set[str] = set()
+        self._after_write: Callable[[Any], None] | None = None  # test hook: after commit, before the ack returns
+        self.retries = 0  # writes resent after a connection error (observable for tests and operators)
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({redact(self.url)!r}, session_id={self.session_id!r})"
+
+    def describe(self, index: int) -> str:
+        """Where record `index` lives: the session's header row or its event with that seq."""
+        where = f"{redact(self.url)} session {self.session_id}"
+        return f"{where}: header" if index < 0 else f"{where}: event {index}"
+
+    # -- connections ----------------------------------------------------------------------
+
+    def _connect(self) -> Any:
+        psycopg = import_psycopg()
+        try:
+            connection = psycopg.connect(self.url, autocommit=True, connect_timeout=10)
+        except psycopg.OperationalError as error:
+            raise ConnectionError(f"cannot connect to {redact(self.url)}: {str(error).strip()}") from error
+        try:
+            ensure_schema(connection)
+            # psycopg prepares a statement on the server after 5 runs; the write is the same
+            # statement every time and every lookup in it is by the full primary key, so its
+            # plan never depends on the values: without this, PostgreSQL may judge a fresh plan
+            # per write cheaper (it did for WRITE_EVENTS) and spend more planning than writing.
+            connection.execute("SET plan_cache_mode = force_generic_plan")
+            if self._durability == "none":
+                connection.execute("SET synchronous_commit = off")
+        except BaseException:
+            connection.close()
+            raise
+        return connection
+
+    def _open_connection(self, *, lock: bool) -> Any:
+        """Connect (retrying connection errors) and, for a writer, take the session's lock."""
+        psycopg = import_psycopg()
+        last: BaseException | None = None
+        for delay in (0.0, *RETRY_DELAYS):
+            time.sleep(delay)
+            try:
+                connection = self._connect()
+            except ConnectionError as error:
+                last = error
+                continue
+            if lock:
+                try:
+                    self._take_lock(connection)
+                except psycopg.OperationalError as error:
+                    connection.close()
+                    last = error
+                    continue
+                except BaseException:
+                    connection.close()
+                    raise
+            return connection
+        raise SessionError(str(last)) from last
+
+    def _take_lock(self, connection: Any) -> None:
+        assert self.session_id is not None
+        if not connection.execute(TRY_LOCK, (lock_key(self.session_id),)).fetchone()[0]:
+            raise SessionError(
+                f"session {self.session_id} in {redact(self.url)} is open for writing by another "
+                "connection (this or another process or machine)"
+            )
+        self._locked = True
+
+    def _need_session_id(self, verb: str) -> str:
+        if self.session_id is None:
+            raise ValueError(f"to {verb} a PostgreSQL session, pass session_id=")
+        return self.session_id
+
+    # -- the store protocol ---------------------------------------------------------------
+
+    def create(self, header: str, durability: str) -> None:
+        """Add the session's header row and lock it; `FileExistsError` if the id is taken."""
+        self._durability = check_durability(durability)
+        fields = decode_header(header, "new session header")
+        if self.session_id is None:
+            self.session_id = fields["id"]
+        elif fields["id"] != self.session_id:
+            raise ValueError(f"header id {fields['id']} is not the store's session_id {self.session_id}")
+        connection = self._open_connection(lock=True)
+        try:
+            created = connection.execute(
+                CREATE_SESSION, (self.session_id, header, fields["created_at"], fields.get("parent_id"))
+            ).fetchone()
+        except BaseException:
+            connection.close()
+            raise
+        if created is None:
+            connection.close()
+            raise FileExistsError(f"session {self.session_id} already exists in {redact(self.url)}")
+        self._connection = connection
+
+    def load(self, durability: str, *, read_only: bool) -> tuple[str, list[str]]:
+        """The header and every event record in seq order (locking the session unless read-only)."""
+        session_id = self._need_session_id("open")
+        self._durability = check_durability(durability)
+        connection = self._open_connection(lock=not read_only)
+        try:
+            header = connection.execute(READ_HEADER, (session_id,)).fetchone()
+            if header is None:
+                raise FileNotFoundError(f"no session {session_id} in {redact(self.url)}")
+            records = [row[0] for row in connection.execute(READ_EVENTS, (session_id,))]
+            if not read_only:
+                self._message_ids = {row[0] for row in connection.execute(READ_MESSAGE_IDS, (session_id,))}
+        except BaseException:
+            connection.close()
+            raise
+        self._connection = connection
+        return header[0], records
+
+    def append(self, event: Event, record: str) -> None:
+        """Write one event ("always") or hold it for the next `sync()`."""
+        if self._connection is None:
+            raise SessionError(f"{self.describe(-1)}: store is closed")
+        row = (event.seq, event.type, event.time, self._new_message_id(event), record)
+        if self._durability == "always":
+            self._write([row])
+        else:
+            self._held.append(row)
+
+    def _new_message_id(self, event: Event) -> str | None:
+        """The id a message event brings into the session (unique per session), else None.
+
+        A same-id replacement (a rewrite) reuses its message's id by contract: not indexed.
+        """
+        if event.type not in MESSAGE_EVENT_TYPES:
+            return None
+        message_id: str = (event.data if event.type == USER_MESSAGE else event.data["message"]).id
+        if event.surface_op != SURFACE_APPEND and message_id in self._message_ids:
+            return None
+        self._message_ids.add(message_id)
+        return message_id
+
+    def sync(self) -> None:
+        """Write every held append in one statement (one round trip, one transaction)."""
+        if self._held:
+            self._write(self._held)
+            self._held = []
+
+    def _write(self, rows: list[tuple[int, str, int, str | None, str]]) -> None:
+        psycopg = import_psycopg()
+        session_id = self._need_session_id("write")
+        params = write_params(session_id, rows)
+        for attempt in range(len(RETRY_DELAYS) + 1):
+            connection = self._connection
+            try:
+                if connection is None or connection.closed or connection.broken:
+                    # Reconnecting means taking the lock again: if another writer took over
+                    # meanwhile, this fails before anything is written.
+                    connection = self._connection = self._open_connection(lock=True)
+                connection.execute(WRITE_EVENTS, params).fetchone()
+                if self._after_write is not None:
+                    self._after_write(connection)
+                return
+            except psycopg.errors.UniqueViolation as error:
+                raise SessionConflictError(
+                    f"{self.describe(rows[0][0])}: a message id of this batch is already in the session "
+                    f"at another seq ({str(error).strip()})"
+                ) from None
+            except psycopg.Error as error:
+                if error.sqlstate == CONFLICT_SQLSTATE:
+                    raise SessionConflictError(
+                        f"{redact(self.url)}: {error.diag.message_primary}: another writer appended to this session"
+                    ) from None
+                if not isinstance(error, psycopg.OperationalError) or (connection is not None and not connection.closed and not connection.broken):
+                    raise SessionError(f"{self.describe(rows[0][0])}: write failed: {str(error).strip()}") from error
+                self._locked = False  # the server released it with the connection
+                self.retries += 1
+                if attempt == len(RETRY_DELAYS):
+                    raise SessionError(f"{self.describe(rows[0][0])}: write failed after {attempt + 1} attempts: {error}") from error
+
+    def close(self) -> None:
+        """Release the lock and the connection; idempotent (held appends are dropped: sync first)."""
+        connection, self._connection = self._connection, None
+        self._held = []
+        if connection is None:
+            return
+        try:
+            if self._locked and not connection.closed and self.session_id is not None:
+                connection.execute(UNLOCK, (lock_key(self.session_id),))
+        except Exception:
+            pass  # closing the connection releases the lock anyway
+        finally:
+            self._locked = False
+            connection.close()
+
+

@@ -1,0 +1,123 @@
+"""The PostgreSQL tables of the session store, their version, and the statements that use them.
+
+`dshkit_events` is append-only: the store never updates or deletes an event, and a trigger
+refuses UPDATE and DELETE from anyone else. One statement (`WRITE_EVENTS`) appends a batch in
+one round trip and one transaction; it is idempotent on `(session_id, seq)`: a row already
+holding the identical record counts as written, a different one aborts the whole batch with
+SQLSTATE `DK001` (the store's `SessionConflictError`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+SCHEMA_VERSION = 1
+CONFLICT_SQLSTATE = "DK001"
+APPEND_ONLY_SQLSTATE = "DK002"
+SCHEMA_LOCK_KEY = 0x64736B5F736368  # "dsk_sch": serialises schema creation across processes
+
+# Statements that bring a database at version N (the key) to N + 1. Version 0: no tables.
+MIGRATIONS: dict[int, tuple[str, ...]] = {
+    0: (
+        "CREATE TABLE dshkit_schema (version integer NOT NULL)",
+        "CREATE TABLE dshkit_sessions ("
+        " session_id text PRIMARY KEY,"
+        " header text NOT NULL,"
+        " created_at bigint NOT NULL,"
+        " parent_id text)",
+        "CREATE TABLE dshkit_events ("
+        " session_id text NOT NULL REFERENCES dshkit_sessions (session_id),"
+        " seq bigint NOT NULL CHECK (seq >= 0),"
+        " type text NOT NULL,"
+        " time bigint NOT NULL,"
+        " message_id text,"
+        " body text NOT NULL,"
+        " PRIMARY KEY (session_id, seq))",
+        "CREATE UNIQUE INDEX dshkit_events_message_id ON dshkit_events (session_id, message_id)"
+        " WHERE message_id IS NOT NULL",
+        "CREATE FUNCTION dshkit_refuse_change() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+        f" RAISE EXCEPTION 'dshkit_events is append-only: % refused', TG_OP USING ERRCODE = '{APPEND_ONLY_SQLSTATE}';"
+        " END $$",
+        "CREATE TRIGGER dshkit_events_append_only BEFORE UPDATE OR DELETE ON dshkit_events"
+        " FOR EACH ROW EXECUTE FUNCTION dshkit_refuse_change()",
+        "CREATE FUNCTION dshkit_check_write(session text, expected bigint, written bigint, first_bad bigint)"
+        " RETURNS bigint LANGUAGE plpgsql AS $$ BEGIN"
+        " IF written < expected THEN"
+        "  RAISE EXCEPTION 'session %: event % is already stored with a different record', session, first_bad"
+        f"   USING ERRCODE = '{CONFLICT_SQLSTATE}';"
+        " END IF; RETURN written; END $$",
+        "INSERT INTO dshkit_schema (version) VALUES (0)",
+    ),
+}
+
+READ_VERSION = "SELECT version FROM dshkit_schema"
+SET_VERSION = "UPDATE dshkit_schema SET version = %s"
+
+CREATE_SESSION = (
+    "INSERT INTO dshkit_sessions (session_id, header, created_at, parent_id) VALUES (%s, %s, %s, %s)"
+    " ON CONFLICT (session_id) DO NOTHING RETURNING session_id"
+)
+READ_HEADER = "SELECT header FROM dshkit_sessions WHERE session_id = %s"
+READ_EVENTS = "SELECT body FROM dshkit_events WHERE session_id = %s ORDER BY seq"
+READ_MESSAGE_IDS = "SELECT message_id FROM dshkit_events WHERE session_id = %s AND message_id IS NOT NULL"
+TRY_LOCK = "SELECT pg_try_advisory_lock(%s)"
+UNLOCK = "SELECT pg_advisory_unlock(%s)"
+
+# Rows that were inserted plus rows already holding the identical record must cover the batch.
+# The outer SELECT sees the table as it was before the INSERT (one snapshot), so a row that a
+# concurrent writer committed meanwhile counts neither as inserted nor as identical: conflict.
+#
+# The cost of a write must not grow with the session (or the table): the stored rows are read
+# only when some row of the batch was not inserted (a retry, or a conflict): the CASE evaluates
+# `identical` only then, and `identical` probes the primary key once per batch row (LATERAL with
+# LIMIT 1), never a join the planner could turn into a scan of the table.
+WRITE_EVENTS = """
+WITH batch AS (
+    SELECT * FROM unnest(%(seqs)s::bigint[], %(types)s::text[], %(times)s::bigint[],
+                         %(message_ids)s::text[], %(bodies)s::text[])
+        AS b(seq, type, time, message_id, body)
+), inserted AS (
+    INSERT INTO dshkit_events (session_id, seq, type, time, message_id, body)
+    SELECT %(session)s, seq, type, time, message_id, body FROM batch
+    ON CONFLICT (session_id, seq) DO NOTHING
+    RETURNING seq
+), identical AS (
+    SELECT batch.seq FROM batch CROSS JOIN LATERAL (
+        SELECT stored.body FROM dshkit_events stored
+        WHERE stored.session_id = %(session)s AND stored.seq = batch.seq
+        LIMIT 1
+    ) stored
+    WHERE stored.body = batch.body
+)
+SELECT CASE WHEN (SELECT count(*) FROM inserted) = %(expected)s::bigint THEN %(expected)s::bigint
+ELSE dshkit_check_write(
+    %(session)s,
+    %(expected)s,
+    (SELECT count(*) FROM inserted) + (SELECT count(*) FROM identical),
+    (SELECT min(seq) FROM batch WHERE seq NOT IN (SELECT seq FROM inserted)
+                                  AND seq NOT IN (SELECT seq FROM identical))
+) END, (SELECT count(*) FROM inserted)
+"""
+
+LIST_SESSIONS = """
+SELECT s.session_id, s.created_at, greatest(last.time, s.created_at), coalesce(last.seq + 1, 0), s.parent_id
+FROM dshkit_sessions s
+LEFT JOIN LATERAL (
+    SELECT seq, time FROM dshkit_events e WHERE e.session_id = s.session_id ORDER BY seq DESC LIMIT 1
+) last ON true
+ORDER BY 3 DESC, 2 DESC, 1
+"""
+
+
+def write_params(session_id: str, rows: list[tuple[int, str, int, str | None, str]]) -> dict[str, Any]:
+    """The parameters of `WRITE_EVENTS` for `rows` of (seq, type, time, message_id, record)."""
+    seqs, types, times, message_ids, bodies = (list(column) for column in zip(*rows))
+    return {
+        "session": session_id,
+        "expected": len(rows),
+        "seqs": seqs,
+        "types": types,
+        "times": times,
+        "message_ids": message_ids,
+        "bodies": bodies,
+    }

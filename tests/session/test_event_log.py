@@ -1,0 +1,77 @@
+"""Events older than the hot window are kept compact and rebuilt on access: equal, same Messages."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dshkit
+from dshkit.session import Session
+from dshkit.session.event_log import HOT
+
+
+def _user(text: str) -> dshkit.Message:
+    return dshkit.create_user_message(text, source={"kind": "user"})
+
+
+def _fill(session: Session, turns: int) -> list:
+    appended = []
+    add = lambda *args, **kwargs: appended.append(session.append(*args, **kwargs))  # noqa: E731
+    add("request/header", {"header": {"system": "s", "tools": [], "config": {}}, "reason": "initial"})
+    for turn in range(1, turns + 1):
+        add("turn/start", {"turn": turn})
+        add("step/start", {"turn": turn, "step": 1})
+        add("user/message", _user(f"question {turn}"))
+        add("assistant/chunk", {"turn": turn, "step": 1, "chunk": {"type": "text_delta", "index": 0, "text": "é ✓"}})
+        call_id = f"call-{turn}"
+        reply = dshkit.create_assistant_message(
+            [{"type": "text", "text": "looking"}, {"type": "tool_call", "id": call_id, "name": "f", "arguments": "{}"}],
+            provider="p", model="m",
+        )
+        add("assistant/message", {"turn": turn, "step": 1, "message": reply, "usage": {"input_tokens": turn}},
+            source_event_seqs=[appended[-1].seq])
+        call = session.append("tool/call", {"turn": turn, "step": 1, "call_id": call_id, "name": "f", "arguments": "{}"})
+        appended.append(call)
+        add("tool/result", {"turn": turn, "step": 1, "message": dshkit.create_tool_result_message(call_id, f"r{turn}")},
+            source_event_seqs=[call.seq])
+        add("step/end", {"turn": turn, "step": 1})
+        add("turn/end", {"turn": turn, "reason": {"kind": "completed"}})
+    return appended
+
+
+def _same(event, original) -> None:
+    assert tuple(event) == tuple(original)
+    message = original.message
+    if message is not None:
+        assert event.message is message  # the very object on the surface, never a copy
+
+
+def test_old_events_are_rebuilt_equal_with_the_same_messages():
+    session = Session()
+    appended = _fill(session, HOT)  # 9 events a turn: several compactions
+    assert len(session.events) == len(appended) > 2 * HOT
+    for event, original in zip(session.events, appended):
+        _same(event, original)
+    for seq in (0, 1, 5, -1, len(appended) // 2):
+        _same(session.events[seq], appended[seq])
+    assert session.events[-1] is appended[-1]  # the latest events are the appended objects
+    assert list(session.events[3:9]) == appended[3:9]
+    first_result = appended[7].message
+    assert session.message_event(first_result.id) == appended[7]
+    assert session.request_header == appended[0]
+
+
+def test_a_replace_of_an_old_message_and_a_reopened_log_keep_every_event(tmp_path: Path):
+    path = tmp_path / "log.jsonl"
+    session = Session.create(path, durability="none")
+    appended = _fill(session, HOT)
+    old = appended[3].message
+    rewrite = dshkit.create_user_message("rewritten", source={"kind": "user"})
+    appended.append(session.compact(old.id, old.id, rewrite))  # reads the old event back from the columns
+    assert session.messages()[0] is rewrite
+    session.close()
+    reopened = Session.open(path, read_only=True)
+    assert len(reopened.events) == len(session.events)
+    for event, original in zip(reopened.events, session.events):
+        assert tuple(event) == tuple(original)
+    assert reopened.messages() == session.messages()
+    assert reopened.request_header == session.request_header
