@@ -1,4 +1,4 @@
-"""The `dshkit` command line: `demo`, `log show|verify|messages|list`, `chat`, `bench`.
+"""The `dshkit` command line: `demo`, `log show|verify|messages|list|convert`, `chat`, `bench`.
 
 The top layer: each command is a module of this package (`dshkit.cli.demo`, `.log`, `.chat`,
 `.bench`) imported only when used, so that `dshkit log verify` does not import the agent or HTTP
@@ -33,11 +33,21 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         action = log_commands.add_parser(name, help=help_text)
         action.add_argument("path", metavar="PATH", help="a .jsonl/.sqlite/.db log or a postgresql:// URL")
-        action.add_argument("--session", metavar="ID", help="the session to read (needed for a postgresql:// URL)")
+        action.add_argument(
+            "--session", metavar="ID",
+            help="the session to read (needed for a postgresql:// URL or an original-harness SQLite database)",
+        )
         if name == "verify":
             action.add_argument("--all", action="store_true", help="print every problem (default: the first 50)")
-    listing = log_commands.add_parser("list", help="the sessions in a directory of logs or a PostgreSQL database")
-    listing.add_argument("path", metavar="LOCATION", help="a directory or a postgresql:// URL")
+    listing = log_commands.add_parser(
+        "list", help="the sessions in a directory of logs, a PostgreSQL database or an original-harness SQLite database"
+    )
+    listing.add_argument("path", metavar="LOCATION", help="a directory, a postgresql:// URL or an original .db file")
+    convert = log_commands.add_parser("convert", help="rewrite a log in dshkit's or the original harness's format")
+    convert.add_argument("path", metavar="SRC")
+    convert.add_argument("dest", metavar="DEST")
+    convert.add_argument("--format", choices=("dshkit", "dsh"), default="dshkit", help="the format of DEST")
+    convert.add_argument("--session-id", help="which session of an original-harness SQLite database")
 
     chat = commands.add_parser("chat", help="chat with a model over HTTP (DSHKIT_* env)")
     chat.add_argument(

@@ -1,4 +1,4 @@
-"""`dshkit log show|verify|messages PATH [--session ID]` and `dshkit log list LOCATION`: inspect logs without changing them."""
+"""`dshkit log show|verify|messages PATH [--session ID]`, `dshkit log list LOCATION` (inspect logs without changing them) and `dshkit log convert SRC DEST`."""
 
 from __future__ import annotations
 
@@ -6,10 +6,12 @@ import argparse
 import os
 import sys
 import warnings
+from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import TextIO
 
 from dshkit.session.catalog import list_sessions
+from dshkit.session.dsh.convert import convert_log
 from dshkit.session.errors import SessionError, SessionIntegrityWarning, SessionRecoveryWarning
 from dshkit.session.session import Session
 from dshkit.session.stores import known_suffixes
@@ -127,8 +129,33 @@ def run(
     raise ValueError(f"unknown log command {command!r}")
 
 
+def _progress_bar(err: TextIO) -> Callable[[int, int], None]:
+    def show(done: int, total: int) -> None:
+        width = 30
+        filled = width * done // max(total, 1)
+        err.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} events")
+        if done >= total:
+            err.write("\n")
+        err.flush()
+
+    return show
+
+
+def convert(src: str, dest: str, target_format: str, err: TextIO, *, session_id: str | None = None) -> int:
+    """`dshkit log convert`: a progress bar on stderr only when it is a terminal."""
+    progress = _progress_bar(err) if err.isatty() else None
+    try:
+        convert_log(src, dest, format=target_format, session_id=session_id, progress=progress)
+    except (OSError, SessionError, ValueError) as error:
+        print(f"dshkit log convert: {error}", file=err)
+        return 1
+    return 0
+
+
 def main(args: argparse.Namespace) -> int:
-    """Entry point of `dshkit log`: `args.log_command`, `args.path`, `args.session`, `args.all`."""
+    """Entry point of `dshkit log`: `args.log_command`, `args.path`, `args.session`, `args.all` (`args.dest` for convert)."""
+    if args.log_command == "convert":
+        return convert(args.path, args.dest, args.format, sys.stderr, session_id=args.session_id)
     return run(
         args.log_command,
         args.path,

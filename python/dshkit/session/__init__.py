@@ -18,6 +18,7 @@ from dshkit.session.errors import (
     SessionRecoveryWarning,
     UnknownEventError,
 )
+from dshkit.session.dsh.convert import convert_log
 from dshkit.session.events import (
     KNOWN_EVENT_TYPES,
     MESSAGE_EVENT_TYPES,
@@ -31,10 +32,13 @@ from dshkit.session.request import ModelRequest, derive_messages, project_reques
 from dshkit.session.session import EventsView, Session
 from dshkit.session.stores import DURABILITY_MODES, SessionStore, store_for_location, store_for_path
 from dshkit.session.stores.jsonl import JsonlStore
+from dshkit.session.stores.dsh_sqlite import list_original_sessions
 from dshkit.session.stores.postgres import PostgresStore
 from dshkit.session.stores.sqlite import SqliteStore
 
 __all__ = [
+    "convert_log",
+    "list_original_sessions",
     "DURABILITY_MODES",
     "KNOWN_EVENT_TYPES",
     "MESSAGE_EVENT_TYPES",

@@ -1,4 +1,4 @@
-"""`list_sessions(location)`: the sessions in a PostgreSQL database or a directory of log files."""
+"""`list_sessions(location)`: the sessions in a PostgreSQL database, a directory of log files or an original-harness SQLite database."""
 
 from __future__ import annotations
 
@@ -9,12 +9,13 @@ from typing import NamedTuple
 
 from dshkit import from_json
 
-from dshkit.session.codec import decode_header
+from dshkit.session.dsh.detect import original_kind
+from dshkit.session.log_format import log_format_of
 from dshkit.session.errors import SessionCorruptError, SessionRecoveryWarning
 from dshkit.session.stores import store_for_path
 from dshkit.session.stores.postgres import import_psycopg, is_postgres_url, redact
 
-LOG_SUFFIXES = (".jsonl", ".sqlite", ".db")
+LOG_SUFFIXES = (".jsonl", ".sqlite", ".db", ".zstd")  # .zstd: the original harness's compressed JSONL
 
 
 class SessionInfo(NamedTuple):
@@ -28,13 +29,19 @@ class SessionInfo(NamedTuple):
 
 
 def list_sessions(location: str | os.PathLike[str]) -> tuple[SessionInfo, ...]:
-    """Every session at `location` (a `postgresql://` URL or a directory of logs), newest first."""
+    """Every session at `location` (a `postgresql://` URL, a directory of logs or an original SQLite database), newest first."""
     if is_postgres_url(location):
         return _list_database(str(location))
+    if original_kind(os.fspath(location)) == "sqlite":
+        return _list_original_database(location)
     directory = Path(location)
     if not directory.is_dir():
         raise NotADirectoryError(f"list_sessions needs a postgresql:// URL or a directory of logs, not {str(location)!r}")
-    infos = [_file_info(path) for path in sorted(directory.iterdir()) if path.suffix.lower() in LOG_SUFFIXES and path.is_file()]
+    infos: list[SessionInfo] = []
+    for path in sorted(directory.iterdir()):
+        if path.suffix.lower() in LOG_SUFFIXES and path.is_file():
+            is_original_database = original_kind(os.fspath(path)) == "sqlite"
+            infos.extend(_list_original_database(path) if is_original_database else (_file_info(path),))
     return tuple(sorted(infos, key=lambda info: (-info.updated_at, -info.created_at, info.id)))
 
 
@@ -44,14 +51,28 @@ def _file_info(path: Path) -> SessionInfo:
         warnings.simplefilter("ignore", SessionRecoveryWarning)  # a torn tail is listed without it
         header_text, records = store.load("none", read_only=True)
     store.close()
-    header = decode_header(header_text, store.describe(-1))
-    updated_at = header["created_at"]
+    session_id, created_at, header = log_format_of(store).read_header(header_text, store.describe(-1))
+    if log_format_of(store).name != "dshkit":  # the original packs chunk events into rows: count events
+        events = log_format_of(store).decode_events(records, store.describe, lambda event: None)
+        updated_at = max(created_at, events[-1].time) if len(events) else created_at
+        return SessionInfo(session_id, created_at, updated_at, len(events), header.get("parentSession"))
+    updated_at = created_at
     if records:
         try:
             updated_at = max(updated_at, from_json(records[-1])["time"])
         except Exception:
             raise SessionCorruptError(f"{store.describe(len(records) - 1)}: not a valid event record") from None
-    return SessionInfo(header["id"], header["created_at"], updated_at, len(records), header.get("parent_id"))
+    return SessionInfo(session_id, created_at, updated_at, len(records), header.get("parent_id"))
+
+
+def _list_original_database(path: str | os.PathLike[str]) -> tuple[SessionInfo, ...]:
+    """The sessions of an original-harness SQLite database (`updated_at`: its last row's time; `event_count`: rows)."""
+    from dshkit.session.stores.dsh_sqlite import list_original_sessions
+
+    return tuple(
+        SessionInfo(row["id"], row["created_at"], row["updated_at"], row["event_rows"], row["parent_session"])
+        for row in sorted(list_original_sessions(path), key=lambda row: (-row["updated_at"], -row["created_at"], row["id"]))
+    )
 
 
 def _list_database(url: str) -> tuple[SessionInfo, ...]:

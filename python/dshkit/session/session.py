@@ -6,27 +6,26 @@ import logging
 import os
 import threading
 import time
-import warnings
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, overload
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from dshkit import Message, new_message_id
 
-from dshkit.session.codec import decode_events, decode_header, encode_event, encode_header
-from dshkit.session.errors import SessionClosedError, SessionIntegrityWarning
+from dshkit.session.errors import SessionClosedError
 from dshkit.session.event_log import EventLog
 from dshkit.session.history import History
+from dshkit.session.events_view import EventsView
 from dshkit.session.events import (
     COMPACTION_END,
     COMPACTION_START,
     REQUEST_HEADER,
     USER_MESSAGE,
-    KNOWN_EVENT_TYPES,
     Event,
     prepare_data,
     replace_op,
 )
-from dshkit.session.repair import plan_closers
+from dshkit.session.loading import load_events
+from dshkit.session.log_format import DSHKIT_FORMAT, LogFormat, log_format_of
 from dshkit.session.stores import store_for_location
 from dshkit.session.stores.protocol import SessionStore, check_durability
 from dshkit.session.surface import Surface
@@ -39,33 +38,6 @@ _new_event = tuple.__new__  # builds an Event without NamedTuple.__new__'s keywo
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-class EventsView(Sequence[Event]):
-    """A read-only, live view of a session's events (`session.events`)."""
-
-    __slots__ = ("_events",)
-
-    def __init__(self, events: EventLog) -> None:
-        self._events = events
-
-    @overload
-    def __getitem__(self, index: int) -> Event: ...
-    @overload
-    def __getitem__(self, index: slice) -> tuple[Event, ...]: ...
-    def __getitem__(self, index: int | slice) -> Event | tuple[Event, ...]:
-        if isinstance(index, slice):
-            return tuple(self._events[index])
-        return self._events[index]  # type: ignore[no-any-return]
-
-    def __len__(self) -> int:
-        return len(self._events)
-
-    def __iter__(self) -> Iterator[Event]:
-        return iter(self._events)
-
-    def __repr__(self) -> str:
-        return f"<EventsView of {len(self._events)} events>"
 
 
 class Session:
@@ -91,9 +63,12 @@ class Session:
         created_at: int,
         events: EventLog | None = None,
         surface: Surface | None = None,
+        header: Any = None,
     ) -> None:
-        """Set up the state; `events` and `surface` (their fold) come from a loaded log."""
+        """Set up the state; `events`, `surface` (their fold) and `header` come from a loaded log."""
         self._store = store
+        self._format: LogFormat = log_format_of(store)
+        self._stored_header = header
         self._durability = durability
         self._read_only = read_only
         self._closed = False
@@ -120,33 +95,41 @@ class Session:
         durability: str = "checkpoint",
         store: SessionStore | None = None,
         session_id: str | None = None,
+        format: str = "dshkit",  # noqa: A002 - the contract's name
     ) -> Session:
         """Start a new log at `path` (`.jsonl`, `.sqlite`, `.db` or a `postgresql://` URL) or in `store`.
 
-        `session_id` names the new session (default: a fresh id). `FileExistsError` if the path
-        (or, in a database, the session id) already exists: an existing log is never overwritten.
+        `session_id` names the new session (default: a fresh id). `format="dsh"` writes the
+        original TypeScript harness's format instead (a `.jsonl`, or `.jsonl.zstd` compressed,
+        path). `FileExistsError` if the path (or, in a database, the session id) already exists:
+        an existing log is never overwritten.
         """
         check_durability(durability)
         if session_id is not None and not (isinstance(session_id, str) and session_id):
             raise ValueError(f"session_id must be a non-empty str, not {session_id!r}")
-        store = cls._resolve_store(path, store, session_id)
-        session_id = session_id or getattr(store, "session_id", None) or new_message_id()
-        return cls._start(store, durability, encode_header(session_id, _now_ms()))
+        store = cls._resolve_store(path, store, session_id, format=format)
+        log_format = DSHKIT_FORMAT if store is None else log_format_of(store)
+        if log_format.name != format:
+            if store is None:
+                raise ValueError(f"format={format!r} needs a path or a store")
+            raise ValueError(f"{store!r} writes the {log_format.name!r} format, not {format!r}")
+        session_id = session_id or getattr(store, "session_id", None)
+        return cls._start(store, durability, log_format.new_header(_now_ms(), session_id)[1])
 
     @classmethod
     def _start(
         cls, store: SessionStore | None, durability: str, header_text: str, events: EventLog | None = None, surface: Surface | None = None
     ) -> Session:
         """A new session with this header (and seed events), created in `store` or in memory."""
-        header = decode_header(header_text, "new session header")
+        session_id, created_at, header = log_format_of(store).read_header(header_text, "new session header")
         session = cls.__new__(cls)
         if store is not None:
             store.create(header_text, durability)
         else:
             durability = "none"
         session._init(
-            store=store, durability=durability, read_only=False, session_id=header["id"],
-            created_at=header["created_at"], events=events, surface=surface,
+            store=store, durability=durability, read_only=False, session_id=session_id,
+            created_at=created_at, events=events, surface=surface,
         )
         session._parent = (header.get("parent_id"), header.get("seed_length", 0))
         return session
@@ -163,52 +146,35 @@ class Session:
     ) -> Session:
         """Load the log at `path` (or in `store`), repairing a turn left open by a crash.
 
-        A `postgresql://` URL needs `session_id`; for a file it is checked against the header.
-        `read_only=True` loads without repairing, locking or ever writing (for inspection).
+        `read_only=True` loads without repairing, locking or ever writing (for inspection). A log
+        of the original TypeScript harness is recognised by its first bytes and continued in its
+        own format. `session_id` picks the session of a `postgresql://` URL or of an original
+        SQLite database (opened read-only); for a file it is checked against the header.
         Raises `FileNotFoundError` if there is no log and `SessionCorruptError` if it cannot be read.
         """
         check_durability(durability)
         store = cls._resolve_store(path, store, session_id)
         if store is None:
             raise ValueError("Session.open needs a path or a store")
+        read_only = read_only or getattr(store, "read_only", False) is True
         header_text, records = store.load(durability, read_only=read_only)
         session = cls.__new__(cls)
         try:
-            header = decode_header(header_text, store.describe(-1))
-            if session_id is not None and header["id"] != session_id:
-                raise ValueError(f"{store.describe(-1)}: the log holds session {header['id']}, not {session_id}")
+            log_format = log_format_of(store)
+            log_id, created_at, header = log_format.read_header(header_text, store.describe(-1))
+            if session_id is not None and log_id != session_id:
+                raise ValueError(f"{store.describe(-1)}: the log holds session {log_id}, not {session_id}")
             surface = Surface()
-            events = EventLog()
-            broken: list[str] = []  # read-only: records that break the append rules
-            admit, fold, known = surface.admit, surface.fold, KNOWN_EVENT_TYPES
-
-            def load(event: Event) -> None:
-                if event.type in known:  # an unknown type is a newer writer's: it may exist, it blocks derivation
-                    try:
-                        admit(event.type, event.data, event.surface_op, event.source_event_seqs, events)
-                    except (TypeError, ValueError) as error:
-                        if not read_only:
-                            raise
-                        broken.append(f"{store.describe(event.seq)}: {error}")
-                fold(event)
-
-            decode_events(records, store.describe, load, into=events)
-            if broken:
-                warnings.warn(
-                    SessionIntegrityWarning(
-                        f"{len(broken)} record(s) break the append rules (opened read-only for inspection; "
-                        f"`dshkit log verify` lists them); first: {broken[0]}"
-                    ),
-                    stacklevel=2,
-                )
+            events = load_events(log_format, records, store.describe, surface, read_only=read_only)
             session._init(
                 store=store,
                 durability=durability,
                 read_only=read_only,
-                session_id=header["id"],
-                created_at=header["created_at"],
+                session_id=log_id,
+                created_at=created_at,
                 events=events,
                 surface=surface,
+                header=header,
             )
             session._parent = (header.get("parent_id"), header.get("seed_length", 0))
             if not read_only:
@@ -220,16 +186,25 @@ class Session:
 
     @staticmethod
     def _resolve_store(
-        path: str | os.PathLike[str] | None, store: SessionStore | None, session_id: str | None = None
+        path: str | os.PathLike[str] | None,
+        store: SessionStore | None,
+        session_id: str | None = None,
+        *,
+        format: str | None = None,  # noqa: A002 - the contract's name
     ) -> SessionStore | None:
         if store is not None and path is not None:
             raise ValueError("pass a path or a store, not both")
         if path is not None:
-            return store_for_location(path, session_id)
+            return store_for_location(path, session_id, format=format)
+        if session_id is not None and store is not None:
+            raise ValueError(
+                "session_id= picks a session of a location (a postgresql:// URL or an original-harness "
+                "SQLite database): pass its path; a store= holds one session already"
+            )
         return store
 
     def _repair(self) -> None:
-        closers = plan_closers(self._events, self._surface)
+        closers = self._format.plan_closers(self._events, self._surface)
         if not closers:
             return
         closer_time = self._events[-1].time
@@ -248,6 +223,16 @@ class Session:
     def created_at(self) -> int:
         """When the log was created, in ms since the epoch."""
         return self._created_at
+
+    @property
+    def format(self) -> str:
+        """The format of the log: `"dshkit"`, or `"dsh"` for the original TypeScript harness's."""
+        return self._format.name
+
+    @property
+    def stored_header(self) -> Any:
+        """The header record the log was opened with (frozen; `None` for a session created here)."""
+        return self._stored_header
 
     @property
     def parent_id(self) -> str | None:
@@ -345,7 +330,7 @@ class Session:
             now = at if at is not None else max(_now_ms(), self._last_time)
             event = _new_event(Event, (event_type, seq, now, frozen, op, source_seqs))
             if self._store is not None:
-                self._store.append(event, encode_event(event))
+                self._store.append(event, self._format.encode_event(event, surface))
             # Committed: from here on nothing may fail and undo the append.
             self._events.append(event)
             self._last_time = now

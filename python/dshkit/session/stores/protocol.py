@@ -29,7 +29,10 @@ def check_durability(durability: object) -> str:
 class SessionStore(Protocol):
     """Persistence of one session log (JSON Lines, SQLite and PostgreSQL ship; anything else may implement it).
 
-    Every store passes the contract suite `tests/session/test_store_contract.py`.
+    Every store passes the contract suite `tests/session/test_store_contract.py`. Two optional
+    attributes: `log_format` (a `dshkit.session.log_format.LogFormat`) when the store holds records
+    in another format than dshkit's own, and `read_only = True` when it can never be written (a
+    session opened from it is read-only, without crash repair).
     """
 
     def create(self, header: str, durability: str) -> None:

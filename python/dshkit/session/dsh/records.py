@@ -1,0 +1,202 @@
+"""The original harness's log records: its header, its event lines, and dshkit `Event` values.
+
+Reading folds the surface the way the original does: a message event is on the surface only if it
+carries `surfaceOp`, and a replace names the **seqs** of the first and last surface node it
+shadows. dshkit's surface ops are positions with an exclusive end, so a replace is translated
+while folding (and back again when writing, from the surface as it was before the event).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from dshkit import FrozenDict, from_json, thaw, to_json
+from dshkit.session.errors import SessionCorruptError
+from dshkit.session.event_log import EventLog
+from dshkit.session.events import MESSAGE_EVENT_TYPES, REQUEST_HEADER, USER_MESSAGE, Event, replace_op
+from dshkit.session.surface import Surface, is_model_visible
+from dshkit.session.dsh.chunk_rows import ROW_TYPES, expand_row
+from dshkit.session.dsh.detect import is_original_header
+from dshkit.session.dsh.vocabulary import ORIGINAL_EVENT_TYPES, VERBATIM_TYPES, data_to_dshkit, data_to_original
+
+FORMAT_VERSION = 0
+_RETIRED_HEADER_KEYS = ("sandboxMode", "approvalPolicy")
+
+
+def decode_header(text: str | bytes, where: str) -> FrozenDict[Any]:
+    """Parse and check the original's header line; `SessionCorruptError` naming what is wrong."""
+    try:
+        header = from_json(text)
+    except Exception:
+        header = None
+    if not is_original_header(header):
+        raise SessionCorruptError(f"{where}: not an original-harness session log (no session header)")
+    if header.get("version") != FORMAT_VERSION:  # type: ignore[union-attr]
+        raise SessionCorruptError(f"{where}: original log format version {header.get('version')!r} is not supported (version 0 is)")  # type: ignore[union-attr]
+    for key in _RETIRED_HEADER_KEYS:
+        if key in header:  # type: ignore[operator]
+            raise SessionCorruptError(f"{where}: session header carries the retired field {key!r}")
+    created, depth = header.get("createdAt"), header.get("delegationDepth")  # type: ignore[union-attr]
+    if not isinstance(header.get("id"), str) or type(created) is not int or created < 0:  # type: ignore[union-attr]
+        raise SessionCorruptError(f"{where}: session header needs a str 'id' and an int 'createdAt' >= 0")
+    if type(depth) is not int or depth < 0:
+        raise SessionCorruptError(f"{where}: session header needs an int 'delegationDepth' >= 0")
+    return header  # type: ignore[return-value]
+
+
+def new_header(created_at: int, *, session_id: str | None = None, cwd: str | None = None) -> dict[str, Any]:
+    """The header of a new original-format log (a UUID id, like the original mints)."""
+    header: dict[str, Any] = {"type": "session", "version": FORMAT_VERSION, "id": session_id or str(uuid.uuid4())}
+    header["createdAt"] = created_at
+    if cwd is not None:
+        header["cwd"] = cwd
+    header["delegationDepth"] = 0
+    return header
+
+
+class _OriginalNodes:
+    """The original's surface node list (seqs), which also holds messages dshkit hides."""
+
+    __slots__ = ("seqs", "hidden")
+
+    def __init__(self) -> None:
+        self.seqs: list[int] = []
+        self.hidden: set[int] = set()
+
+    def position(self, index: int) -> int:
+        if not self.hidden:
+            return index
+        return index - sum(1 for seq in self.seqs[:index] if seq in self.hidden)
+
+    def replace_positions(self, start_seq: Any, end_seq: Any) -> tuple[int, int, int, int]:
+        try:
+            start, end = self.seqs.index(start_seq), self.seqs.index(end_seq)
+        except ValueError:
+            raise ValueError(f"replace range {start_seq}..{end_seq} names a seq that is not on the surface") from None
+        if start > end:
+            raise ValueError(f"replace start seq {start_seq} comes after end seq {end_seq} on the surface")
+        return start, end, self.position(start), self.position(end + 1)
+
+
+def decode_records(
+    records: Sequence[str | bytes],
+    describe: Callable[[int], str],
+    fold: Callable[[Event], object],
+    *,
+    into: EventLog | None = None,
+) -> EventLog:
+    """The original's stored lines as dshkit events (packed rows expanded), `fold` called on each.
+
+    The hot path of opening an original log: one native parse per line, data mapped only where
+    the vocabularies differ, and only message events and unknown types reach `fold`.
+    """
+    make = tuple.__new__
+    event_class = Event
+    events = EventLog() if into is None else into
+    add = events.append
+    nodes = _OriginalNodes()
+    known, verbatim, row_types, message_types = ORIGINAL_EVENT_TYPES, VERBATIM_TYPES, ROW_TYPES, MESSAGE_EVENT_TYPES
+    next_seq = 0
+    for index, text in enumerate(records):
+        record: Any = None
+        try:
+            record = from_json(text)
+            event_type = record["type"]
+            if event_type in row_types:
+                if record.get("seq0") != next_seq:
+                    raise ValueError(f"seq0 {record.get('seq0')!r} where {next_seq} was expected (seqs are contiguous from 0)")
+                for seq, time, data in expand_row(record):
+                    add(make(event_class, ("assistant/chunk", seq, time, data, None, ())))
+                next_seq = len(events)
+                continue
+            seq, time, raw = record["seq"], record["time"], record["data"]
+            if seq != next_seq or type(time) is not int:
+                if seq != next_seq:
+                    raise ValueError(f"seq {seq!r} where {next_seq} was expected (seqs are contiguous from 0)")
+                raise ValueError("'time' must be an int")
+            next_seq += 1
+            if event_type in verbatim:
+                add(make(event_class, (event_type, seq, time, raw, None, ())))
+            elif event_type not in known:
+                if type(event_type) is not str:
+                    raise ValueError("'type' must be a str")
+                if record.get("ignorable") is True and type(raw) is FrozenDict:
+                    raw = raw | {"ignorable": True}
+                event = make(event_class, (event_type, seq, time, raw, None, ()))
+                fold(event)  # an unknown type not marked ignorable blocks derivation
+                add(event)
+            elif event_type not in message_types:
+                if event_type == REQUEST_HEADER:
+                    events.header_seq = seq
+                add(make(event_class, (event_type, seq, time, data_to_dshkit(event_type, raw), None, ())))
+            else:
+                data = data_to_dshkit(event_type, raw)
+                sources = record.get("sourceEventSeqs", ())
+                if type(sources) is not tuple:
+                    raise ValueError("'sourceEventSeqs' must be a list")
+                op = record.get("surfaceOp")
+                if op is None:  # off the original's surface: logged, never folded
+                    add(make(event_class, (event_type, seq, time, data, None, sources)))
+                    continue
+                message = data if event_type == USER_MESSAGE else data["message"]
+                event = make(event_class, (event_type, seq, time, data, _presented_op(nodes, message, seq, op), sources))
+                fold(event)
+                add(event)
+        except SessionCorruptError:
+            raise
+        except Exception as error:
+            reason = "not valid JSON" if record is None else f"bad {_type_of(record)} record: {error}"
+            raise SessionCorruptError(f"{describe(index)}: {reason}") from None
+    return events
+
+
+def _type_of(record: Any) -> str:
+    return record.get("type", "untyped") if isinstance(record, Mapping) else "non-object"
+
+
+def _presented_op(nodes: _OriginalNodes, message: Any, seq: int, op: Any) -> Any:
+    """dshkit's surface op for the original's `surfaceOp`, tracking the original's node list."""
+    if op == "append":
+        nodes.seqs.append(seq)
+        if message.role == "assistant" and not is_model_visible(message):
+            nodes.hidden.add(seq)
+        return "append"
+    if not isinstance(op, Mapping) or op.get("op") != "replace" or set(op) != {"op", "start", "end"}:
+        raise ValueError(f"surfaceOp must be 'append' or {{op: 'replace', start, end}}, not {thaw(op)!r}")
+    start, end, start_position, end_position = nodes.replace_positions(op["start"], op["end"])
+    nodes.seqs[start : end + 1] = [seq]
+    if not is_model_visible(message):
+        nodes.hidden.add(seq)
+    if start_position == end_position:
+        raise ValueError(f"replace range {op['start']}..{op['end']} covers only messages without model-visible content")
+    return replace_op(start_position, end_position)
+
+
+def encode_record(event: Event, surface: Surface) -> dict[str, Any]:
+    """The original's record for a dshkit event; `surface` is the fold *before* the event."""
+    record: dict[str, Any] = {"type": event.type, "seq": event.seq, "time": event.time}
+    event_type, data = event.type, event.data
+    if event_type not in ORIGINAL_EVENT_TYPES and isinstance(data, Mapping) and data.get("ignorable") is True:
+        record["data"] = {key: value for key, value in data.items() if key != "ignorable"}
+        record["ignorable"] = True
+        return record
+    record["data"] = data_to_original(event_type, data)
+    if event_type in MESSAGE_EVENT_TYPES:
+        # The original always cites an assistant message's chunk seqs (possibly none) and omits
+        # an empty list everywhere else, so the list is written exactly when it said so.
+        if event.source_event_seqs or event_type == "assistant/message":
+            record["sourceEventSeqs"] = event.source_event_seqs
+        op = event.surface_op
+        if op is not None and op != "append":
+            start, end = op["start"], op["end"]
+            op = {"op": "replace", "start": surface.event_seqs(start, start + 1)[0], "end": surface.event_seqs(end - 1, end)[0]}
+        if op is not None:
+            record["surfaceOp"] = op
+    return record
+
+
+def encode_event(event: Event, surface: Surface) -> str:
+    """The original's JSON line (no newline) for a dshkit event about to be appended."""
+    return to_json(encode_record(event, surface))

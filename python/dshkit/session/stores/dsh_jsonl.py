@@ -1,0 +1,236 @@
+"""The original harness's JSONL file, plain (`session.jsonl`) or compressed (`session.jsonl.zstd`).
+
+Crash rules follow the original: in a plain file a torn last line is cut; in a compressed file an
+incomplete last frame is cut and the complete lines it still yields are written back as one new
+checksummed frame. A line that does not parse is a crash tail (cut, with a warning) unless a
+`turn/end` follows it, in which case the log is corrupt: `SessionCorruptError` with its line.
+Appends write one line (plain) or one checksummed frame per event (compressed), under an
+exclusive `flock`, like dshkit's own JSON Lines store.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Mapping
+from pathlib import Path
+
+from dshkit import from_json
+from dshkit.session.errors import SessionCorruptError, SessionError, SessionRecoveryWarning
+from dshkit.session.events import Event
+from dshkit.session.dsh.log_format import ORIGINAL_FORMAT
+from dshkit.session.dsh.records import decode_header
+from dshkit.session.stores.protocol import check_durability
+from dshkit.session.dsh.zstd_frames import (
+    compress_frame,
+    decompress_frame,
+    decompress_prefix,
+    is_zstd,
+    split_frames,
+    zstandard_module,
+)
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: single writer by convention
+    fcntl = None  # type: ignore[assignment]
+
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+
+
+def _read_all(fd: int) -> bytes:
+    chunks = []
+    while chunk := os.read(fd, 1 << 20):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    written = os.write(fd, data)
+    while written < len(data):
+        written += os.write(fd, data[written:])
+
+
+class DshJsonlStore:
+    """An original-format log file; `compressed` is fixed at creation or read from the file."""
+
+    log_format = ORIGINAL_FORMAT
+
+    def __init__(self, path: str | os.PathLike[str], *, compressed: bool | None = None) -> None:
+        self.path = Path(path)
+        self.compressed = self.path.name.endswith(".zstd") if compressed is None else compressed
+        self._fd: int | None = None
+        self._durability = "checkpoint"
+        self._size = 0
+        self._dirty = False
+
+    def __repr__(self) -> str:
+        return f"DshJsonlStore({str(self.path)!r})"
+
+    def describe(self, index: int) -> str:
+        """Where logical line `index + 2` lives (the header is line 1; compressed: the decompressed line)."""
+        suffix = " (decompressed)" if self.compressed else ""
+        return f"{self.path}: line {index + 2}{suffix}"
+
+    def _lock(self, fd: int) -> None:
+        if fcntl is not None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise SessionError(f"{self.path} is already open for writing (by this or another process)") from None
+
+    def _encode(self, text: bytes) -> bytes:
+        return compress_frame(text) if self.compressed else text
+
+    def create(self, header: str, durability: str) -> None:
+        """Write the header (its own frame when compressed); `FileExistsError` if the file exists."""
+        self._durability = check_durability(durability)
+        data = self._encode((header + "\n").encode())
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | _CLOEXEC, 0o644)
+        try:
+            self._lock(fd)
+            _write_all(fd, data)
+            if durability != "none":
+                os.fsync(fd)
+        except BaseException:
+            os.close(fd)
+            os.unlink(self.path)
+            raise
+        self._fd, self._size = fd, len(data)
+
+    def load(self, durability: str, *, read_only: bool) -> tuple[bytes, list[bytes]]:
+        """The header line and every complete event line, after the original's crash-tail rules."""
+        self._durability = check_durability(durability)
+        fd = os.open(self.path, (os.O_RDONLY if read_only else os.O_RDWR | os.O_APPEND) | _CLOEXEC)
+        try:
+            if not read_only:
+                self._lock(fd)
+            content = _read_all(fd)
+            self.compressed = is_zstd(content)
+            header, lines = self._load_frames(fd, content, read_only) if self.compressed else self._load_plain(fd, content, read_only)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
+        return header, lines
+
+    def _load_plain(self, fd: int, content: bytes, read_only: bool) -> tuple[bytes, list[bytes]]:
+        header_end = content.find(b"\n")
+        if header_end < 0:
+            raise SessionCorruptError(f"{self.path}: line 1: not an original-harness session log (no complete header line)")
+        decode_header(content[:header_end], f"{self.path}: line 1")
+        lines = content[header_end + 1 :].split(b"\n")
+        tail = lines.pop()
+        keep = len(content) - len(tail)
+        lines, cut = self._crash_tail(lines)
+        keep -= sum(len(line) + 1 for line in cut)
+        if tail or cut:
+            why = "no newline" if not cut else "not JSON"
+            self._cut(fd, keep, len(lines) + 2, why, read_only)
+        self._size = keep
+        return content[:header_end], lines
+
+    def _crash_tail(self, lines: list[bytes]) -> tuple[list[bytes], list[bytes]]:
+        """Split off the crash tail: from the first unparsable line after the last `turn/end` on.
+
+        Only the lines after the last `turn/end` are parsed here (walking back from the end); an
+        unparsable line before it is corruption, which decoding reports with its line.
+        """
+        first_bad = None
+        for index in range(len(lines) - 1, -1, -1):
+            try:
+                record = from_json(lines[index])
+            except Exception:
+                first_bad = index
+                continue
+            if isinstance(record, Mapping) and record.get("type") == "turn/end":
+                break
+        if first_bad is None:
+            return lines, []
+        return lines[:first_bad], lines[first_bad:]
+
+    def _load_frames(self, fd: int, content: bytes, read_only: bool) -> tuple[bytes, list[bytes]]:
+        frames, torn_start = split_frames(content, str(self.path))
+        if not frames:
+            raise SessionCorruptError(f"{self.path}: no complete header frame")
+        zstandard_module()  # an ImportError naming the extra, not a corrupt-frame error
+        texts = []
+        for start, end in frames:
+            try:
+                texts.append(decompress_frame(content[start:end]))
+            except Exception as error:
+                raise SessionCorruptError(f"{self.path}: byte {start}: Zstandard frame does not decompress ({error})") from None
+        header_text = texts[0]
+        if not header_text.endswith(b"\n") or header_text.count(b"\n") != 1:
+            raise SessionCorruptError(f"{self.path}: line 1: the first frame must hold exactly the header line")
+        decode_header(header_text[:-1], f"{self.path}: line 1")
+        body = b"".join(texts[1:])
+        if body and not body.endswith(b"\n"):
+            raise SessionCorruptError(f"{self.path}: a complete frame ends inside a line")
+        lines = body.split(b"\n")[:-1] if body else []
+        self._size = len(content) if torn_start is None else torn_start
+        if torn_start is not None:
+            salvaged = decompress_prefix(content[torn_start:])
+            kept = salvaged[: salvaged.rfind(b"\n") + 1]
+            kept_lines = kept.split(b"\n")[:-1]
+            kept_lines, _cut = self._crash_tail(kept_lines)
+            lines.extend(kept_lines)
+            self._rewrite_torn_frame(fd, torn_start, kept_lines, read_only)
+        return header_text[:-1], lines
+
+    def _rewrite_torn_frame(self, fd: int, torn_start: int, kept: list[bytes], read_only: bool) -> None:
+        if read_only:
+            action = "ignored (read-only)"
+        else:
+            os.ftruncate(fd, torn_start)
+            if kept:
+                frame = compress_frame(b"".join(line + b"\n" for line in kept))
+                _write_all(fd, frame)
+                self._size = torn_start + len(frame)
+            if self._durability != "none":
+                os.fsync(fd)
+            action = f"cut; its {len(kept)} complete line(s) were written back as a new frame"
+        warnings.warn(
+            SessionRecoveryWarning(f"{self.path}: byte {torn_start}: torn last Zstandard frame (an unfinished append) {action}"),
+            stacklevel=5,
+        )
+
+    def _cut(self, fd: int, keep: int, line: int, why: str, read_only: bool) -> None:
+        if read_only:
+            action = "ignored (read-only; it is cut when the log is opened for writing)"
+        else:
+            os.ftruncate(fd, keep)
+            if self._durability != "none":
+                os.fsync(fd)
+            action = "cut off; every line before it is intact"
+        warnings.warn(
+            SessionRecoveryWarning(f"{self.path}: line {line}: torn last line ({why}: an unfinished append) {action}"),
+            stacklevel=5,
+        )
+
+    def append(self, event: Event, record: str) -> None:
+        """Write one line (or one frame); a failed write is cut back."""
+        if self._fd is None:
+            raise SessionError(f"{self.path}: store is closed")
+        data = self._encode((record + "\n").encode())
+        try:
+            _write_all(self._fd, data)
+            if self._durability == "always":
+                os.fsync(self._fd)
+        except BaseException:
+            os.ftruncate(self._fd, self._size)
+            raise
+        self._size += len(data)
+        self._dirty = self._durability == "checkpoint"
+
+    def sync(self) -> None:
+        """fsync if anything was appended since the last sync."""
+        if self._dirty and self._fd is not None:
+            os.fsync(self._fd)
+            self._dirty = False
+
+    def close(self) -> None:
+        """Close the file (releasing its lock); idempotent."""
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
