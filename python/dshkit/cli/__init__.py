@@ -34,10 +34,10 @@ def build_parser() -> argparse.ArgumentParser:
         action = log_commands.add_parser(name, help=help_text)
         action.add_argument("path", metavar="PATH", help="a .jsonl/.sqlite/.db log or a postgresql:// URL")
         action.add_argument("--session", metavar="ID", help="the session to read (needed for a postgresql:// URL)")
-    listing = log_commands.add_parser("list", help="the sessions in a directory of logs or a PostgreSQL database")
-    listing.add_argument("path", metavar="LOCATION", help="a directory or a postgresql:// URL")
         if name == "verify":
             action.add_argument("--all", action="store_true", help="print every problem (default: the first 50)")
+    listing = log_commands.add_parser("list", help="the sessions in a directory of logs or a PostgreSQL database")
+    listing.add_argument("path", metavar="LOCATION", help="a directory or a postgresql:// URL")
 
     chat = commands.add_parser("chat", help="chat with a model over HTTP (DSHKIT_* env)")
     chat.add_argument(
