@@ -19,11 +19,13 @@ from dshkit.session import (
     PostgresStore,
     Session,
     SessionConflictError,
+    SessionCorruptError,
     SessionError,
     list_sessions,
 )
 from dshkit.session.codec import encode_event, encode_header
 from dshkit.session.events import Event
+from dshkit.session.records import checksum
 from dshkit.session.stores.postgres import ensure_schema
 from dshkit.session.stores.postgres_schema import SCHEMA_VERSION, WRITE_EVENTS, write_params
 from dshkit.session.verify import check_events
@@ -232,7 +234,9 @@ def test_a_write_reads_no_stored_event_unless_some_row_was_already_there(postgre
     body = '{"seq":%d,"time":1,"type":"plugin/x","data":{"ignorable":true}}'
 
     def batch(first: int, count: int, text: str = body) -> dict:
-        return write_params(session_id, [(seq, "plugin/x", 1, None, text % seq) for seq in range(first, first + count)])
+        return write_params(
+            session_id, [(seq, "plugin/x", 1, None, text % seq, checksum(text % seq)) for seq in range(first, first + count)]
+        )
 
     def reads_of_stored_events(connection, params) -> int:
         with connection.transaction(force_rollback=True):
@@ -244,7 +248,7 @@ def test_a_write_reads_no_stored_event_unless_some_row_was_already_there(postgre
 
     with psycopg.connect(postgres_url, autocommit=True) as connection:
         ensure_schema(connection)
-        connection.execute("INSERT INTO dshkit_sessions VALUES (%s, '{}', 0, NULL)", (session_id,))
+        connection.execute("INSERT INTO dshkit_sessions VALUES (%s, '{}', 0, NULL, 0)", (session_id,))
         for first in range(0, 2000, 200):
             connection.execute(WRITE_EVENTS, batch(first, 200)).fetchone()
         connection.execute("ANALYZE dshkit_events")
@@ -409,3 +413,150 @@ def test_an_async_agent_runs_on_a_postgres_session(postgres_url):
 def test_durability_none_commits_without_waiting_for_the_wal_flush(postgres_url, durability, setting):
     with Session.create(postgres_url, durability=durability) as session:
         assert session.store._connection.execute("SHOW synchronous_commit").fetchone() == (setting,)
+
+
+# -- checksums (format version 2) ----------------------------------------------------------------
+
+
+def _update_event(connection, session_id: str, seq: int, body: str, crc: int | None) -> None:
+    """Overwrite a stored event (the append-only trigger is off for this transaction only)."""
+    with connection.transaction():
+        connection.execute("ALTER TABLE dshkit_events DISABLE TRIGGER dshkit_events_append_only")
+        connection.execute(
+            "UPDATE dshkit_events SET body = %s, crc = %s WHERE session_id = %s AND seq = %s", (body, crc, session_id, seq)
+        )
+        connection.execute("ALTER TABLE dshkit_events ENABLE TRIGGER dshkit_events_append_only")
+
+
+def test_every_record_carries_its_checksum_and_a_retry_must_match_it(postgres_url, build):
+    with Session.create(postgres_url, durability="always") as session:
+        build.tool_turn(session, 1, ["c1"])
+        written = list(session.events)
+    with psycopg.connect(postgres_url, autocommit=True) as connection:
+        header, header_crc = connection.execute(
+            "SELECT header, crc FROM dshkit_sessions WHERE session_id = %s", (session.id,)
+        ).fetchone()
+        stored = connection.execute(
+            "SELECT body, crc FROM dshkit_events WHERE session_id = %s ORDER BY seq", (session.id,)
+        ).fetchall()
+        assert header_crc == checksum(header) and '"version":2' in header
+        assert stored == [(encode_event(event), checksum(encode_event(event))) for event in written]
+        body, crc = stored[0]
+        row = (0, "turn/start", written[0].time, None, body, crc)
+        assert connection.execute(WRITE_EVENTS, write_params(session.id, [row])).fetchone() == (1, 0)  # identical
+        with pytest.raises(psycopg.Error, match="event 0 is already stored with a different record"):
+            connection.execute(WRITE_EVENTS, write_params(session.id, [row[:5] + (crc ^ 1,)])).fetchone()
+        with pytest.raises(psycopg.Error, match="event 0 is already stored with a different record"):
+            connection.execute(WRITE_EVENTS, write_params(session.id, [row[:5] + (None,)])).fetchone()
+
+
+def _utf8_text(data: bytes) -> str | None:
+    """`data` as text a PostgreSQL `text` column can hold, or None."""
+    try:
+        text = data.decode()
+    except UnicodeDecodeError:
+        return None
+    return None if "\x00" in text else text
+
+
+def test_flipping_any_byte_of_a_stored_record_is_corruption_naming_it(postgres_url, build):
+    """Bit flips in the header and in a ~500-byte event record (those a text column can hold)."""
+    with Session.create(postgres_url, durability="always") as session:
+        build.tool_turn(session, 1, ["c1"])
+        expected = list(session.events)
+    seq = next(event.seq for event in expected if event.type == "assistant/message")
+    where = f"session {session.id}"
+    flips = 0
+    with psycopg.connect(postgres_url, autocommit=True) as connection:
+        body, crc = connection.execute(
+            "SELECT body, crc FROM dshkit_events WHERE session_id = %s AND seq = %s", (session.id, seq)
+        ).fetchone()
+        header, header_crc = connection.execute(
+            "SELECT header, crc FROM dshkit_sessions WHERE session_id = %s", (session.id,)
+        ).fetchone()
+        assert len(body) > 300
+        for offset in range(len(body.encode())):
+            damaged = _utf8_text(bytearray_flip(body.encode(), offset))
+            if damaged is None:
+                continue
+            _update_event(connection, session.id, seq, damaged, crc)
+            with pytest.raises(SessionCorruptError, match=f"{where}: event {seq}: checksum mismatch"):
+                Session.open(postgres_url, session_id=session.id, read_only=True)
+            flips += 1
+        _update_event(connection, session.id, seq, body, crc ^ 1)
+        with pytest.raises(SessionCorruptError, match=f"{where}: event {seq}: checksum mismatch"):
+            Session.open(postgres_url, session_id=session.id)
+        _update_event(connection, session.id, seq, body, crc)
+        for offset in range(len(header.encode())):
+            damaged = _utf8_text(bytearray_flip(header.encode(), offset))
+            if damaged is None:
+                continue
+            connection.execute("UPDATE dshkit_sessions SET header = %s WHERE session_id = %s", (damaged, session.id))
+            with pytest.raises(SessionCorruptError, match=f"{where}: header: checksum mismatch"):
+                Session.open(postgres_url, session_id=session.id, read_only=True)
+            flips += 1
+        connection.execute("UPDATE dshkit_sessions SET header = %s, crc = %s WHERE session_id = %s", (header, header_crc ^ 1, session.id))
+        with pytest.raises(SessionCorruptError, match=f"{where}: header: checksum mismatch"):
+            Session.open(postgres_url, session_id=session.id)
+        connection.execute("UPDATE dshkit_sessions SET crc = %s WHERE session_id = %s", (header_crc, session.id))
+    assert flips > 300
+    with Session.open(postgres_url, session_id=session.id) as intact:
+        assert list(intact.events) == expected
+
+
+def bytearray_flip(data: bytes, offset: int) -> bytes:
+    damaged = bytearray(data)
+    damaged[offset] ^= 1 << (offset % 8)
+    return bytes(damaged)
+
+
+def _version_1_database(url: str) -> None:
+    """Tables as schema version 1 (before checksums) made them, as an older dshkit left them."""
+    from dshkit.session.stores.postgres_schema import MIGRATIONS
+
+    with psycopg.connect(url, autocommit=True) as connection:
+        for statement in MIGRATIONS[0]:
+            connection.execute(statement)
+        connection.execute("UPDATE dshkit_schema SET version = 1")
+
+
+def _insert_version_1_session(url: str, session_id: str, header_version: int, events: list[Event]) -> None:
+    header = encode_header(session_id, 1).replace('"version":2', f'"version":{header_version}')
+    with psycopg.connect(url, autocommit=True) as connection:
+        connection.execute("INSERT INTO dshkit_sessions (session_id, header, created_at) VALUES (%s, %s, 1)", (session_id, header))
+        for event in events:
+            connection.execute(
+                "INSERT INTO dshkit_events (session_id, seq, type, time, body) VALUES (%s, %s, %s, %s, %s)",
+                (session_id, event.seq, event.type, event.time, encode_event(event)),
+            )
+
+
+def test_a_version_1_database_is_migrated_and_its_sessions_stay_version_1(fresh_database, build):
+    _version_1_database(fresh_database)
+    old = [Event("user/message", seq, 5, build.user(f"m{seq}"), "append", ()) for seq in range(3)]
+    _insert_version_1_session(fresh_database, "old", 1, old)
+    with Session.open(fresh_database, session_id="old") as session:
+        assert [m.text for m in session.messages()] == ["m0", "m1", "m2"]
+        session.append("user/message", build.user("m3"))
+    with Session.create(fresh_database, session_id="new") as session:
+        session.append("user/message", build.user("n0"))
+    with psycopg.connect(fresh_database, autocommit=True) as connection:
+        assert connection.execute("SELECT version FROM dshkit_schema").fetchall() == [(SCHEMA_VERSION,)]
+        crcs = dict(connection.execute("SELECT session_id, array_agg(crc ORDER BY seq) FROM dshkit_events GROUP BY 1"))
+        assert crcs["old"] == [None] * 4  # no mixed sessions: a version 1 session gets no checksums
+        assert None not in crcs["new"]
+        assert connection.execute("SELECT session_id FROM dshkit_sessions WHERE crc IS NULL").fetchall() == [("old",)]
+        # A version 1 session whose records are checked by no one must not grow a checksum.
+        body = connection.execute("SELECT body FROM dshkit_events WHERE session_id = 'old' AND seq = 1").fetchone()[0]
+        _update_event(connection, "old", 1, body, checksum(body))
+    with pytest.raises(SessionCorruptError, match="session old: event 1: a checksum on a record of a version 1 session"):
+        Session.open(fresh_database, session_id="old", read_only=True)
+    with Session.open(fresh_database, session_id="new", read_only=True) as session:
+        assert [m.text for m in session.messages()] == ["n0"]
+
+
+def test_a_version_2_header_without_a_checksum_is_corruption(fresh_database, build):
+    _version_1_database(fresh_database)
+    _insert_version_1_session(fresh_database, "unchecked", 2, [Event("user/message", 0, 5, build.user(), "append", ())])
+    with pytest.raises(SessionCorruptError, match="session unchecked: header: a version 2 header on records without checksums"):
+        Session.open(fresh_database, session_id="unchecked", read_only=True)

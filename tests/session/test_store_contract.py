@@ -89,7 +89,11 @@ class StoreUnderTest:
         raise NotImplementedError
 
     def replace_record(self, index: int, text: str) -> None:
-        """Overwrite the stored record of event `index` with `text` (damage from outside)."""
+        """Overwrite the stored record of event `index` with `text` and its checksum (damage from outside)."""
+        raise NotImplementedError
+
+    def change_record(self, index: int) -> None:
+        """Change one digit of event `index`'s `time`, leaving its stored checksum (a flipped bit)."""
         raise NotImplementedError
 
     def tear_tail(self, text: str) -> bool:
@@ -127,6 +131,11 @@ class JsonlUnderTest(StoreUnderTest):
         lines[index + 1] = seal_any(text)
         self.location.write_bytes(b"".join(lines))
 
+    def change_record(self, index: int) -> None:
+        lines = self.location.read_bytes().splitlines(keepends=True)
+        lines[index + 1] = changed_time(lines[index + 1].decode()).encode()
+        self.location.write_bytes(b"".join(lines))
+
     def tear_tail(self, text: str) -> bool:
         with self.location.open("ab") as file:
             file.write(text.encode())
@@ -161,6 +170,11 @@ class SqliteUnderTest(StoreUnderTest):
     def replace_record(self, index: int, text: str) -> None:
         with closing(sqlite3.connect(self.location)) as db, db:
             db.execute("UPDATE dshkit_events SET body = ?, crc = ? WHERE seq = ?", (text, checksum(text), index))
+
+    def change_record(self, index: int) -> None:
+        with closing(sqlite3.connect(self.location)) as db, db:
+            (body,) = db.execute("SELECT body FROM dshkit_events WHERE seq = ?", (index,)).fetchone()
+            db.execute("UPDATE dshkit_events SET body = ? WHERE seq = ?", (changed_time(body), index))
 
     def tear_tail(self, text: str) -> bool:
         return False  # every append is one transaction: there is no half-written event
@@ -227,13 +241,23 @@ class PostgresUnderTest(StoreUnderTest):
         return f"session {self.session_id}: event {index}"
 
     def replace_record(self, index: int, text: str) -> None:
+        self._update_record(index, text, checksum(text))
+
+    def change_record(self, index: int) -> None:
+        ((body, crc),) = self._query(
+            "SELECT body, crc FROM dshkit_events WHERE session_id = %s AND seq = %s", self.session_id, index
+        )
+        self._update_record(index, changed_time(body), crc)
+
+    def _update_record(self, index: int, text: str, crc: int) -> None:
         import psycopg
 
         # The append-only trigger refuses every UPDATE; only this transaction goes round it.
         with psycopg.connect(self.url) as connection, connection.transaction():
             connection.execute("ALTER TABLE dshkit_events DISABLE TRIGGER dshkit_events_append_only")
             updated = connection.execute(
-                "UPDATE dshkit_events SET body = %s WHERE session_id = %s AND seq = %s", (text, self.session_id, index)
+                "UPDATE dshkit_events SET body = %s, crc = %s WHERE session_id = %s AND seq = %s",
+                (text, crc, self.session_id, index),
             ).rowcount
             connection.execute("ALTER TABLE dshkit_events ENABLE TRIGGER dshkit_events_append_only")
         assert updated == 1
@@ -243,6 +267,12 @@ class PostgresUnderTest(StoreUnderTest):
 
 
 STORES = [JsonlUnderTest, SqliteUnderTest, PostgresUnderTest]
+
+
+def changed_time(text: str) -> str:
+    """`text` with the first digit of its `"time":` flipped in bit 0: still a valid record, another history."""
+    at = text.index('"time":') + len('"time":')
+    return text[:at] + chr(ord(text[at]) ^ 1) + text[at + 1:]
 
 
 @pytest.fixture(params=STORES, ids=lambda kind: kind.name)
@@ -426,6 +456,15 @@ def test_a_bad_record_is_corruption_naming_where_it_lives(build, store: StoreUnd
     with pytest.raises(SessionCorruptError, match=rf"{re.escape(store.place(index))}: not valid JSON") as caught:
         Session.open(store.location, **store.selector)
     assert caught.value.__cause__ is None and caught.value.__suppress_context__
+
+
+@pytest.mark.parametrize("read_only", [False, True])
+def test_a_record_changed_after_it_was_written_fails_its_checksum(build, store: StoreUnderTest, read_only: bool):
+    with Session.create(store.location, **store.selector) as session:
+        append_texts(session, build, [str(n) for n in range(5)])
+    store.change_record(3)
+    with pytest.raises(SessionCorruptError, match=rf"{re.escape(store.place(3))}: checksum mismatch"):
+        Session.open(store.location, **store.selector, read_only=read_only)
 
 
 def test_a_torn_tail_loses_only_the_unfinished_append(build, store: StoreUnderTest):

@@ -10,6 +10,10 @@ reconnects, takes its lock again, and resends the same batch.
 Durability: `"always"` writes each append in its own transaction; `"checkpoint"` holds appends
 and writes them at `sync()` in one statement (one round trip); `"none"` does the same with
 `synchronous_commit=off`. psycopg 3 is imported on first use (the `dshkit[postgres]` extra).
+
+Every record carries its CRC-32C in column `crc` (`dshkit.session.records`), checked on load; a
+session whose header row has none is a format version 1 log (written before schema version 2)
+and stays one: read unchecked, appended to without checksums.
 """
 
 from __future__ import annotations
@@ -21,8 +25,9 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from dshkit.session.codec import decode_header
-from dshkit.session.errors import SessionConflictError, SessionError
+from dshkit.session.errors import SessionConflictError, SessionCorruptError, SessionError
 from dshkit.session.events import MESSAGE_EVENT_TYPES, SURFACE_APPEND, USER_MESSAGE, Event
+from dshkit.session.records import check_header, checksum, verified
 from dshkit.session.stores.postgres_schema import (
     CONFLICT_SQLSTATE,
     CREATE_SESSION,
@@ -37,6 +42,7 @@ from dshkit.session.stores.postgres_schema import (
     TRY_LOCK,
     UNLOCK,
     WRITE_EVENTS,
+    WriteRow,
     write_params,
 )
 from dshkit.session.stores.protocol import check_durability
@@ -129,7 +135,8 @@ class PostgresStore:
         self._connection: Any = None
         self._durability = "checkpoint"
         self._locked = False
-        self._held: list[tuple[int, str, int, str | None, str]] = []
+        self._held: list[WriteRow] = []
+        self._sealed = True  # records carry checksums (format version 2); False for a version 1 session
         self._message_ids: set[str] = set()
         self._after_write: Callable[[Any], None] | None = None  # test hook: after commit, before the ack returns
         self.retries = 0  # writes resent after a connection error (observable for tests and operators)
@@ -215,7 +222,7 @@ class PostgresStore:
         connection = self._open_connection(lock=True)
         try:
             created = connection.execute(
-                CREATE_SESSION, (self.session_id, header, fields["created_at"], fields.get("parent_id"))
+                CREATE_SESSION, (self.session_id, header, checksum(header), fields["created_at"], fields.get("parent_id"))
             ).fetchone()
         except BaseException:
             connection.close()
@@ -223,10 +230,10 @@ class PostgresStore:
         if created is None:
             connection.close()
             raise FileExistsError(f"session {self.session_id} already exists in {redact(self.url)}")
-        self._connection = connection
+        self._connection, self._sealed = connection, True
 
     def load(self, durability: str, *, read_only: bool) -> tuple[str, list[str]]:
-        """The header and every event record in seq order (locking the session unless read-only)."""
+        """The header and every event record in seq order, checksums checked (locking the session unless read-only)."""
         session_id = self._need_session_id("open")
         self._durability = check_durability(durability)
         connection = self._open_connection(lock=not read_only)
@@ -234,7 +241,15 @@ class PostgresStore:
             header = connection.execute(READ_HEADER, (session_id,)).fetchone()
             if header is None:
                 raise FileNotFoundError(f"no session {session_id} in {redact(self.url)}")
-            records = [row[0] for row in connection.execute(READ_EVENTS, (session_id,))]
+            self._sealed = header[1] is not None
+            if self._sealed:
+                verified([header], lambda _: self.describe(-1))
+            check_header(header[0], self._sealed, self.describe(-1))
+            rows = connection.execute(READ_EVENTS, (session_id,)).fetchall()
+            if self._sealed:
+                records = verified([row[1:] for row in rows], lambda index: self.describe(rows[index][0]))
+            else:
+                records = [self._unchecked(seq, body, crc) for seq, body, crc in rows]
             if not read_only:
                 self._message_ids = {row[0] for row in connection.execute(READ_MESSAGE_IDS, (session_id,))}
         except BaseException:
@@ -243,11 +258,18 @@ class PostgresStore:
         self._connection = connection
         return header[0], records
 
+    def _unchecked(self, seq: int, body: str, crc: int | None) -> str:
+        """The record of a version 1 session, which must carry no checksum (no mixed sessions)."""
+        if crc is not None:
+            raise SessionCorruptError(f"{self.describe(seq)}: a checksum on a record of a version 1 session")
+        return body
+
     def append(self, event: Event, record: str) -> None:
         """Write one event ("always") or hold it for the next `sync()`."""
         if self._connection is None:
             raise SessionError(f"{self.describe(-1)}: store is closed")
-        row = (event.seq, event.type, event.time, self._new_message_id(event), record)
+        crc = checksum(record) if self._sealed else None
+        row = (event.seq, event.type, event.time, self._new_message_id(event), record, crc)
         if self._durability == "always":
             self._write([row])
         else:
@@ -272,7 +294,7 @@ class PostgresStore:
             self._write(self._held)
             self._held = []
 
-    def _write(self, rows: list[tuple[int, str, int, str | None, str]]) -> None:
+    def _write(self, rows: list[WriteRow]) -> None:
         psycopg = import_psycopg()
         session_id = self._need_session_id("write")
         params = write_params(session_id, rows)

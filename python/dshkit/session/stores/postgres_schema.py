@@ -5,13 +5,19 @@ refuses UPDATE and DELETE from anyone else. One statement (`WRITE_EVENTS`) appen
 one round trip and one transaction; it is idempotent on `(session_id, seq)`: a row already
 holding the identical record counts as written, a different one aborts the whole batch with
 SQLSTATE `DK001` (the store's `SessionConflictError`).
+
+Since schema version 2 every record carries its checksum (`dshkit.session.records`): column
+`crc` beside `header` and beside `body`. Migration 1 -> 2 only adds the columns (no rewrite of
+the table): rows written before it keep `crc` NULL, and a session whose header row has a NULL
+`crc` is a format version 1 log, read unchecked and appended to without checksums (no mixed
+sessions), as a version 1 SQLite database is.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 CONFLICT_SQLSTATE = "DK001"
 APPEND_ONLY_SQLSTATE = "DK002"
 SCHEMA_LOCK_KEY = 0x64736B5F736368  # "dsk_sch": serialises schema creation across processes
@@ -48,22 +54,28 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         " END IF; RETURN written; END $$",
         "INSERT INTO dshkit_schema (version) VALUES (0)",
     ),
+    # Nullable and without a default, so adding them touches no row: NULL marks a version 1 record.
+    1: (
+        "ALTER TABLE dshkit_sessions ADD COLUMN crc bigint",
+        "ALTER TABLE dshkit_events ADD COLUMN crc bigint",
+    ),
 }
 
 READ_VERSION = "SELECT version FROM dshkit_schema"
 SET_VERSION = "UPDATE dshkit_schema SET version = %s"
 
 CREATE_SESSION = (
-    "INSERT INTO dshkit_sessions (session_id, header, created_at, parent_id) VALUES (%s, %s, %s, %s)"
+    "INSERT INTO dshkit_sessions (session_id, header, crc, created_at, parent_id) VALUES (%s, %s, %s, %s, %s)"
     " ON CONFLICT (session_id) DO NOTHING RETURNING session_id"
 )
-READ_HEADER = "SELECT header FROM dshkit_sessions WHERE session_id = %s"
-READ_EVENTS = "SELECT body FROM dshkit_events WHERE session_id = %s ORDER BY seq"
+READ_HEADER = "SELECT header, crc FROM dshkit_sessions WHERE session_id = %s"
+READ_EVENTS = "SELECT seq, body, crc FROM dshkit_events WHERE session_id = %s ORDER BY seq"
 READ_MESSAGE_IDS = "SELECT message_id FROM dshkit_events WHERE session_id = %s AND message_id IS NOT NULL"
 TRY_LOCK = "SELECT pg_try_advisory_lock(%s)"
 UNLOCK = "SELECT pg_advisory_unlock(%s)"
 
-# Rows that were inserted plus rows already holding the identical record must cover the batch.
+# Rows that were inserted plus rows already holding the identical record (text and checksum)
+# must cover the batch.
 # The outer SELECT sees the table as it was before the INSERT (one snapshot), so a row that a
 # concurrent writer committed meanwhile counts neither as inserted nor as identical: conflict.
 #
@@ -74,20 +86,20 @@ UNLOCK = "SELECT pg_advisory_unlock(%s)"
 WRITE_EVENTS = """
 WITH batch AS (
     SELECT * FROM unnest(%(seqs)s::bigint[], %(types)s::text[], %(times)s::bigint[],
-                         %(message_ids)s::text[], %(bodies)s::text[])
-        AS b(seq, type, time, message_id, body)
+                         %(message_ids)s::text[], %(bodies)s::text[], %(crcs)s::bigint[])
+        AS b(seq, type, time, message_id, body, crc)
 ), inserted AS (
-    INSERT INTO dshkit_events (session_id, seq, type, time, message_id, body)
-    SELECT %(session)s, seq, type, time, message_id, body FROM batch
+    INSERT INTO dshkit_events (session_id, seq, type, time, message_id, body, crc)
+    SELECT %(session)s, seq, type, time, message_id, body, crc FROM batch
     ON CONFLICT (session_id, seq) DO NOTHING
     RETURNING seq
 ), identical AS (
     SELECT batch.seq FROM batch CROSS JOIN LATERAL (
-        SELECT stored.body FROM dshkit_events stored
+        SELECT stored.body, stored.crc FROM dshkit_events stored
         WHERE stored.session_id = %(session)s AND stored.seq = batch.seq
         LIMIT 1
     ) stored
-    WHERE stored.body = batch.body
+    WHERE stored.body = batch.body AND stored.crc IS NOT DISTINCT FROM batch.crc
 )
 SELECT CASE WHEN (SELECT count(*) FROM inserted) = %(expected)s::bigint THEN %(expected)s::bigint
 ELSE dshkit_check_write(
@@ -109,9 +121,13 @@ ORDER BY 3 DESC, 2 DESC, 1
 """
 
 
-def write_params(session_id: str, rows: list[tuple[int, str, int, str | None, str]]) -> dict[str, Any]:
-    """The parameters of `WRITE_EVENTS` for `rows` of (seq, type, time, message_id, record)."""
-    seqs, types, times, message_ids, bodies = (list(column) for column in zip(*rows))
+WriteRow = tuple[int, str, int, str | None, str, int | None]
+"""One event to write: (seq, type, time, message_id, record, checksum or None in a version 1 session)."""
+
+
+def write_params(session_id: str, rows: list[WriteRow]) -> dict[str, Any]:
+    """The parameters of `WRITE_EVENTS` for `rows`."""
+    seqs, types, times, message_ids, bodies, crcs = (list(column) for column in zip(*rows))
     return {
         "session": session_id,
         "expected": len(rows),
@@ -120,4 +136,5 @@ def write_params(session_id: str, rows: list[tuple[int, str, int, str | None, st
         "times": times,
         "message_ids": message_ids,
         "bodies": bodies,
+        "crcs": crcs,
     }
