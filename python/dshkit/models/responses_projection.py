@@ -20,7 +20,7 @@ authority and every request carries the whole conversation; encrypted reasoning 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from dshkit.llm import thaw
