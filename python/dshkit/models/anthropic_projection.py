@@ -32,6 +32,7 @@ from dshkit.models.projection_common import (
     system_block_texts,
     tool_call_fields,
     tool_fields,
+    tool_result_fields,
 )
 
 if TYPE_CHECKING:
@@ -128,12 +129,7 @@ def _user_blocks(message: Message) -> list[dict[str, Any]]:
 
 
 def _tool_result(message: Message, block: Mapping[str, Any], index: int) -> dict[str, Any]:
-    call_id = block.get("tool_call_id")
-    if not isinstance(call_id, str) or not call_id:
-        raise UnsupportedContentError(f"message {message.id} content[{index}]: tool_result without a 'tool_call_id'")
-    inner = block.get("content", ())
-    if isinstance(inner, str):
-        inner = ({"type": "text", "text": inner},)
+    call_id, inner = tool_result_fields(message, block, index)
     parts: list[dict[str, Any]] = []
     for position, part in enumerate(inner):
         where = f"content[{index}].content[{position}]"

@@ -36,6 +36,7 @@ from dshkit.models.projection_common import (
     system_block_texts,
     tool_call_fields,
     tool_fields,
+    tool_result_fields,
 )
 
 if TYPE_CHECKING:
@@ -160,14 +161,7 @@ def _project_user(message: Message, out: list[dict[str, Any]], tool_images: list
         if block.get("type") != "tool_result":
             others.append(block)
             continue
-        call_id = block.get("tool_call_id")
-        if not isinstance(call_id, str) or not call_id:
-            raise UnsupportedContentError(
-                f"message {message.id} content[{index}]: tool_result without a 'tool_call_id'"
-            )
-        inner = block.get("content", ())
-        if isinstance(inner, str):
-            inner = ({"type": "text", "text": inner},)
+        call_id, inner = tool_result_fields(message, block, index)
         texts = [part for part in inner if part.get("type") == "text"]
         images = [part for part in inner if part.get("type") == "image"]
         for position, part in enumerate(inner):

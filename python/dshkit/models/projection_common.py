@@ -24,6 +24,7 @@ __all__ = [
     "system_block_texts",
     "tool_call_fields",
     "tool_fields",
+    "tool_result_fields",
 ]
 
 class UnsupportedContentError(ValueError):
@@ -76,6 +77,17 @@ def tool_call_fields(message: Message, block: Mapping[str, Any], index: int) -> 
     if not isinstance(arguments, str):
         raise UnsupportedContentError(f"message {message.id} content[{index}]: tool_call 'arguments' must be the raw JSON text (str)")
     return call_id, name, arguments
+
+
+def tool_result_fields(message: Message, block: Mapping[str, Any], index: int) -> tuple[str, Sequence[Mapping[str, Any]]]:
+    """A ``tool_result`` block's checked ``tool_call_id`` and its content blocks (a str is one text block)."""
+    call_id = block.get("tool_call_id")
+    if not isinstance(call_id, str) or not call_id:
+        raise UnsupportedContentError(f"message {message.id} content[{index}]: tool_result without a 'tool_call_id'")
+    inner = block.get("content", ())
+    if isinstance(inner, str):
+        inner = ({"type": "text", "text": inner},)
+    return call_id, inner
 
 
 def block_text(message: Message, block: Mapping[str, Any], index: int) -> str:
