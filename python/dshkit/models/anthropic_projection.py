@@ -24,7 +24,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from dshkit.llm import thaw
-from dshkit.models.chat_projection import UnsupportedContentError
+from dshkit.models.projection_common import (
+    UnsupportedContentError,
+    apply_call_settings,
+    block_text,
+    replay_layout,
+    system_block_texts,
+    tool_call_fields,
+    tool_fields,
+    tool_result_fields,
+)
 
 if TYPE_CHECKING:
     from dshkit.llm import Message
@@ -48,31 +57,14 @@ def anthropic_body(request: ModelRequest, *, model: str, max_tokens: int) -> dic
     tools = anthropic_tools(request.tools)
     if tools:
         body["tools"] = tools
-    for key, value in (request.config or {}).items():
-        if key in RESERVED_BODY_KEYS:
-            raise ValueError(f"request config[{key!r}]: {key!r} is set by the model itself and cannot be a call setting")
-        body[key] = value
+    apply_call_settings(body, request.config, RESERVED_BODY_KEYS)
     body["stream"] = True
     return body
 
 
 def anthropic_tools(tools: Iterable[Mapping[str, Any]] | None) -> list[dict[str, Any]]:
     """Tool specs as Messages API tools (``name``, ``description``, ``input_schema``)."""
-    projected: list[dict[str, Any]] = []
-    for position, tool in enumerate(tools or ()):
-        where = f"request tools[{position}]"
-        if not isinstance(tool, Mapping):
-            raise TypeError(f"{where}: expected a mapping, got {type(tool).__name__}")
-        name = tool.get("name")
-        if not isinstance(name, str) or not name:
-            raise ValueError(f"{where}: 'name' must be a non-empty str")
-        spec: dict[str, Any] = {"name": name}
-        if tool.get("description"):
-            spec["description"] = tool["description"]
-        parameters = tool.get("parameters")
-        spec["input_schema"] = parameters if parameters is not None else {"type": "object", "properties": {}}
-        projected.append(spec)
-    return projected
+    return [tool_fields(tool, position, schema_key="input_schema") for position, tool in enumerate(tools or ())]
 
 
 def anthropic_messages(
@@ -84,7 +76,7 @@ def anthropic_messages(
     for message in messages:
         role = message.role
         if role == "system":
-            system_texts.extend(_text(message, block, index) for index, block in enumerate(message.content))
+            system_texts.extend(block_text(message, block, index) for index, block in enumerate(message.content))
             continue
         if role == "user":
             blocks = _user_blocks(message)
@@ -117,14 +109,7 @@ def _system_texts(system: object) -> list[str]:
         return []
     if isinstance(system, str):
         return [system] if system else []
-    if isinstance(system, Sequence) and not isinstance(system, bytes):
-        texts = []
-        for index, block in enumerate(system):
-            if not isinstance(block, Mapping) or block.get("type") != "text" or not isinstance(block.get("text"), str):
-                raise UnsupportedContentError(f"request system[{index}]: only text blocks can be a system prompt")
-            texts.append(block["text"])
-        return texts
-    raise UnsupportedContentError(f"request system: expected a str or a list of text blocks, got {type(system).__name__}")
+    return system_block_texts(system)
 
 
 def _user_blocks(message: Message) -> list[dict[str, Any]]:
@@ -133,7 +118,7 @@ def _user_blocks(message: Message) -> list[dict[str, Any]]:
     for index, block in enumerate(message.content):
         kind = block.get("type")
         if kind == "text":
-            others.append({"type": "text", "text": _text(message, block, index)})
+            others.append({"type": "text", "text": block_text(message, block, index)})
         elif kind == "image":
             others.append(_image(message, block, f"content[{index}]"))
         elif kind == "tool_result":
@@ -144,17 +129,12 @@ def _user_blocks(message: Message) -> list[dict[str, Any]]:
 
 
 def _tool_result(message: Message, block: Mapping[str, Any], index: int) -> dict[str, Any]:
-    call_id = block.get("tool_call_id")
-    if not isinstance(call_id, str) or not call_id:
-        raise UnsupportedContentError(f"message {message.id} content[{index}]: tool_result without a 'tool_call_id'")
-    inner = block.get("content", ())
-    if isinstance(inner, str):
-        inner = ({"type": "text", "text": inner},)
+    call_id, inner = tool_result_fields(message, block, index)
     parts: list[dict[str, Any]] = []
     for position, part in enumerate(inner):
         where = f"content[{index}].content[{position}]"
         if part.get("type") == "text":
-            parts.append({"type": "text", "text": _text(message, part, index)})
+            parts.append({"type": "text", "text": block_text(message, part, index)})
         elif part.get("type") == "image":
             parts.append(_image(message, part, where))
         else:
@@ -175,7 +155,7 @@ def _assistant_blocks(message: Message) -> list[dict[str, Any]]:
     for index, block in enumerate(message.content):
         kind = block.get("type")
         if kind == "text":
-            text = _text(message, block, index)
+            text = block_text(message, block, index)
             if text:
                 blocks.append({"type": "text", "text": text})
         elif kind == "tool_call":
@@ -191,12 +171,8 @@ def replayed_blocks(message: Message) -> list[dict[str, Any]] | None:
     """The message's blocks as Anthropic sent them, or ``None`` when it has no Anthropic replay
     state or the state does not describe exactly this content (so a signature is never sent
     beside other text). An entry's ``extra`` keys are written back into its block."""
-    source = message.source
-    state = source.get("replay_state") if isinstance(source, Mapping) else None
-    if not isinstance(state, Mapping) or state.get("api") != REPLAY_API:
-        return None
-    layout = state.get("blocks")
-    if not isinstance(layout, Sequence) or isinstance(layout, (str, bytes)):
+    layout = replay_layout(message, REPLAY_API, "blocks")
+    if layout is None:
         return None
     reasoning = "".join(b.get("text", "") for b in message.content if b.get("type") == "reasoning")
     text = "".join(b.get("text", "") for b in message.content if b.get("type") == "text")
@@ -242,26 +218,16 @@ def replayed_blocks(message: Message) -> list[dict[str, Any]] | None:
 
 
 def _tool_use(message: Message, block: Mapping[str, Any], index: int) -> dict[str, Any]:
-    call_id, name, arguments = block.get("id"), block.get("name"), block.get("arguments", "")
-    where = f"message {message.id} content[{index}]"
-    if not isinstance(call_id, str) or not call_id or not isinstance(name, str) or not name:
-        raise UnsupportedContentError(f"{where}: tool_call needs a non-empty 'id' and 'name'")
-    if not isinstance(arguments, str):
-        raise UnsupportedContentError(f"{where}: tool_call 'arguments' must be the raw JSON text (str)")
+    call_id, name, arguments = tool_call_fields(message, block, index)
     try:
         parsed = json.loads(arguments) if arguments.strip() else {}
     except ValueError:
         parsed = None
     if not isinstance(parsed, dict):
-        raise UnsupportedContentError(f"{where}: tool_call 'arguments' is not a JSON object, which Anthropic's 'input' must be")
+        raise UnsupportedContentError(
+            f"message {message.id} content[{index}]: tool_call 'arguments' is not a JSON object, which Anthropic's 'input' must be"
+        )
     return {"type": "tool_use", "id": call_id, "name": name, "input": parsed}
-
-
-def _text(message: Message, block: Mapping[str, Any], index: int) -> str:
-    text = block.get("text")
-    if not isinstance(text, str):
-        raise UnsupportedContentError(f"message {message.id} content[{index}]: a text block without a str 'text'")
-    return text
 
 
 def _image(message: Message, block: Mapping[str, Any], where: str) -> dict[str, Any]:

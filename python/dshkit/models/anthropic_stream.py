@@ -23,10 +23,11 @@ import json
 from typing import Any
 
 from dshkit.models.anthropic_replay import replay_state
-from dshkit.models.chat_stream import excerpt, map_finish_reason
-from dshkit.models.errors import IncompleteStreamError, MalformedResponseError, ProviderStreamError, provider_error_fields
+from dshkit.models.chat_stream import map_finish_reason
+from dshkit.models.errors import IncompleteStreamError, MalformedResponseError
 from dshkit.models.protocol import Chunk, FinishChunk
 from dshkit.models.sse import ServerSentEvent
+from dshkit.models.stream_translation import closing_chunks, malformed_stream_error, provider_stream_error
 
 __all__ = ["AnthropicStreamTranslator", "TRANSIENT_ERRORS"]
 
@@ -91,9 +92,6 @@ class AnthropicStreamTranslator:
                 status=self._status,
                 request_id=self._request_id,
             )
-        chunks: list[Chunk] = []
-        if self._usage is not None:
-            chunks.append({"type": "usage", "usage": self._usage})
         reason = self._stop_reason or "end_turn"
         finish: FinishChunk
         if reason == "refusal":
@@ -101,8 +99,7 @@ class AnthropicStreamTranslator:
         else:
             finish = map_finish_reason(_STOP_REASONS.get(reason, reason), saw_tool_calls=bool(self._tool_index))
         finish["replay_state"] = replay_state([self._layout[index] for index in sorted(self._layout)], message_id=self._message_id)
-        chunks.append(finish)
-        return chunks
+        return closing_chunks(self._usage, finish)
 
     # -- events -------------------------------------------------------------------------------------
 
@@ -221,22 +218,11 @@ class AnthropicStreamTranslator:
         return index
 
     def _malformed(self, what: str, data: str) -> MalformedResponseError:
-        return MalformedResponseError(
-            f"malformed Anthropic stream: {what}; received {excerpt(data)!r}",
-            received=data,
-            status=self._status,
-            request_id=self._request_id,
-        )
+        return malformed_stream_error("Anthropic stream", what, data, status=self._status, request_id=self._request_id)
 
     def _raise_error(self, data: str, error: object = None) -> None:
-        message, code = provider_error_fields(error if error is not None else data)
-        raise ProviderStreamError(
-            message or f"the provider reported an error in the stream: {excerpt(data)}",
-            status=self._status,
-            request_id=self._request_id,
-            provider_code=code,
-            retryable=code in TRANSIENT_ERRORS,
-        )
+        error = error if error is not None else data
+        raise provider_stream_error(data, error, status=self._status, request_id=self._request_id, transient=TRANSIENT_ERRORS)
 
 
 _HANDLERS = {

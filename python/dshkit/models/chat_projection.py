@@ -29,6 +29,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from dshkit.llm import json_default
+from dshkit.models.projection_common import (
+    UnsupportedContentError,
+    apply_call_settings,
+    image_url,
+    system_block_texts,
+    tool_call_fields,
+    tool_fields,
+    tool_result_fields,
+)
 
 if TYPE_CHECKING:
     from dshkit.llm import Message
@@ -45,10 +54,6 @@ __all__ = [
 
 RESERVED_BODY_KEYS = frozenset(("model", "messages", "tools", "stream"))
 """Body keys the projection owns: call settings may not set them."""
-
-
-class UnsupportedContentError(ValueError):
-    """A content block (or message) that the chat-completions format cannot carry."""
 
 
 def chat_body(
@@ -76,14 +81,7 @@ def chat_body(
     tools = chat_tools(request.tools)
     if tools:
         body["tools"] = tools
-    config = request.config
-    if config:
-        for key, value in config.items():
-            if key in RESERVED_BODY_KEYS:
-                raise ValueError(
-                    f"request config[{key!r}]: {key!r} is set by the model itself and cannot be a call setting"
-                )
-            body[key] = value
+    apply_call_settings(body, request.config, RESERVED_BODY_KEYS)
     body["stream"] = True
     if include_usage and "stream_options" not in body:
         body["stream_options"] = {"include_usage": True}
@@ -106,18 +104,7 @@ def chat_tools(tools: Iterable[Mapping[str, Any]] | None) -> list[dict[str, Any]
     """Tool specs (``name``, ``description``, ``parameters``) as ``function`` tools."""
     projected: list[dict[str, Any]] = []
     for position, tool in enumerate(tools or ()):
-        where = f"request tools[{position}]"
-        if not isinstance(tool, Mapping):
-            raise TypeError(f"{where}: expected a mapping, got {type(tool).__name__}")
-        name = tool.get("name")
-        if not isinstance(name, str) or not name:
-            raise ValueError(f"{where}: 'name' must be a non-empty str")
-        function: dict[str, Any] = {"name": name}
-        description = tool.get("description")
-        if description:
-            function["description"] = description
-        parameters = tool.get("parameters")
-        function["parameters"] = parameters if parameters is not None else {"type": "object", "properties": {}}
+        function = tool_fields(tool, position)
         if "strict" in tool:
             function["strict"] = tool["strict"]
         projected.append({"type": "function", "function": function})
@@ -162,18 +149,10 @@ def chat_messages(
 
 def _system_parts(system: object) -> str | list[dict[str, Any]]:
     """A system prompt given as text blocks (the header may hold blocks instead of a str)."""
-    if isinstance(system, Sequence) and not isinstance(system, (str, bytes)):
-        texts: list[str] = []
-        for index, block in enumerate(system):
-            if not isinstance(block, Mapping) or block.get("type") != "text" or not isinstance(block.get("text"), str):
-                raise UnsupportedContentError(f"request system[{index}]: only text blocks can be a system prompt")
-            texts.append(block["text"])
-        if len(texts) == 1:
-            return texts[0]
-        return [{"type": "text", "text": text} for text in texts]
-    raise UnsupportedContentError(
-        f"request system: expected a str or a list of text blocks, got {type(system).__name__}"
-    )
+    texts = system_block_texts(system)
+    if len(texts) == 1:
+        return texts[0]
+    return [{"type": "text", "text": text} for text in texts]
 
 
 def _project_user(message: Message, out: list[dict[str, Any]], tool_images: list[dict[str, Any]]) -> None:
@@ -182,14 +161,7 @@ def _project_user(message: Message, out: list[dict[str, Any]], tool_images: list
         if block.get("type") != "tool_result":
             others.append(block)
             continue
-        call_id = block.get("tool_call_id")
-        if not isinstance(call_id, str) or not call_id:
-            raise UnsupportedContentError(
-                f"message {message.id} content[{index}]: tool_result without a 'tool_call_id'"
-            )
-        inner = block.get("content", ())
-        if isinstance(inner, str):
-            inner = ({"type": "text", "text": inner},)
+        call_id, inner = tool_result_fields(message, block, index)
         texts = [part for part in inner if part.get("type") == "text"]
         images = [part for part in inner if part.get("type") == "image"]
         for position, part in enumerate(inner):
@@ -223,15 +195,7 @@ def _project_assistant(
         elif kind == "reasoning":
             reasoning.append(block.get("text", ""))
         elif kind == "tool_call":
-            call_id, name, arguments = block.get("id"), block.get("name"), block.get("arguments", "")
-            if not isinstance(call_id, str) or not call_id or not isinstance(name, str) or not name:
-                raise UnsupportedContentError(
-                    f"message {message.id} content[{index}]: tool_call needs a non-empty 'id' and 'name'"
-                )
-            if not isinstance(arguments, str):
-                raise UnsupportedContentError(
-                    f"message {message.id} content[{index}]: tool_call 'arguments' must be the raw JSON text (str)"
-                )
+            call_id, name, arguments = tool_call_fields(message, block, index)
             calls.append({"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}})
         else:
             raise UnsupportedContentError(
@@ -275,16 +239,8 @@ def _text(message: Message, block: Mapping[str, Any]) -> str:
 
 
 def _image_part(message: Message, index: int, block: Mapping[str, Any]) -> dict[str, Any]:
-    url = block.get("url")
-    if not isinstance(url, str):
-        media_type, data = block.get("media_type"), block.get("data")
-        if not isinstance(media_type, str) or not isinstance(data, str):
-            raise UnsupportedContentError(
-                f"message {message.id} content[{index}]: an image needs 'url' or 'media_type' and base64 'data'"
-            )
-        url = f"data:{media_type};base64,{data}"
-    image_url: dict[str, Any] = {"url": url}
+    image: dict[str, Any] = {"url": image_url(message, block, f"content[{index}]")}
     detail = block.get("detail")
     if isinstance(detail, str):
-        image_url["detail"] = detail
-    return {"type": "image_url", "image_url": image_url}
+        image["detail"] = detail
+    return {"type": "image_url", "image_url": image}

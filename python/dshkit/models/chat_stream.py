@@ -27,19 +27,20 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from dshkit.models.errors import (
-    IncompleteStreamError,
-    MalformedResponseError,
-    ProviderStreamError,
-    provider_error_fields,
-)
+from dshkit.models.errors import IncompleteStreamError, MalformedResponseError
 from dshkit.models.protocol import Chunk, FinishChunk, ModelErrorInfo
 from dshkit.models.sse import ServerSentEvent
+from dshkit.models.stream_translation import (
+    closing_chunks,
+    event_object,
+    excerpt,
+    malformed_stream_error,
+    provider_stream_error,
+)
 
 __all__ = ["ChatStreamTranslator", "DONE", "excerpt", "map_finish_reason", "usage_summary"]
 
 DONE = "[DONE]"
-_EXCERPT_CHARS = 200
 
 # Provider finish reasons that end a response normally, by protocol reason.
 _FINISH_REASONS = {
@@ -55,11 +56,6 @@ _FINISH_REASONS = {
     "tool_use": "tool_calls",
 }
 _ABORTED = frozenset(("abort", "aborted", "cancelled", "canceled"))
-
-
-def excerpt(text: str, limit: int = _EXCERPT_CHARS) -> str:
-    """`text` shortened for an error message (what was received, recognisably)."""
-    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} characters)"
 
 
 def map_finish_reason(reason: str, *, saw_tool_calls: bool) -> FinishChunk:
@@ -175,14 +171,7 @@ class ChatStreamTranslator:
             return []
         if not data.strip():
             return []  # an empty keep-alive event
-        try:
-            payload = json.loads(data)
-        except ValueError as error:
-            raise self._malformed(f"event {self._events} is not JSON ({error})", data) from None
-        if not isinstance(payload, dict):
-            raise self._malformed(
-                f"event {self._events} is JSON {type(payload).__name__}, expected an object", data
-            )
+        payload = event_object(data, self._events, self._malformed)
         if payload.get("error") is not None:
             self._raise_provider_error(data, payload["error"])
         return self._translate(payload, data)
@@ -199,17 +188,13 @@ class ChatStreamTranslator:
                 status=self._status,
                 request_id=self._request_id,
             )
-        chunks: list[Chunk] = []
-        if self._usage is not None:
-            chunks.append({"type": "usage", "usage": self._usage})
         finish = map_finish_reason(
             self._finish_reason if self._finish_reason is not None else "stop",
             saw_tool_calls=bool(self._tool_calls),
         )
         if self._response_id is not None:
             finish["replay_state"] = {"response_id": self._response_id}
-        chunks.append(finish)
-        return chunks
+        return closing_chunks(self._usage, finish)
 
     def _translate(self, payload: dict[str, Any], data: str) -> list[Chunk]:
         response_id = payload.get("id")
@@ -382,12 +367,7 @@ class ChatStreamTranslator:
         return index
 
     def _malformed(self, what: str, data: str) -> MalformedResponseError:
-        return MalformedResponseError(
-            f"malformed chat completion stream: {what}; received {excerpt(data)!r}",
-            received=data,
-            status=self._status,
-            request_id=self._request_id,
-        )
+        return malformed_stream_error("chat completion stream", what, data, status=self._status, request_id=self._request_id)
 
     def _raise_provider_error(self, data: str, error: object = None) -> None:
         if error is None:
@@ -396,10 +376,4 @@ class ChatStreamTranslator:
             except ValueError:
                 parsed = data
             error = parsed.get("error", parsed) if isinstance(parsed, dict) else parsed
-        message, code = provider_error_fields(error)
-        raise ProviderStreamError(
-            message or f"the provider reported an error in the stream: {excerpt(data)}",
-            status=self._status,
-            request_id=self._request_id,
-            provider_code=code,
-        )
+        raise provider_stream_error(data, error, status=self._status, request_id=self._request_id)

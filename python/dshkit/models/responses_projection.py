@@ -20,11 +20,21 @@ authority and every request carries the whole conversation; encrypted reasoning 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from dshkit.llm import thaw
-from dshkit.models.chat_projection import UnsupportedContentError
+from dshkit.models.projection_common import (
+    UnsupportedContentError,
+    apply_call_settings,
+    block_text,
+    image_url,
+    replay_layout,
+    system_block_texts,
+    tool_call_fields,
+    tool_fields,
+    tool_result_fields,
+)
 
 if TYPE_CHECKING:
     from dshkit.llm import Message
@@ -53,10 +63,7 @@ def responses_body(request: ModelRequest, *, model: str) -> dict[str, Any]:
         body["tools"] = tools
     body["store"] = False
     body["include"] = ["reasoning.encrypted_content"]
-    for key, value in (request.config or {}).items():
-        if key in RESERVED_BODY_KEYS:
-            raise ValueError(f"request config[{key!r}]: {key!r} is set by the model itself and cannot be a call setting")
-        body[key] = value
+    apply_call_settings(body, request.config, RESERVED_BODY_KEYS)
     body["stream"] = True
     return body
 
@@ -65,17 +72,7 @@ def responses_tools(tools: Iterable[Mapping[str, Any]] | None) -> list[dict[str,
     """Tool specs as Responses ``function`` tools (flat: ``name``, ``description``, ``parameters``)."""
     projected: list[dict[str, Any]] = []
     for position, tool in enumerate(tools or ()):
-        where = f"request tools[{position}]"
-        if not isinstance(tool, Mapping):
-            raise TypeError(f"{where}: expected a mapping, got {type(tool).__name__}")
-        name = tool.get("name")
-        if not isinstance(name, str) or not name:
-            raise ValueError(f"{where}: 'name' must be a non-empty str")
-        spec: dict[str, Any] = {"type": "function", "name": name}
-        if tool.get("description"):
-            spec["description"] = tool["description"]
-        parameters = tool.get("parameters")
-        spec["parameters"] = parameters if parameters is not None else {"type": "object", "properties": {}}
+        spec = {"type": "function", **tool_fields(tool, position)}
         if "strict" in tool:
             spec["strict"] = tool["strict"]
         projected.append(spec)
@@ -92,7 +89,7 @@ def responses_input(messages: Iterable[Message]) -> list[dict[str, Any]]:
         elif role == "assistant":
             items.extend(_assistant_items(message))
         elif role == "system":
-            parts = [{"type": "input_text", "text": _text(message, b, i)} for i, b in enumerate(message.content)]
+            parts = [{"type": "input_text", "text": block_text(message, b, i)} for i, b in enumerate(message.content)]
             items.append({"type": "message", "role": "system", "content": parts})
         else:
             raise UnsupportedContentError(f"message {message.id}: unknown role {role!r}")
@@ -100,14 +97,7 @@ def responses_input(messages: Iterable[Message]) -> list[dict[str, Any]]:
 
 
 def _system_parts(system: object) -> list[dict[str, Any]]:
-    if isinstance(system, Sequence) and not isinstance(system, (str, bytes)):
-        parts = []
-        for index, block in enumerate(system):
-            if not isinstance(block, Mapping) or block.get("type") != "text" or not isinstance(block.get("text"), str):
-                raise UnsupportedContentError(f"request system[{index}]: only text blocks can be a system prompt")
-            parts.append({"type": "input_text", "text": block["text"]})
-        return parts
-    raise UnsupportedContentError(f"request system: expected a str or a list of text blocks, got {type(system).__name__}")
+    return [{"type": "input_text", "text": text} for text in system_block_texts(system)]
 
 
 def _user_items(message: Message) -> list[dict[str, Any]]:
@@ -116,7 +106,7 @@ def _user_items(message: Message) -> list[dict[str, Any]]:
     for index, block in enumerate(message.content):
         kind = block.get("type")
         if kind == "text":
-            parts.append({"type": "input_text", "text": _text(message, block, index)})
+            parts.append({"type": "input_text", "text": block_text(message, block, index)})
         elif kind == "image":
             parts.append(_image(message, block, f"content[{index}]"))
         elif kind == "tool_result":
@@ -129,17 +119,12 @@ def _user_items(message: Message) -> list[dict[str, Any]]:
 
 
 def _call_output(message: Message, block: Mapping[str, Any], index: int) -> dict[str, Any]:
-    call_id = block.get("tool_call_id")
-    if not isinstance(call_id, str) or not call_id:
-        raise UnsupportedContentError(f"message {message.id} content[{index}]: tool_result without a 'tool_call_id'")
-    inner = block.get("content", ())
-    if isinstance(inner, str):
-        inner = ({"type": "text", "text": inner},)
+    call_id, inner = tool_result_fields(message, block, index)
     parts: list[dict[str, Any]] = []
     for position, part in enumerate(inner):
         where = f"content[{index}].content[{position}]"
         if part.get("type") == "text":
-            parts.append({"type": "input_text", "text": _text(message, part, index)})
+            parts.append({"type": "input_text", "text": block_text(message, part, index)})
         elif part.get("type") == "image":
             parts.append(_image(message, part, where))
         else:
@@ -161,7 +146,7 @@ def _assistant_items(message: Message) -> list[dict[str, Any]]:
     for index, block in enumerate(message.content):
         kind = block.get("type")
         if kind == "text":
-            texts.append(_text(message, block, index))
+            texts.append(block_text(message, block, index))
         elif kind == "tool_call":
             calls.append(_function_call(message, block, index, None))
         elif kind != "reasoning":
@@ -177,12 +162,8 @@ def replayed_items(message: Message) -> list[dict[str, Any]] | None:
     """The output items as the API sent them, or ``None`` when the message has no Responses replay
     state or it does not describe exactly this content (so encrypted reasoning is never sent
     beside other text). The ``extra`` keys of an entry or part are written back into it."""
-    source = message.source
-    state = source.get("replay_state") if isinstance(source, Mapping) else None
-    if not isinstance(state, Mapping) or state.get("api") != REPLAY_API:
-        return None
-    layout = state.get("items")
-    if not isinstance(layout, Sequence) or isinstance(layout, (str, bytes)):
+    layout = replay_layout(message, REPLAY_API, "items")
+    if layout is None:
         return None
     reasoning = _Cursor("".join(b.get("text", "") for b in message.content if b.get("type") == "reasoning"))
     text = _Cursor("".join(b.get("text", "") for b in message.content if b.get("type") == "text"))
@@ -250,11 +231,7 @@ class _Cursor:
 
 
 def _function_call(message: Message, block: Mapping[str, Any], index: int, item_id: object) -> dict[str, Any]:
-    call_id, name, arguments = block.get("id"), block.get("name"), block.get("arguments", "")
-    if not isinstance(call_id, str) or not call_id or not isinstance(name, str) or not name:
-        raise UnsupportedContentError(f"message {message.id} content[{index}]: tool_call needs a non-empty 'id' and 'name'")
-    if not isinstance(arguments, str):
-        raise UnsupportedContentError(f"message {message.id} content[{index}]: tool_call 'arguments' must be the raw JSON text (str)")
+    call_id, name, arguments = tool_call_fields(message, block, index)
     item: dict[str, Any] = {"type": "function_call"}
     if isinstance(item_id, str):
         item["id"] = item_id
@@ -262,19 +239,7 @@ def _function_call(message: Message, block: Mapping[str, Any], index: int, item_
     return item
 
 
-def _text(message: Message, block: Mapping[str, Any], index: int) -> str:
-    text = block.get("text")
-    if not isinstance(text, str):
-        raise UnsupportedContentError(f"message {message.id} content[{index}]: a text block without a str 'text'")
-    return text
-
-
 def _image(message: Message, block: Mapping[str, Any], where: str) -> dict[str, Any]:
-    url = block.get("url")
-    if not isinstance(url, str):
-        media_type, data = block.get("media_type"), block.get("data")
-        if not isinstance(media_type, str) or not isinstance(data, str):
-            raise UnsupportedContentError(f"message {message.id} {where}: an image needs 'url' or 'media_type' and base64 'data'")
-        url = f"data:{media_type};base64,{data}"
+    url = image_url(message, block, where)
     detail = block.get("detail")
     return {"type": "input_image", "image_url": url, "detail": detail if isinstance(detail, str) else "auto"}

@@ -20,14 +20,14 @@ from which `dshkit.models.responses_projection` rebuilds the items.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from dshkit.models.chat_stream import excerpt, map_finish_reason
-from dshkit.models.errors import IncompleteStreamError, MalformedResponseError, ProviderStreamError, provider_error_fields
+from dshkit.models.chat_stream import map_finish_reason
+from dshkit.models.errors import IncompleteStreamError, MalformedResponseError
 from dshkit.models.protocol import Chunk, FinishChunk
 from dshkit.models.responses_replay import replay_state
 from dshkit.models.sse import ServerSentEvent
+from dshkit.models.stream_translation import closing_chunks, event_object, malformed_stream_error, provider_stream_error
 
 __all__ = ["ResponsesStreamTranslator", "TRANSIENT_ERRORS"]
 
@@ -67,12 +67,7 @@ class ResponsesStreamTranslator:
         data = event.data
         if not data.strip() or data.strip() == "[DONE]":
             return []
-        try:
-            payload = json.loads(data)
-        except ValueError as error:
-            raise self._malformed(f"event {self._events} is not JSON ({error})", data) from None
-        if not isinstance(payload, dict):
-            raise self._malformed(f"event {self._events} is JSON {type(payload).__name__}, expected an object", data)
+        payload = event_object(data, self._events, self._malformed)
         kind = payload.get("type", event.event)
         handler = _HANDLERS.get(kind)
         if handler is None:
@@ -87,13 +82,9 @@ class ResponsesStreamTranslator:
                 status=self._status,
                 request_id=self._request_id,
             )
-        chunks: list[Chunk] = []
-        if self._usage is not None:
-            chunks.append({"type": "usage", "usage": self._usage})
         finish: FinishChunk = map_finish_reason(self._end, saw_tool_calls=bool(self._tool_index))
         finish["replay_state"] = replay_state([self._items[index] for index in sorted(self._items)], response_id=self._response_id)
-        chunks.append(finish)
-        return chunks
+        return closing_chunks(self._usage, finish)
 
     # -- events -------------------------------------------------------------------------------------
 
@@ -246,22 +237,10 @@ class ResponsesStreamTranslator:
         return delta
 
     def _malformed(self, what: str, data: str) -> MalformedResponseError:
-        return MalformedResponseError(
-            f"malformed Responses stream: {what}; received {excerpt(data)!r}",
-            received=data,
-            status=self._status,
-            request_id=self._request_id,
-        )
+        return malformed_stream_error("Responses stream", what, data, status=self._status, request_id=self._request_id)
 
     def _raise_error(self, data: str, error: object) -> None:
-        message, code = provider_error_fields(error)
-        raise ProviderStreamError(
-            message or f"the provider reported an error in the stream: {excerpt(data)}",
-            status=self._status,
-            request_id=self._request_id,
-            provider_code=code,
-            retryable=code in TRANSIENT_ERRORS,
-        )
+        raise provider_stream_error(data, error, status=self._status, request_id=self._request_id, transient=TRANSIENT_ERRORS)
 
 
 _HANDLERS = {
