@@ -253,6 +253,13 @@ def prepare_data(event_type: object, data: object) -> Any:
         _check_envelope(event_type, frozen)
         return frozen
     frozen = _freeze_mapping(event_type, data)
+    check_plain_data(event_type, frozen)
+    return frozen
+
+
+def check_plain_data(event_type: str, frozen: FrozenDict[Any]) -> None:
+    """The rules for the frozen data of an event that carries no message (its known fields, or an
+    unknown type's `ignorable` mark). Raises `TypeError`/`ValueError` naming the key at fault."""
     check = _KNOWN_CHECKS.get(event_type)
     if check is not None:
         check(event_type, frozen)
@@ -261,7 +268,6 @@ def prepare_data(event_type: object, data: object) -> Any:
             f"unknown event type {event_type!r}: readers refuse to derive history past it; if it does "
             "not change the model-visible history, mark it with data {'ignorable': True}"
         )
-    return frozen
 
 
 def prepare_surface_op(event_type: str, surface_op: object) -> Any:

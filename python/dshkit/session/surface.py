@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from dshkit import Message
+from dshkit import FrozenDict, Message
 
 from dshkit.session.errors import UnknownEventError
 from dshkit.session.history import History
@@ -31,6 +31,7 @@ from dshkit.session.events import (
     USER_MESSAGE,
     Event,
     blocks_derivation,
+    check_plain_data,
     prepare_data,
     prepare_source_seqs,
     prepare_surface_op,
@@ -205,6 +206,11 @@ class Surface:
         `Session.open` each stored one (a log is held to the rules it was written under).
         Raises `TypeError`/`ValueError` naming the rule.
         """
+        plain = type(event_type) is str and event_type and event_type not in MESSAGE_EVENT_TYPES
+        if plain and type(data) is FrozenDict and surface_op is None and not source_event_seqs:
+            # Already frozen and carrying no message (most stored events): only its fields to check.
+            check_plain_data(event_type, data)
+            return data, None, ()
         frozen = prepare_data(event_type, data)
         op = prepare_surface_op(event_type, surface_op)
         source_seqs = prepare_source_seqs(source_event_seqs, len(events))
