@@ -168,7 +168,8 @@ def _check_envelope(event_type: str, data: Mapping[str, Any]) -> None:
         _require_str(event_type + " error", error, "code")
 
 
-def _freeze_mapping(event_type: str, data: object) -> FrozenDict[Any]:
+def freeze_mapping(event_type: str, data: object) -> FrozenDict[Any]:
+    """`data` deep-frozen if it is a mapping (frozen data as is), else `TypeError` naming the event type."""
     if type(data) is FrozenDict:  # a stored event's data, frozen when read: nothing to do
         return data  # type: ignore[return-value]
     if type(data) is not dict and not isinstance(data, Mapping):
@@ -245,14 +246,14 @@ def prepare_data(event_type: object, data: object) -> Any:
     if event_type == USER_MESSAGE:
         return _check_message(event_type, data, role="user")
     if event_type in MESSAGE_EVENT_TYPES:
-        frozen = _freeze_mapping(event_type, data)
+        frozen = freeze_mapping(event_type, data)
         if "message" not in frozen:
             raise ValueError(f"{_where(event_type)} needs 'message' (the Message it carries)")
         role = "assistant" if event_type == ASSISTANT_MESSAGE else "user"
         _check_message(event_type, frozen["message"], role=role)
         _check_envelope(event_type, frozen)
         return frozen
-    frozen = _freeze_mapping(event_type, data)
+    frozen = freeze_mapping(event_type, data)
     check_plain_data(event_type, frozen)
     return frozen
 
