@@ -147,7 +147,8 @@ class ToolCallRunner:
             )
         raw = call["arguments"]
         try:
-            arguments = json.loads(raw) if raw.strip() else {}
+            # "{}" (a call without arguments, the most common) needs no parser
+            arguments = {} if raw == "{}" else json.loads(raw) if raw.strip() else {}
         except ValueError as exc:
             return _CallResult(
                 f"Invalid arguments for {name}: not JSON ({exc}).", is_error=True,
