@@ -103,8 +103,9 @@ class ToolCallRunner:
             except Exception:
                 _log.exception("agent loop: could not log results for the unanswered tool calls")
             raise
-        _answer_every_call(token, results, running)
-        commit_ready()
+        if committed < len(calls):  # a cancel stopped the batch: every call still gets its result
+            _answer_every_call(token, results, running)
+            commit_ready()
         context: dict[str, Message] = {}
         for result in results:
             for message in result.context if result is not None else ():

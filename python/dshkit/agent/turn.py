@@ -116,8 +116,8 @@ class TurnRunner:
         self._logged_config: Any = None
         self._turn_number = _last_turn_number(session)
 
-    def _append(self, event_type: str, data: Any, **kwargs: Any) -> Any:
-        event = self._session.append(event_type, data, **kwargs)
+    def _append(self, event_type: str, data: Any, source_event_seqs: tuple[int, ...] = ()) -> Any:
+        event = self._session.append(event_type, data, source_event_seqs=source_event_seqs)
         if self._inbox.deferred_clear is not None:
             self._inbox.run_deferred_clear()  # an observer of this append cancelled the turn
         return event
