@@ -95,7 +95,8 @@ def test_a_cancel_requested_during_the_first_step_is_a_cancel_of_the_task() -> N
         waiting = start_eagerly(waits(), lambda: True)
         with pytest.raises(asyncio.CancelledError):
             await waiting
-        assert interrupted == ["at its first wait"]
+        # Eagerly started, the coroutine ran up to its wait; on 3.10 it is a task cancelled before its first step.
+        assert interrupted == (["at its first wait"] if EAGER else [])
 
     run(main())
 
