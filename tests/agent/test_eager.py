@@ -14,7 +14,7 @@ from dshkit.agent.eager import start_eagerly
 from dshkit.models import ScriptedModel
 
 VAR: contextvars.ContextVar[str] = contextvars.ContextVar("VAR", default="unset")
-EAGER = sys.version_info >= (3, 11)
+EAGER = sys.version_info >= (3, 12)
 
 
 def run(coro: Any) -> Any:
@@ -95,7 +95,7 @@ def test_a_cancel_requested_during_the_first_step_is_a_cancel_of_the_task() -> N
         waiting = start_eagerly(waits(), lambda: True)
         with pytest.raises(asyncio.CancelledError):
             await waiting
-        # Eagerly started, the coroutine ran up to its wait; on 3.10 it is a task cancelled before its first step.
+        # Eagerly started, the coroutine ran up to its wait; before 3.12 it is a task cancelled before its first step.
         assert interrupted == (["at its first wait"] if EAGER else [])
 
     run(main())
@@ -127,3 +127,39 @@ def test_tool_bodies_run_in_contexts_of_their_own_whether_or_not_they_wait(kit: 
     assert sorted(seen) == [("a", "unset", "a"), ("b", "unset", "b"), ("c", "unset", "c")]
     results = [event.data for event in agent.session.events if event.type == "tool/result"]
     assert len(results) == 3 and not any("error" in data for data in results)
+
+
+@pytest.mark.parametrize("waits_first", [False, True])
+def test_a_timeout_inside_a_tool_body_times_out_the_body_not_the_agent(kit: Any, waits_first: bool) -> None:
+    # asyncio.timeout (and wait_for, on 3.12+) cancels `current_task()`: during a body's first step
+    # that must be the body's own task, or the timeout would cancel the agent's turn instead.
+    tasks: list[Any] = []
+
+    async def body(arguments: Any, ctx: Any) -> str:
+        if waits_first:
+            await asyncio.sleep(0)
+        tasks.append(asyncio.current_task())
+        try:
+            if hasattr(asyncio, "timeout"):  # 3.11+
+                async with asyncio.timeout(0.01):
+                    await asyncio.sleep(10)
+            else:
+                await asyncio.wait_for(asyncio.sleep(10), 0.01)
+        except asyncio.TimeoutError:
+            return "timed out"
+        return "slept"
+
+    model = ScriptedModel([kit.calls_response(("a", "slow", "{}")), "done"])
+    agent = Agent(model, tools=[Tool("slow", "waits too long", {"type": "object"}, body)])
+
+    async def main() -> Any:
+        agent.followup(kit.user("go"))
+        await agent.when_idle()
+        return asyncio.current_task()
+
+    driver_side = run(main())
+    assert tasks and tasks[0] is not None and tasks[0] is not driver_side
+    results = [event.data for event in agent.session.events if event.type == "tool/result"]
+    assert len(results) == 1 and "error" not in results[0]
+    assert "timed out" in repr(results[0])
+    assert agent.session.events[-1].type == "turn/end" and agent.session.events[-1].data.get("reason") != "cancelled"

@@ -1,98 +1,56 @@
-"""Starting a coroutine at once, and making it a task only if it has to wait.
+"""Starting a coroutine as a task whose first step runs at once (an eager task, Python >= 3.12).
 
 A step's stream reader and its tool bodies run as tasks of their own so that they can be cut
-(`Task.cancel`) or waited for together. A task costs event-loop iterations (its first step is
-scheduled, its end wakes the waiter), which is most of the agent loop's own cost when the model
-and the tools never wait (an offline model, a tool that answers at once). `start_eagerly` runs
-the coroutine's first step right away, in a copy of the current context as a task would, and
-wraps what is left in a `Task` (same context) only when it suspends; a coroutine that finished
-in that step comes back as a done future. Python 3.12's eager tasks work the same way; on 3.10,
-which cannot hand a task a context, the coroutine simply becomes a task.
+(`Task.cancel`) or waited for together. A lazily started task costs event-loop iterations (its
+first step is scheduled, its end wakes the waiter), which is most of the agent loop's own cost
+when the model and the tools never wait (an offline model, a tool that answers at once).
+
+Python 3.12 can start a task eagerly: `Task(..., eager_start=True)` runs the first step at once,
+with the new task as `asyncio.current_task()`, so `asyncio.timeout`, `wait_for` and task groups
+inside a tool body behave as in any task. Older interpreters get an ordinary task: stepping a
+coroutine by hand outside a task would make `current_task()` the caller's, and a timeout inside
+the body would then cancel the agent instead of the body.
 
 Cancellation is what a task's would be: a cancel requested while the first step ran
-(`cancel_requested()` true afterwards) cancels the result of a coroutine that finished, or is
-delivered at the coroutine's first suspension; an exception the coroutine raised wins over it.
+(`cancel_requested()` true afterwards) makes a body that finished in that step end cancelled, as
+a task cancelled while running does, or is delivered at the body's first suspension.
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections.abc
-import contextvars
 import sys
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-_CAN_START_EAGERLY = sys.version_info >= (3, 11)  # create_task(context=...)
-
-
-class _Resumed(collections.abc.Coroutine):  # type: ignore[type-arg]
-    """A coroutine suspended at `yielded` (its first step ran outside the task), handed to a task."""
-
-    __slots__ = ("_coro", "_yielded")
-
-    def __init__(self, coro: Coroutine[Any, Any, Any], yielded: Any) -> None:
-        self._coro = coro
-        self._yielded: list[Any] | None = [yielded]
-
-    def send(self, value: Any) -> Any:
-        pending = self._yielded
-        if pending is not None:
-            self._yielded = None
-            return pending[0]  # the task's first step: wait on what the coroutine waits on
-        return self._coro.send(value)
-
-    def throw(self, exc: Any, *rest: Any) -> Any:
-        self._yielded = None
-        return self._coro.throw(exc, *rest)
-
-    def close(self) -> None:
-        self._coro.close()
-
-    def __await__(self) -> Any:
-        raise TypeError("a resumed coroutine is driven by its task only")
+STARTS_EAGERLY = sys.version_info >= (3, 12)
 
 
 def start_eagerly(
     coro: Coroutine[Any, Any, T], cancel_requested: Callable[[], bool] | None = None
 ) -> asyncio.Future[T]:
-    """Run `coro` up to its first suspension now; a done future, or the task that goes on with it.
+    """Start `coro` as a task, eagerly where the interpreter can; a done future if it finished.
 
-    `cancel_requested` is asked after the first step whether the caller meanwhile wanted the
+    `cancel_requested` is asked right after the start whether the caller meanwhile wanted the
     task cancelled (it had no task to cancel yet).
     """
     loop = asyncio.get_running_loop()
-    if not _CAN_START_EAGERLY:
+    if STARTS_EAGERLY:
+        task: asyncio.Task[T] = asyncio.Task(coro, loop=loop, eager_start=True)  # type: ignore[call-arg,unused-ignore]
+    else:
         task = loop.create_task(coro)
-        if cancel_requested is not None and cancel_requested():
-            task.cancel()
+    if cancel_requested is None or not cancel_requested():
         return task
-    context = contextvars.copy_context()
-    try:
-        yielded = context.run(coro.send, None)
-    except StopIteration as stop:
-        future: asyncio.Future[T] = loop.create_future()
-        if cancel_requested is not None and cancel_requested():
-            future.cancel()  # a task cancelled while running ends cancelled even when its coroutine returned
-        else:
-            future.set_result(stop.value)
-        return future
-    except asyncio.CancelledError:
-        future = loop.create_future()
-        future.cancel()
-        return future
-    except BaseException as exc:
-        future = loop.create_future()
-        future.set_exception(exc)
-        if not isinstance(exc, Exception):
-            raise  # KeyboardInterrupt, SystemExit: a task re-raises them too
-        return future
-    task = loop.create_task(_Resumed(coro, yielded), context=context)  # type: ignore[arg-type,call-arg]
-    if cancel_requested is not None and cancel_requested():
-        task.cancel()  # delivered where the coroutine waits, as for a task cancelled while it ran
-    return task
+    if not task.done():
+        task.cancel()
+        return task
+    if task.cancelled() or task.exception() is not None:
+        return task  # an error, or the body's own cancel, wins over the request
+    cancelled: asyncio.Future[T] = loop.create_future()
+    cancelled.cancel()  # a task cancelled while running ends cancelled even when its coroutine returned
+    return cancelled
 
 
-__all__ = ["start_eagerly"]
+__all__ = ["STARTS_EAGERLY", "start_eagerly"]

@@ -20,7 +20,7 @@ from dshkit.agent.assembly import StreamAssembler
 from dshkit.agent.calls import call_sync_or_async, durability_point
 from dshkit.agent.cancel import CancelToken
 from dshkit.agent.checks import check_rewrite, check_user_message
-from dshkit.agent.eager import start_eagerly
+from dshkit.agent.eager import STARTS_EAGERLY, start_eagerly
 from dshkit.agent.events import EventHub
 from dshkit.agent.hooks import (
     Enter,
@@ -386,9 +386,10 @@ class TurnRunner:
         # when the model never looks at its cancel signal. The loop runs what is ready first
         # (as it did before a reader task's first step); the reader then starts at once and
         # becomes a task only if the stream makes it wait (`start_eagerly`).
-        await asyncio.sleep(0)
-        if token.cancelled:
-            return _INTERRUPTED  # cut before the reader's first step: nothing was read
+        if STARTS_EAGERLY:
+            await asyncio.sleep(0)
+            if token.cancelled:
+                return _INTERRUPTED  # cut before the reader's first step: nothing was read
         reader = start_eagerly(self._read(turn, stream, assembler, chunk_seqs), lambda: token.cancelled)
         unregister = None if reader.done() else token.on_cancel(reader.cancel)
         try:
