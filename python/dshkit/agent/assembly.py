@@ -78,7 +78,7 @@ class StreamAssembler:
             self._add_tool_call_delta(chunk)
         elif kind == "usage":
             usage = chunk.get("usage")
-            if not isinstance(usage, Mapping):
+            if type(usage) is not dict and not isinstance(usage, Mapping):
                 raise ModelError(f"model stream: usage chunk needs a mapping 'usage', got {usage!r}", code="bad_chunk")
             # Providers report usage once or cumulatively: later values win key by key.
             self.usage = {**(self.usage or {}), **usage}

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+from types import CoroutineType
 from typing import Any, Callable
 
 
 async def call_sync_or_async(fn: Callable[..., Any], *args: Any) -> Any:
     """`fn(*args)`, awaited when it returned an awaitable (a coroutine function, or a sync one)."""
     result = fn(*args)
-    if inspect.isawaitable(result):
+    if type(result) is CoroutineType or inspect.isawaitable(result):  # the common case without a call
         result = await result
     return result
 

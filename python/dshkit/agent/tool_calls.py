@@ -17,6 +17,7 @@ from typing import Any
 
 from dshkit.agent.calls import call_sync_or_async, durability_point
 from dshkit.agent.cancel import CancelToken
+from dshkit.agent.eager import start_eagerly
 from dshkit.agent.events import EventHub
 from dshkit.agent.inbox import Inbox
 from dshkit.agent.tools import Tool, ToolContext, ToolOutput, tool_content
@@ -73,16 +74,24 @@ class ToolCallRunner:
                 call_seqs = [self._log_call(turn, step, calls[index]) for index in segment]
                 # Durability point: every started call is on disk before its body runs.
                 await durability_point(self._session)
+                # Each body starts at once and is a task only if it has to wait (`start_eagerly`).
                 running = {
-                    asyncio.ensure_future(self._run_call(turn, step, token, calls[index], seq)): (index, seq)
+                    start_eagerly(self._run_call(turn, step, token, calls[index], seq)): (index, seq)
                     for index, seq in zip(segment, call_seqs)
                 }
                 pending = set(running)
                 while pending:
-                    # asyncio.wait, unlike awaiting the task, tells a body that raised
-                    # CancelledError itself (the task is done) from this driver being cancelled
-                    # (wait raises), on Python 3.10 too.
-                    done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                    if any(task.done() for task in pending):
+                        # What asyncio.wait would do for a finished body, without its callbacks:
+                        # the loop runs what is ready first, then the finished results are taken.
+                        await asyncio.sleep(0)
+                        done = {task for task in pending if task.done()}
+                        pending -= done
+                    else:
+                        # asyncio.wait, unlike awaiting the task, tells a body that raised
+                        # CancelledError itself (the task is done) from this driver being cancelled
+                        # (wait raises), on Python 3.10 too.
+                        done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
                     for task in done:
                         index, seq = running[task]
                         results[index] = _task_result(task, seq)
@@ -94,8 +103,9 @@ class ToolCallRunner:
             except Exception:
                 _log.exception("agent loop: could not log results for the unanswered tool calls")
             raise
-        _answer_every_call(token, results, running)
-        commit_ready()
+        if committed < len(calls):  # a cancel stopped the batch: every call still gets its result
+            _answer_every_call(token, results, running)
+            commit_ready()
         context: dict[str, Message] = {}
         for result in results:
             for message in result.context if result is not None else ():
@@ -138,7 +148,8 @@ class ToolCallRunner:
             )
         raw = call["arguments"]
         try:
-            arguments = json.loads(raw) if raw.strip() else {}
+            # "{}" (a call without arguments, the most common) needs no parser
+            arguments = {} if raw == "{}" else json.loads(raw) if raw.strip() else {}
         except ValueError as exc:
             return _CallResult(
                 f"Invalid arguments for {name}: not JSON ({exc}).", is_error=True,

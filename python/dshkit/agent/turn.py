@@ -20,6 +20,7 @@ from dshkit.agent.assembly import StreamAssembler
 from dshkit.agent.calls import call_sync_or_async, durability_point
 from dshkit.agent.cancel import CancelToken
 from dshkit.agent.checks import check_rewrite, check_user_message
+from dshkit.agent.eager import STARTS_EAGERLY, start_eagerly
 from dshkit.agent.events import EventHub
 from dshkit.agent.hooks import (
     Enter,
@@ -115,8 +116,8 @@ class TurnRunner:
         self._logged_config: Any = None
         self._turn_number = _last_turn_number(session)
 
-    def _append(self, event_type: str, data: Any, **kwargs: Any) -> Any:
-        event = self._session.append(event_type, data, **kwargs)
+    def _append(self, event_type: str, data: Any, source_event_seqs: tuple[int, ...] = ()) -> Any:
+        event = self._session.append(event_type, data, source_event_seqs=source_event_seqs)
         if self._inbox.deferred_clear is not None:
             self._inbox.run_deferred_clear()  # an observer of this append cancelled the turn
         return event
@@ -382,9 +383,15 @@ class TurnRunner:
         except Exception as exc:
             return exc
         # The stream is read in a task of its own so that cancel() can cut it at once, even
-        # when the model never looks at its cancel signal.
-        reader = asyncio.ensure_future(self._read(turn, stream, assembler, chunk_seqs))
-        unregister = token.on_cancel(reader.cancel)
+        # when the model never looks at its cancel signal. The loop runs what is ready first
+        # (as it did before a reader task's first step); the reader then starts at once and
+        # becomes a task only if the stream makes it wait (`start_eagerly`).
+        if STARTS_EAGERLY:
+            await asyncio.sleep(0)
+            if token.cancelled:
+                return _INTERRUPTED  # cut before the reader's first step: nothing was read
+        reader = start_eagerly(self._read(turn, stream, assembler, chunk_seqs), lambda: token.cancelled)
+        unregister = None if reader.done() else token.on_cancel(reader.cancel)
         try:
             await reader
         except asyncio.CancelledError:
@@ -396,7 +403,8 @@ class TurnRunner:
         except Exception as exc:
             return exc
         finally:
-            unregister()
+            if unregister is not None:
+                unregister()
         if token.cancelled and not assembler.finished:
             return _INTERRUPTED  # the model stopped early on its own when it saw the cancel
         return None

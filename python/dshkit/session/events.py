@@ -158,7 +158,7 @@ def _check_envelope(event_type: str, data: Mapping[str, Any]) -> None:
     _require_int(event_type, data, "step", optional=True)
     if "interrupted" in data and type(data["interrupted"]) is not bool:
         raise TypeError(f"{_where(event_type, 'interrupted')} must be a bool")
-    if "usage" in data and not isinstance(data["usage"], Mapping):
+    if "usage" in data and type(data["usage"]) is not FrozenDict and not isinstance(data["usage"], Mapping):
         raise TypeError(f"{_where(event_type, 'usage')} must be a mapping")
     if "error" in data and data["error"] is not None:
         error = data["error"]
@@ -168,7 +168,8 @@ def _check_envelope(event_type: str, data: Mapping[str, Any]) -> None:
         _require_str(event_type + " error", error, "code")
 
 
-def _freeze_mapping(event_type: str, data: object) -> FrozenDict[Any]:
+def freeze_mapping(event_type: str, data: object) -> FrozenDict[Any]:
+    """`data` deep-frozen if it is a mapping (frozen data as is), else `TypeError` naming the event type."""
     if type(data) is FrozenDict:  # a stored event's data, frozen when read: nothing to do
         return data  # type: ignore[return-value]
     if type(data) is not dict and not isinstance(data, Mapping):
@@ -190,7 +191,7 @@ def _check_step(event_type: str, data: FrozenDict[Any]) -> None:
 def _check_turn_end(event_type: str, data: FrozenDict[Any]) -> None:
     _check_turn(event_type, data)
     reason = data.get("reason")
-    if not isinstance(reason, Mapping) or not isinstance(reason.get("kind"), str):
+    if (type(reason) is not FrozenDict and not isinstance(reason, Mapping)) or not isinstance(reason.get("kind"), str):
         raise TypeError(f"{_where(event_type, 'reason')} must be a mapping with a str 'kind'")
 
 
@@ -207,7 +208,8 @@ def _check_inbox(event_type: str, data: FrozenDict[Any]) -> None:
 
 
 def _check_header(event_type: str, data: FrozenDict[Any]) -> None:
-    if not isinstance(data.get("header"), Mapping):
+    header = data.get("header")
+    if type(header) is not FrozenDict and not isinstance(header, Mapping):
         raise TypeError(f"{_where(event_type, 'header')} must be a mapping (the full request snapshot)")
     if data.get("reason") not in HEADER_REASONS:
         raise ValueError(
@@ -245,14 +247,14 @@ def prepare_data(event_type: object, data: object) -> Any:
     if event_type == USER_MESSAGE:
         return _check_message(event_type, data, role="user")
     if event_type in MESSAGE_EVENT_TYPES:
-        frozen = _freeze_mapping(event_type, data)
+        frozen = freeze_mapping(event_type, data)
         if "message" not in frozen:
             raise ValueError(f"{_where(event_type)} needs 'message' (the Message it carries)")
         role = "assistant" if event_type == ASSISTANT_MESSAGE else "user"
         _check_message(event_type, frozen["message"], role=role)
         _check_envelope(event_type, frozen)
         return frozen
-    frozen = _freeze_mapping(event_type, data)
+    frozen = freeze_mapping(event_type, data)
     check_plain_data(event_type, frozen)
     return frozen
 
@@ -288,11 +290,14 @@ def prepare_surface_op(event_type: str, surface_op: object) -> Any:
 
 def prepare_source_seqs(source_event_seqs: Iterable[int], next_seq: int) -> tuple[int, ...]:
     """The frozen `source_event_seqs`: seqs of events already in the log."""
-    if type(source_event_seqs) is tuple and not source_event_seqs:
-        return ()
-    if isinstance(source_event_seqs, (str, bytes, Mapping)) or not isinstance(source_event_seqs, Iterable):
+    if type(source_event_seqs) is tuple:
+        if not source_event_seqs:
+            return ()
+        seqs = source_event_seqs  # a tuple is no str, bytes or mapping: no ABC checks needed
+    elif isinstance(source_event_seqs, (str, bytes, Mapping)) or not isinstance(source_event_seqs, Iterable):
         raise TypeError(f"source_event_seqs must be a sequence of ints, not {type(source_event_seqs).__name__}")
-    seqs = tuple(source_event_seqs)
+    else:
+        seqs = tuple(source_event_seqs)
     for seq in seqs:
         if type(seq) is not int or not 0 <= seq < next_seq:
             raise ValueError(f"source_event_seqs: {seq!r} is not the seq of an event in the log (0..{next_seq - 1})")

@@ -47,13 +47,14 @@ class ModelRequest:
             for index, message in enumerate(messages):
                 if not isinstance(message, Message):
                     raise TypeError(f"messages[{index}] must be a Message, not {type(message).__name__}")
-        if isinstance(tools, (str, bytes, Mapping)):
+        # Type tests before the ABC ones: a request per model call, from a header's frozen values.
+        if type(tools) is not tuple and isinstance(tools, (str, bytes, Mapping)):
             raise TypeError("tools must be a sequence of tool specs (mappings)")
         frozen_tools = freeze(tuple(tools))
         for index, tool in enumerate(frozen_tools):
-            if not isinstance(tool, Mapping):
+            if type(tool) is not FrozenDict and not isinstance(tool, Mapping):
                 raise TypeError(f"tools[{index}] must be a mapping, not {type(tool).__name__}")
-        if config is not None and not isinstance(config, Mapping):
+        if config is not None and type(config) is not FrozenDict and not isinstance(config, Mapping):
             raise TypeError(f"config must be a mapping, not {type(config).__name__}")
         setattr_ = object.__setattr__
         setattr_(self, "_messages", messages)

@@ -325,14 +325,18 @@ class Session:
             if self._closed or self._read_only:
                 raise SessionClosedError("the session is closed" if self._closed else "the session was opened read-only")
             surface = self._surface
-            frozen, op, source_seqs = surface.admit(event_type, data, surface_op, source_event_seqs, self._events)
-            seq = len(self._events)
-            now = at if at is not None else max(_now_ms(), self._last_time)
+            events = self._events
+            frozen, op, source_seqs = surface.admit(event_type, data, surface_op, source_event_seqs, events)
+            seq = len(events)
+            if at is None:
+                now = time.time_ns() // 1_000_000  # _now_ms(), inline: one call less per append
+                at = now if now > self._last_time else self._last_time
+            now = at
             event = _new_event(Event, (event_type, seq, now, frozen, op, source_seqs))
             if self._store is not None:
                 self._store.append(event, self._format.encode_event(event, surface))
             # Committed: from here on nothing may fail and undo the append.
-            self._events.append(event)
+            events.append(event)
             self._last_time = now
             if op is not None:  # only message events change the surface (prepare_data refused blocking ones)
                 surface.fold(event)

@@ -32,6 +32,7 @@ from dshkit.session.events import (
     Event,
     blocks_derivation,
     check_plain_data,
+    freeze_mapping,
     prepare_data,
     prepare_source_seqs,
     prepare_surface_op,
@@ -207,10 +208,18 @@ class Surface:
         Raises `TypeError`/`ValueError` naming the rule.
         """
         plain = type(event_type) is str and event_type and event_type not in MESSAGE_EVENT_TYPES
-        if plain and type(data) is FrozenDict and surface_op is None and not source_event_seqs:
-            # Already frozen and carrying no message (most stored events): only its fields to check.
-            check_plain_data(event_type, data)
-            return data, None, ()
+        if (
+            plain
+            and surface_op is None
+            and not source_event_seqs
+            and (type(data) is FrozenDict or type(source_event_seqs) is tuple)
+        ):
+            # No message, no surface operation, nothing cited (most events): what prepare_data
+            # does for such an event, without its generic checks. Already frozen data (a stored
+            # event) only has its fields checked.
+            frozen = data if type(data) is FrozenDict else freeze_mapping(event_type, data)
+            check_plain_data(event_type, frozen)
+            return frozen, None, ()
         frozen = prepare_data(event_type, data)
         op = prepare_surface_op(event_type, surface_op)
         source_seqs = prepare_source_seqs(source_event_seqs, len(events))
