@@ -12,6 +12,7 @@ mod json;
 mod json_keys;
 mod json_parse;
 mod message;
+mod records;
 mod walk;
 
 use pyo3::prelude::*;
@@ -25,5 +26,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     json::register(m)?;
     message::register(m)?;
     checksum::register(m)?;
+    records::register(m)?;
     Ok(())
 }
