@@ -145,6 +145,36 @@ fn split_records<'py>(
     }
 }
 
+/// The record texts of `(text, stored checksum)` rows (a store with a checksum column), each
+/// checked: `(texts, -1)`, or `(None, index)` of the first row whose checksum is not an `int`
+/// equal to the CRC-32C of its text (`bytes`, or the UTF-8 of a `str`).
+#[pyfunction]
+#[pyo3(signature = (rows, /))]
+fn verified_rows<'py>(py: Python<'py>, rows: &Bound<'py, PyAny>) -> PyResult<(Option<Bound<'py, PyList>>, isize)> {
+    let texts = PyList::empty(py);
+    for (index, row) in rows.try_iter()?.enumerate() {
+        let row = row?;
+        let good = (|| {
+            let row = row.cast::<PyTuple>().ok().filter(|row| row.len() == 2)?;
+            let (text, stored) = (row.get_item(0).ok()?, row.get_item(1).ok()?);
+            if unsafe { ffi::PyLong_CheckExact(stored.as_ptr()) } == 0 {
+                return None;
+            }
+            let crc = if let Ok(bytes) = text.cast::<PyBytes>() {
+                crc32c_of_parts(&[bytes.as_bytes()])
+            } else {
+                crc32c_of_parts(&[text.cast::<PyString>().ok()?.to_str().ok()?.as_bytes()])
+            };
+            (stored.extract::<u32>().ok()? == crc).then_some(text)
+        })();
+        match good {
+            Some(text) => texts.append(text)?,
+            None => return Ok((None, index as isize)),
+        }
+    }
+    Ok((Some(texts), -1))
+}
+
 // ---------------------------------------------------------------------------------------------
 // The validating scan
 
@@ -217,8 +247,18 @@ impl Scanner<'_> {
         Ok(Kind::Other)
     }
 
-    /// An object; with `members`, its members are collected (keys must hold no escape).
-    fn object(&mut self, depth: usize, mut members: Option<&mut Vec<Member>>) -> Scan<Kind> {
+    /// An object; with `members`, its members are collected (keys must hold no escape), and with
+    /// `data` too, the members of its member `"data"` if that is an object.
+    fn object(&mut self, depth: usize, members: Option<&mut Vec<Member>>) -> Scan<Kind> {
+        self.object_with_data(depth, members, None)
+    }
+
+    fn object_with_data(
+        &mut self,
+        depth: usize,
+        mut members: Option<&mut Vec<Member>>,
+        mut data: Option<&mut Vec<Member>>,
+    ) -> Scan<Kind> {
         if depth >= MAX_SCAN_DEPTH {
             return Err(());
         }
@@ -236,7 +276,16 @@ impl Scanner<'_> {
             }
             let (key_start, key_end, escaped) = self.string()?;
             self.expect(b':')?;
-            let value = self.value(depth + 1, None)?;
+            let inner = match data.as_deref_mut() {
+                Some(inner) if &self.bytes[key_start..key_end] == b"data" => {
+                    if !inner.is_empty() {
+                        return Err(()); // "data" twice
+                    }
+                    Some(inner)
+                }
+                _ => None,
+            };
+            let value = self.value(depth + 1, inner)?;
             if let Some(members) = members.as_deref_mut() {
                 if escaped || members.len() >= MAX_MEMBERS {
                     return Err(());
@@ -357,18 +406,43 @@ impl Scanner<'_> {
 
 /// The members of the object `text` if the scan vouches for it (a whole value, nothing after).
 fn scan_object(text: &[u8]) -> Scan<Vec<Member>> {
+    Ok(scan_record(text, false)?.0)
+}
+
+/// The members of the object `text` and (with `with_data`) of its member `"data"`, if the scan
+/// vouches for it.
+fn scan_record(text: &[u8], with_data: bool) -> Scan<(Vec<Member>, Vec<Member>)> {
     let mut scanner = Scanner { bytes: text, pos: 0 };
     let mut members = Vec::with_capacity(8);
+    let mut data = Vec::new();
     scanner.skip_whitespace();
     if scanner.peek() != Some(b'{') {
         return Err(());
     }
-    scanner.object(0, Some(&mut members))?;
+    scanner.object_with_data(0, Some(&mut members), if with_data { Some(&mut data) } else { None })?;
     scanner.skip_whitespace();
     if scanner.pos != text.len() {
         return Err(());
     }
-    Ok(members)
+    Ok((members, data))
+}
+
+/// The type of a record written the way dshkit writes it (`{"seq":N,"time":T,"type":"...",`),
+/// if it is that of a message event and `N` is `seq`: such a record goes straight to the parser.
+fn message_type(text: &[u8], seq: usize) -> Option<(usize, usize)> {
+    let digits = |at: usize| at + text[at..].iter().take_while(|b| b.is_ascii_digit()).count();
+    let rest = text.strip_prefix(b"{\"seq\":")?;
+    let mut at = text.len() - rest.len();
+    let seq_end = digits(at);
+    if std::str::from_utf8(&text[at..seq_end]).ok()?.parse::<usize>().ok()? != seq {
+        return None;
+    }
+    at = seq_end;
+    at += text[at..].starts_with(b",\"time\":").then_some(8)?;
+    at = digits(at);
+    at += text[at..].starts_with(b",\"type\":\"").then_some(9)?;
+    let end = at + text[at..].iter().position(|&b| b == b'"')?;
+    MESSAGE_TYPES.contains(&&text[at..end]).then_some((at, end))
 }
 
 /// The members of an object already scanned (at `start..end` of `text`), collected.
@@ -443,7 +517,10 @@ enum Sorted {
 fn sort(text: &[u8], seq: usize) -> Sorted {
     let sorted = || -> Scan<Sorted> {
         std::str::from_utf8(text).map_err(|_| ())?;
-        let top = scan_object(text)?;
+        if let Some(span) = message_type(text, seq) {
+            return Ok(Sorted::Message(span));
+        }
+        let (top, data) = scan_record(text, true)?;
         let event_type = match lookup(text, &top, b"type")? {
             Some(Kind::Str) => {
                 let member = top.iter().find(|m| &text[m.key.0..m.key.1] == b"type").expect("found above");
@@ -464,8 +541,8 @@ fn sort(text: &[u8], seq: usize) -> Sorted {
             return Err(());
         }
         let Some(Kind::Int(time)) = lookup(text, &top, b"time")? else { return Err(()) };
-        let Some(Kind::Object(start, end)) = lookup(text, &top, b"data")? else { return Err(()) };
-        if !plain_data_passes(type_text, text, &members_of(text, start, end)?)? {
+        let Some(Kind::Object(..)) = lookup(text, &top, b"data")? else { return Err(()) };
+        if !plain_data_passes(type_text, text, &data)? {
             return Err(());
         }
         Ok(Sorted::Plain(event_type, time))
@@ -634,6 +711,7 @@ fn decode_records<'py>(
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Records>()?;
     m.add_function(wrap_pyfunction!(split_records, m)?)?;
+    m.add_function(wrap_pyfunction!(verified_rows, m)?)?;
     m.add_function(wrap_pyfunction!(decode_records, m)?)?;
     Ok(())
 }
@@ -706,6 +784,11 @@ mod tests {
         let deep = format!(r#"{{"seq":0,"time":1,"type":"compaction/end","data":{{"x":{}1{}}}}}"#, "[".repeat(70), "]".repeat(70));
         assert_eq!(plain(&deep, 0), None);
         assert!(matches!(sort(br#"{"seq":0,"type":"user/message"}"#, 0), Sorted::Message(_)));
+        let written = br#"{"seq":12,"time":1764520000000,"type":"tool/result","data":{}}"#;
+        assert_eq!(message_type(written, 12).map(|(start, end)| &written[start..end]), Some(&b"tool/result"[..]));
+        assert_eq!(message_type(written, 11), None);
+        assert_eq!(message_type(br#"{"seq":0,"time":1,"type":"turn/start","data":{}}"#, 0), None);
+        assert_eq!(message_type(br#"{"seq":0,"time":1,"type":"user/message"#, 0), None);
         assert!(matches!(sort(b"{\"seq\":0,\"time\":1,\"type\":\"turn/start\",\"data\":{\"turn\":1,\"x\":\"\xff\"}}", 0), Sorted::Other));
     }
 }

@@ -116,6 +116,10 @@ def split_records(content: bytes, start: int, end: int, sealed: bool, /) -> tupl
     """The lines of `content[start:end]` as records, checksums checked when `sealed`: `(records, -1)`,
     or `(None, index)` of the first line whose checksum fails."""
 
+def verified_rows(rows: Iterable[tuple[Any, Any]], /) -> tuple[list[Any] | None, int]:
+    """The texts of `(text, stored CRC-32C)` rows, each checked: `(texts, -1)`, or `(None, index)`
+    of the first row whose checksum is not an int matching its text."""
+
 def decode_records(
     records: Records | Sequence[bytes | str], event_class: type, /
 ) -> tuple[list[Any], bytes, list[Any], bytearray, bytes, list[Any]]:

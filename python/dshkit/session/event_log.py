@@ -152,7 +152,8 @@ class EventLog:
         if kind == _MESSAGE_RECORD:
             record = from_json(text)
             if message is None:  # a plain event stored with a message event's keys (a log opened read-only)
-                return _new_event(Event, (event_type, seq, time, record["data"], record.get("surface_op"), record.get("source_event_seqs", ())))
+                extra = (record.get("surface_op"), record.get("source_event_seqs", ()))
+                return _new_event(Event, (event_type, seq, time, record["data"], *extra))
             data = message if event_type == USER_MESSAGE else record["data"] | {"message": message}
             return _new_event(Event, (event_type, seq, time, data, record["surface_op"], record["source_event_seqs"]))
         envelope, source_seqs = from_json(text)

@@ -28,7 +28,7 @@ from dshkit.session.records import (
     VOID_SUFFIX,
     check_header,
     seal_line,
-    mismatch,
+    unseal_body,
     unseal_line,
     void_suffix_at,
 )
@@ -186,9 +186,10 @@ class JsonlStore:
                 except Exception:
                     keep = last_start
                     torn = (keep, "not JSON")
-        records, bad = split_records(content, body, keep, self._sealed)
-        if records is None:
-            raise mismatch(self.describe(bad))
+        if self._sealed:
+            records = unseal_body(content, body, keep, self.describe)
+        else:
+            records = split_records(content, body, keep, False)[0]
         self._size = keep
         return header, records, torn
 
