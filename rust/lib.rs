@@ -12,6 +12,7 @@ mod json;
 mod json_keys;
 mod json_parse;
 mod message;
+mod record_scan;
 mod records;
 mod walk;
 
