@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import dshkit
-from dshkit._core import Records, crc32c, decode_records, split_records
+from dshkit._core import Records, crc32c, decode_records, split_records, verified_rows
 from dshkit.session import Session, SessionCorruptError, SessionIntegrityWarning
 from dshkit.session.codec import decode_events
 from dshkit.session.events import Event, check_plain_data
@@ -220,3 +220,20 @@ def test_a_log_written_in_format_1_still_opens(tmp_path: Path):
         with Session.open(path, read_only=True) as session:
             assert [event.type for event in session.events] == ["turn/start", "user/message"]
             assert session.messages()[0].text == "hi"
+
+
+def test_rows_are_checked_against_their_checksum_column():
+    good = [(b'{"a":1}', crc32c(b'{"a":1}')), ('{"b":"\u00e9"}', crc32c('{"b":"\u00e9"}'))]
+    assert verified_rows(good) == ([b'{"a":1}', '{"b":"\u00e9"}'], -1)
+    assert verified_rows(iter(good)) == ([b'{"a":1}', '{"b":"\u00e9"}'], -1)
+    for bad in [
+        (b'{"a":2}', crc32c(b'{"a":1}')),  # changed text
+        (b'{"a":1}', str(crc32c(b'{"a":1}'))),  # checksum not an int
+        (b'{"a":1}', None),
+        (b'{"a":1}', crc32c(b'{"a":1}') + 2**32),
+        (b'{"a":1}', True),
+        (None, 0),
+        ("\ud800", 0),  # not encodable: no checksum can match
+        (b'{"a":1}',),
+    ]:
+        assert verified_rows([good[0], bad]) == (None, 1), bad
