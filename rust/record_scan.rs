@@ -170,7 +170,17 @@ impl Scanner<'_> {
         let start = self.pos;
         let mut escaped = false;
         loop {
-            self.pos += plain_run_len(&self.bytes[self.pos..]);
+            // Most strings of a record are short keys and names: a byte loop, the long run by words.
+            while let Some(&byte) = self.bytes.get(self.pos) {
+                if byte == b'"' || byte == b'\\' || byte < 0x20 {
+                    break;
+                }
+                self.pos += 1;
+                if self.pos - start == 16 {
+                    self.pos += plain_run_len(&self.bytes[self.pos..]);
+                    break;
+                }
+            }
             match self.peek().ok_or(())? {
                 b'"' => {
                     self.pos += 1;
@@ -432,6 +442,10 @@ mod tests {
         ] {
             assert_eq!(plain(bad, 0), None, "{bad}");
         }
+        let long = r#"{"seq":0,"time":1,"type":"step/end","data":{"turn":1,"step":2,"note":"a long text of many bytes \"quoted\" and \u00e9 and more"}}"#;
+        assert_eq!(plain(long, 0), Some(1));
+        let control = "{\"seq\":0,\"time\":1,\"type\":\"step/end\",\"data\":{\"turn\":1,\"step\":2,\"note\":\"a long text of many bytes\u{1}\"}}";
+        assert_eq!(plain(control, 0), None);
         let end = r#"{"seq":0,"time":1,"type":"turn/end","data":{"turn":1,"reason":{"kind":"completed"}}}"#;
         assert_eq!(plain(end, 0), Some(1));
         let call = r#"{"seq":0,"time":-2,"type":"tool/call","data":{"turn":1,"step":1,"call_id":"c","name":"n","arguments":"{}"}}"#;
