@@ -103,12 +103,24 @@ fn has_crc_instruction() -> bool {
 
 /// CRC-32C of `data`.
 pub(crate) fn crc32c_of(data: &[u8]) -> u32 {
+    crc32c_of_parts(&[data])
+}
+
+/// CRC-32C of the concatenation of `parts` (without building it).
+pub(crate) fn crc32c_of_parts(parts: &[&[u8]]) -> u32 {
+    let mut crc = !0;
     #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
     if has_crc_instruction() {
-        // SAFETY: the CPU was just checked to have the instruction.
-        return !unsafe { update_by_instruction(!0, data) };
+        for part in parts {
+            // SAFETY: the CPU was just checked to have the instruction.
+            crc = unsafe { update_by_instruction(crc, part) };
+        }
+        return !crc;
     }
-    !update_by_table(!0, data)
+    for part in parts {
+        crc = update_by_table(crc, part);
+    }
+    !crc
 }
 
 /// CRC-32C (Castagnoli) of `bytes`, or of the UTF-8 of a `str`.

@@ -12,6 +12,8 @@ mod json;
 mod json_keys;
 mod json_parse;
 mod message;
+mod record_scan;
+mod records;
 mod walk;
 
 use pyo3::prelude::*;
@@ -25,5 +27,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     json::register(m)?;
     message::register(m)?;
     checksum::register(m)?;
+    records::register(m)?;
     Ok(())
 }

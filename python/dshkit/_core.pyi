@@ -104,6 +104,28 @@ def encode_ulid(value: int, /) -> str:
 def crc32c(data: bytes | str, /) -> int:
     """CRC-32C (Castagnoli) of `data`, or of the UTF-8 of a `str`: an unsigned 32-bit int."""
 
+@final
+class Records:
+    """The event records of a JSON Lines log: spans of the file's bytes (`split_records`)."""
+
+    def __len__(self) -> int: ...
+    def __getitem__(self, index: int, /) -> bytes:
+        """The text of record `index` (without its checksum suffix)."""
+
+def split_records(content: bytes, start: int, end: int, sealed: bool, /) -> tuple[Records | None, int]:
+    """The lines of `content[start:end]` as records, checksums checked when `sealed`: `(records, -1)`,
+    or `(None, index)` of the first line whose checksum fails."""
+
+def verified_rows(rows: Iterable[tuple[Any, Any]], /) -> tuple[list[Any] | None, int]:
+    """The texts of `(text, stored CRC-32C)` rows, each checked: `(texts, -1)`, or `(None, index)`
+    of the first row whose checksum is not an int matching its text."""
+
+def decode_records(
+    records: Records | Sequence[bytes | str], event_class: type, /
+) -> tuple[list[Any], bytes, list[Any], bytearray, bytes, list[Any]]:
+    """Every record as `EventLog` columns `(types, times, messages, blob, ends, pending)`; `pending`
+    holds, in seq order, each message event decoded and the index of each record left to Python."""
+
 def freeze(value: object, /) -> _JSONValue:
     """Deep-freeze and detach a JSON-like tree."""
 

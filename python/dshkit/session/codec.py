@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from dshkit import FrozenDict, freeze_message, from_json, to_json
+from dshkit._core import decode_records
 
 from dshkit.session.errors import SessionCorruptError
 from dshkit.session.event_log import EventLog
@@ -97,6 +98,51 @@ def _reason(record: object, seq: int) -> str:
     return ""
 
 
+def decode_record(text: str | bytes, seq: int, describe: Callable[[int], str]) -> tuple[Event, bool]:
+    """The event stored as record `seq`, and whether it may be kept as that record (see `decode_events`).
+
+    A record that is no event (or not event `seq`) is a `SessionCorruptError` naming `describe(seq)`.
+    """
+    record: Any = None
+    try:
+        record = from_json(text)
+        event_type = record["type"]
+        time = record["time"]
+        data = record["data"]
+        if record["seq"] != seq or type(time) is not int:
+            raise ValueError
+        if event_type == USER_MESSAGE:
+            data = freeze_message(data)
+        elif event_type == ASSISTANT_MESSAGE or event_type == TOOL_RESULT:
+            data = data | {"message": freeze_message(data["message"])}
+        else:
+            if type(event_type) is not str:
+                raise ValueError
+            if event_type == INBOX_SPLICED and data.get("inserted"):
+                data = data | {"inserted": tuple(map(freeze_message, data["inserted"]))}
+            if len(record) == 4:
+                return tuple.__new__(Event, (event_type, seq, time, data, None, ())), True
+            # keys a message event has: kept, so the append rules can refuse them
+            extra = (record.get("surface_op"), record.get("source_event_seqs", ()))
+            return tuple.__new__(Event, (event_type, seq, time, data, *extra)), False
+        source_seqs = record["source_event_seqs"]
+        if type(source_seqs) is not tuple:
+            raise ValueError
+        return tuple.__new__(Event, (event_type, seq, time, data, record["surface_op"], source_seqs)), True
+    except Exception as error:
+        raise _corrupt(describe(seq), record, seq, error) from None
+
+
+def _corrupt(where: str, record: Any, seq: int, error: Exception) -> SessionCorruptError:
+    """The error for a record that does not decode (`record`: what it parsed to, if anything)."""
+    reason = _reason(record, seq) if record is not None else "not valid JSON"
+    return SessionCorruptError(f"{where}: {reason or _refused(record.get('type'), error)}")
+
+
+def _refused(event_type: object, error: Exception) -> str:
+    return f"bad {event_type} event: {error}" if str(error) else f"bad {event_type} event"
+
+
 def decode_events(
     records: Sequence[str | bytes],
     describe: Callable[[int], str],
@@ -109,53 +155,58 @@ def decode_events(
     `describe(index)` names where record `index` lives (`"/x/log.jsonl: line 7"`); every error,
     including one from `fold`, is a `SessionCorruptError` carrying that name. Events are added
     to `into` (a new `EventLog` by default) as they are folded, so `fold` sees the events before;
-    a plain event without a message is kept as the record it was read from (`EventLog.add_record`).
+    an event is kept as the record it was read from (`EventLog.add_record`) unless it is a plain
+    event carrying keys of a message event.
     """
-    make = tuple.__new__
-    event_class = Event
     log = EventLog() if into is None else into
-    add, add_record = log.append, log.add_record
-    user_message, assistant_message, tool_result = USER_MESSAGE, ASSISTANT_MESSAGE, TOOL_RESULT
-    request_header = REQUEST_HEADER
     for seq, text in enumerate(records):  # seqs are contiguous from 0: record `seq` holds event `seq`
-        record: Any = None
+        event, as_record = decode_record(text, seq, describe)
+        if event.type == REQUEST_HEADER:
+            log.header_seq = seq
         try:
-            record = from_json(text)
-            event_type = record["type"]
-            time = record["time"]
-            data = record["data"]
-            if record["seq"] != seq or type(time) is not int:
-                raise ValueError
-            if event_type == user_message:
-                data = freeze_message(data)
-            elif event_type == assistant_message or event_type == tool_result:
-                data = data | {"message": freeze_message(data["message"])}
-            else:
-                if type(event_type) is not str:
-                    raise ValueError
-                if event_type == INBOX_SPLICED and data.get("inserted"):
-                    data = data | {"inserted": tuple(map(freeze_message, data["inserted"]))}
-                elif event_type == request_header:
-                    log.header_seq = seq
-                if len(record) == 4:
-                    event = make(event_class, (event_type, seq, time, data, None, ()))
-                    fold(event)
-                    add_record(event, text)
-                else:  # keys a message event has: kept, so the append rules can refuse them
-                    extra = (record.get("surface_op"), record.get("source_event_seqs", ()))
-                    event = make(event_class, (event_type, seq, time, data, *extra))
-                    fold(event)
-                    add(event)
-                continue
-            source_seqs = record["source_event_seqs"]
-            if type(source_seqs) is not tuple:
-                raise ValueError
-            event = make(event_class, (event_type, seq, time, data, record["surface_op"], source_seqs))
             fold(event)
-            add_record(event, text)
         except Exception as error:
-            reason = _reason(record, seq) if record is not None else "not valid JSON"
-            if not reason:
-                reason = f"bad {record.get('type')} event: {error}" if str(error) else f"bad {record.get('type')} event"
-            raise SessionCorruptError(f"{describe(seq)}: {reason}") from None
+            raise SessionCorruptError(f"{describe(seq)}: {_refused(event.type, error)}") from None
+        if as_record:
+            log.add_record(event, text)
+        else:
+            log.append(event)
+    return log
+
+
+def decode_stored(
+    records: Sequence[str | bytes],
+    describe: Callable[[int], str],
+    fold: Callable[[Event], object],
+    *,
+    into: EventLog | None = None,
+) -> EventLog:
+    """`decode_events` for opening a log, in one native pass (`dshkit._core.decode_records`).
+
+    The same events and errors, but `fold` is called only on the events that can matter to it:
+    message events and whatever the native pass did not vouch for. Every other event is of a
+    known type without a message, its data proven to pass that type's rules
+    (`check_plain_data`), so folding it into a surface, or admitting it, changes nothing. While
+    `fold` runs on event `seq`, `into` holds exactly the events before it.
+    """
+    log = EventLog() if into is None else into
+    types, times, messages, blob, ends, pending = decode_records(records, Event)
+    log.adopt(types, times, messages, blob, ends)
+    reveal = log.reveal
+    for item in pending:
+        if type(item) is int:
+            seq = item
+            event, _ = decode_record(records[seq], seq, describe)
+            log.settle(seq, event)
+            if event.type == REQUEST_HEADER:
+                log.header_seq = seq
+        else:
+            event = item
+            seq = event.seq
+        reveal(seq)
+        try:
+            fold(event)
+        except Exception as error:
+            raise SessionCorruptError(f"{describe(seq)}: {_refused(event.type, error)}") from None
+    reveal(len(types))
     return log

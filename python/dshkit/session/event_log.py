@@ -76,6 +76,32 @@ class EventLog:
         self._ends.append(len(blob))
         self._cold += 1
 
+    def adopt(self, types: list[Any], times: bytes, messages: list[Message | None], blob: bytearray, ends: bytes) -> None:
+        """Take the columns of a whole stored log, decoded natively (`dshkit._core.decode_records`).
+
+        Only into an empty log. The events stay hidden until `reveal` (so a log being loaded has
+        exactly the events before the one being checked); entries left `None` are filled by
+        `settle`.
+        """
+        if len(self):
+            raise ValueError("adopt needs an empty EventLog")
+        self._types, self._messages, self._blob = types, messages, blob
+        self._times.frombytes(times)
+        self._ends.frombytes(ends)
+
+    def reveal(self, count: int) -> None:
+        """Make the first `count` adopted events part of the log."""
+        self._cold = count
+
+    def settle(self, seq: int, event: Event) -> None:
+        """Fill in adopted event `seq`, which the Python decoder decoded (`event`) from its record."""
+        self._types[seq] = event.type
+        self._times[seq] = event.time
+        message = event.message
+        self._messages[seq] = message
+        if message is not None or event.surface_op is not None or event.source_event_seqs:
+            self._blob[self._ends[seq - 1] if seq else 0] = _MESSAGE_RECORD
+
     def _compact(self, count: int) -> None:
         """Move the oldest `count` hot events into the columns."""
         moving = self._hot[:count]
@@ -125,6 +151,9 @@ class EventLog:
         message = self._messages[seq]
         if kind == _MESSAGE_RECORD:
             record = from_json(text)
+            if message is None:  # a plain event stored with a message event's keys (a log opened read-only)
+                extra = (record.get("surface_op"), record.get("source_event_seqs", ()))
+                return _new_event(Event, (event_type, seq, time, record["data"], *extra))
             data = message if event_type == USER_MESSAGE else record["data"] | {"message": message}
             return _new_event(Event, (event_type, seq, time, data, record["surface_op"], record["source_event_seqs"]))
         envelope, source_seqs = from_json(text)

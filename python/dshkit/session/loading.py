@@ -5,6 +5,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable, Sequence
 
+from dshkit.session.codec import decode_stored
 from dshkit.session.errors import SessionIntegrityWarning
 from dshkit.session.event_log import EventLog
 from dshkit.session.events import KNOWN_EVENT_TYPES, Event
@@ -40,7 +41,9 @@ def load_events(
                 broken.append(f"{describe(event.seq) if seq_is_index else f'{describe(-1)}: event {event.seq}'}: {error}")
         fold(event)
 
-    log_format.decode_events(records, describe, load, into=events)
+    # dshkit's own format is decoded natively; it folds only the events that can matter.
+    decode = decode_stored if seq_is_index else log_format.decode_events
+    decode(records, describe, load, into=events)
     if broken:
         warnings.warn(
             SessionIntegrityWarning(

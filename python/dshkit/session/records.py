@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from dshkit._core import crc32c
+from dshkit._core import Records, crc32c, split_records, verified_rows
 
 from dshkit.session.codec import decode_header
 from dshkit.session.errors import SessionCorruptError
@@ -52,12 +52,9 @@ def verified(rows: Iterable[tuple[Any, Any]], describe: Callable[[int], str]) ->
 
     `describe(index)` names where row `index` lives; the first bad row is a `SessionCorruptError`.
     """
-    records: list[Any] = []
-    add = records.append
-    for index, (record, stored) in enumerate(rows):
-        if type(stored) is not int or crc32c(record) != stored:
-            raise mismatch(describe(index))
-        add(record)
+    records, bad = verified_rows(rows)
+    if records is None:
+        raise mismatch(describe(bad))
     return records
 
 
@@ -77,16 +74,12 @@ def unseal_line(line: bytes) -> bytes | None:
     return record
 
 
-def unseal_lines(lines: list[bytes], describe: Callable[[int], str]) -> list[bytes]:
-    """The record texts of complete lines, each checked; the first bad line is a `SessionCorruptError`."""
-    records: list[bytes] = []
-    add = records.append
-    expected = b',"crc":"%08x"}'
-    for index, line in enumerate(lines):
-        record = line[:-SUFFIX_LENGTH] + b"}"
-        if line[-SUFFIX_LENGTH:] != expected % crc32c(record) or len(line) <= SUFFIX_LENGTH:
-            raise mismatch(describe(index))
-        add(record)
+def unseal_body(content: bytes, start: int, end: int, describe: Callable[[int], str]) -> Records:
+    """The records of the complete lines in `content[start:end]`, each checked natively; the
+    first bad line is a `SessionCorruptError` (`describe(index)` names where line `index` lives)."""
+    records, bad = split_records(content, start, end, True)
+    if records is None:
+        raise mismatch(describe(bad))
     return records
 
 

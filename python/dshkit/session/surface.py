@@ -51,7 +51,8 @@ def is_model_visible(message: Message) -> bool:
 
 
 def _call_ids(message: Message) -> tuple[str, ...]:
-    return tuple(str(call.get("id")) for call in message.tool_calls)
+    calls = message.tool_calls
+    return tuple([str(call.get("id")) for call in calls]) if calls else ()
 
 
 class _Pairing:

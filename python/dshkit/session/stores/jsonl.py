@@ -21,14 +21,15 @@ import warnings
 from pathlib import Path
 
 from dshkit import from_json
+from dshkit._core import Records, split_records
 from dshkit.session.codec import decode_header
 from dshkit.session.records import (
     SUFFIX_LENGTH,
     VOID_SUFFIX,
     check_header,
     seal_line,
+    unseal_body,
     unseal_line,
-    unseal_lines,
     void_suffix_at,
 )
 from dshkit.session.errors import SessionCorruptError, SessionError, SessionRecoveryWarning
@@ -50,12 +51,12 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 def _read_all(fd: int) -> bytes:
-    chunks: list[bytes] = []
-    while True:
-        chunk = os.read(fd, 1 << 20)
-        if not chunk:
-            return b"".join(chunks)
-        chunks.append(chunk)
+    # One read of the whole file (plus one byte, to see it end) saves copying it again to join.
+    first = os.read(fd, os.fstat(fd).st_size + 1)
+    chunks = [first]
+    while chunks[-1]:
+        chunks.append(os.read(fd, 1 << 20))
+    return first if len(chunks) == 2 else b"".join(chunks)
 
 
 def _fsync_directory(path: Path) -> None:
@@ -120,21 +121,21 @@ class JsonlStore:
             _fsync_directory(self.path)
         self._fd, self._size, self._sealed = fd, len(data), True
 
-    def load(self, durability: str, *, read_only: bool) -> tuple[bytes, list[bytes]]:
+    def load(self, durability: str, *, read_only: bool) -> tuple[bytes, Records]:
         """Lock the file and read it: the header and every complete event line (a torn last line is cut)."""
         self._durability = check_durability(durability)
         fd = os.open(self.path, (os.O_RDONLY if read_only else os.O_RDWR | os.O_APPEND) | _CLOEXEC)
         try:
             if not read_only:
                 self._lock(fd)
-            header, lines, torn = self._split(_read_all(fd))
+            header, records, torn = self._split(_read_all(fd))
             if torn is not None:
-                self._cut(fd, torn, len(lines), read_only)
+                self._cut(fd, torn, len(records), read_only)
         except BaseException:
             os.close(fd)
             raise
         self._fd = fd
-        return header, lines
+        return header, records
 
     def _header(self, line: bytes) -> bytes:
         """The header record of line 1, its checksum checked; sets whether records are sealed."""
@@ -147,7 +148,7 @@ class JsonlStore:
         check_header(record, self._sealed, where)
         return record
 
-    def _split(self, content: bytes) -> tuple[bytes, list[bytes], tuple[int, str] | None]:
+    def _split(self, content: bytes) -> tuple[bytes, Records, tuple[int, str] | None]:
         """Header, event records, and (size to keep, why) when the last line is torn or void.
 
         Nothing is decided from a line that fails its checksum except at the very end: a last
@@ -161,32 +162,36 @@ class JsonlStore:
             raise SessionCorruptError(f"{self.path}: line 1: not a dshkit session log (no complete header line)")
         # Only a dshkit log is ever repaired: check the header before touching anything.
         header = self._header(content[:header_end])
-        lines = content[header_end + 1 :].split(b"\n")
-        tail = lines.pop()  # what follows the last newline: b"" when the file ends cleanly
-        keep = len(content) - len(tail)
+        body = header_end + 1
+        keep = content.rfind(b"\n") + 1  # what follows the last newline is a torn tail
+        tail = content[keep:]
         torn: tuple[int, str] | None = None
         if tail:
             if self._sealed and unseal_line(tail[:-1]) is not None:
+                line = content.count(b"\n", body, keep) + 2
                 raise SessionCorruptError(
-                    f"{self.path}: line {len(lines) + 2}: a complete record followed by {tail[-1:]!r} where its "
-                    "newline belongs: damage, not an unfinished append"
+                    f"{self.path}: line {line}: a complete record followed by "
+                    f"{tail[-1:]!r} where its newline belongs: damage, not an unfinished append"
                 )
             torn = (keep, "no newline")
-        elif lines and lines[-1].endswith(VOID_SUFFIX):
-            last = lines.pop()
-            keep -= len(last) + 1
-            torn = (keep, "void: its write failed and could not be cut back")
-        elif lines and not self._sealed:
-            try:
-                from_json(lines[-1])
-            except Exception:
-                last = lines.pop()
-                keep -= len(last) + 1
-                torn = (keep, "not JSON")
+        elif keep > body:
+            last_start = content.rfind(b"\n", body - 1, keep - 1) + 1
+            last = content[last_start : keep - 1]
+            if last.endswith(VOID_SUFFIX):
+                keep = last_start
+                torn = (keep, "void: its write failed and could not be cut back")
+            elif not self._sealed:
+                try:
+                    from_json(last)
+                except Exception:
+                    keep = last_start
+                    torn = (keep, "not JSON")
         if self._sealed:
-            lines = unseal_lines(lines, self.describe)
+            records = unseal_body(content, body, keep, self.describe)
+        else:
+            records = split_records(content, body, keep, False)[0]
         self._size = keep
-        return header, lines, torn
+        return header, records, torn
 
     def _cut(self, fd: int, torn: tuple[int, str], line_count: int, read_only: bool) -> None:
         keep, why = torn

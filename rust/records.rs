@@ -1,0 +1,358 @@
+//! Native decoding of a stored session log: one call per log instead of a Python loop per record.
+//!
+//! `split_records` cuts the event lines of a JSON Lines log (format 2: each line is its record
+//! with the 18-byte checksum suffix `,"crc":"%08x"}` in place of the closing brace) and checks
+//! every line's CRC-32C, keeping only spans into the file's bytes (`Records`). `decode_records`
+//! turns records (a `Records`, or any sequence of `bytes`/`str` records, e.g. SQLite rows) into
+//! the compact columns of `dshkit.session.event_log.EventLog`, and sorts them three ways:
+//!
+//! - plain: a record of a known type without a message (`turn/start`, `assistant/chunk`, ...)
+//!   whose text a strict validating scan proves to parse and whose fields pass the append
+//!   rules of its type. It is kept as its text only: no Python object is built for it, and
+//!   folding it would change nothing.
+//! - message: a `user/message`, `assistant/message` or `tool/result` record, parsed with the
+//!   frozen-value parser and its `Message` rebuilt here; returned as an `Event` for the caller
+//!   to hold to the surface rules.
+//! - anything else (an unknown type, a `request/header`, a float with an exponent, a `\u`
+//!   escape in a key, a malformed record ...): left to the Python decoder by its index. The scan
+//!   is deliberately narrower than the parser, so "plain" never vouches for a record the
+//!   parser or the rules would refuse; everything it does not vouch for takes the full path.
+
+use pyo3::exceptions::PyIndexError;
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::{PyByteArray, PyBytes, PyDict, PyList, PyString, PyTuple};
+
+use crate::checksum::crc32c_of_parts;
+use crate::frozendict::FrozenDict;
+use crate::json_parse::parse;
+use crate::message::freeze_message;
+use crate::record_scan::{sort, Sorted};
+
+/// `,"crc":"` + 8 hex digits + `"}`.
+const SUFFIX_LENGTH: usize = 18;
+/// Kind bytes of `EventLog`'s compact form: a plain record, a message event's record.
+const KIND_RECORD: u8 = b'R';
+const KIND_MESSAGE_RECORD: u8 = b'S';
+
+/// The line suffix that seals a record with checksum `crc`.
+fn sealing_suffix(crc: u32) -> [u8; SUFFIX_LENGTH] {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut suffix = *b",\"crc\":\"00000000\"}";
+    for i in 0..8 {
+        suffix[8 + i] = HEX[((crc >> (28 - 4 * i)) & 0xf) as usize];
+    }
+    suffix
+}
+
+/// The record a sealed line holds (its text without the suffix, then `}`), or `None` if the
+/// line's checksum does not match (as `dshkit.session.records.unseal_line`).
+fn unseal(line: &[u8]) -> Option<&[u8]> {
+    if line.len() <= SUFFIX_LENGTH {
+        return None;
+    }
+    let (body, suffix) = line.split_at(line.len() - SUFFIX_LENGTH);
+    (suffix == sealing_suffix(crc32c_of_parts(&[body, b"}"]))).then_some(body)
+}
+
+/// Offset of the first `\n` in `data`, 8 bytes at a time.
+fn find_newline(data: &[u8]) -> Option<usize> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let mut words = data.chunks_exact(8);
+    let mut offset = 0;
+    for word in &mut words {
+        let value = u64::from_le_bytes(word.try_into().expect("8 bytes")) ^ (ONES * b'\n' as u64);
+        if value.wrapping_sub(ONES) & !value & HIGHS != 0 {
+            break;
+        }
+        offset += 8;
+    }
+    data[offset..].iter().position(|&b| b == b'\n').map(|i| offset + i)
+}
+
+/// The event records of a JSON Lines log, as spans of the file's bytes.
+#[pyclass(frozen, sequence, module = "dshkit._core", name = "Records")]
+pub(crate) struct Records {
+    content: Py<PyBytes>,
+    /// Each record's text: `content[start..end]`, followed by `}` when `sealed`.
+    spans: Vec<(usize, usize)>,
+    sealed: bool,
+}
+
+impl Records {
+    fn parts<'a>(&self, content: &'a [u8], index: usize) -> [&'a [u8]; 2] {
+        let (start, end) = self.spans[index];
+        [&content[start..end], if self.sealed { b"}" } else { b"" }]
+    }
+}
+
+#[pymethods]
+impl Records {
+    fn __len__(&self) -> usize {
+        self.spans.len()
+    }
+
+    /// The text of record `index` (without a checksum suffix), as `bytes`.
+    fn __getitem__<'py>(&self, py: Python<'py>, index: isize) -> PyResult<Bound<'py, PyBytes>> {
+        let position = if index < 0 { index + self.spans.len() as isize } else { index };
+        if position < 0 || position as usize >= self.spans.len() {
+            return Err(PyIndexError::new_err("record index out of range"));
+        }
+        let [body, tail] = self.parts(self.content.bind(py).as_bytes(), position as usize);
+        Ok(PyBytes::new(py, &[body, tail].concat()))
+    }
+}
+
+/// The lines in `content[start..end]` (each ending with `\n`) as records, each checksum checked
+/// when `sealed`: `(records, -1)`, or `(None, index)` naming the first line that fails.
+#[pyfunction]
+#[pyo3(signature = (content, start, end, sealed, /))]
+fn split_records<'py>(
+    py: Python<'py>,
+    content: Bound<'py, PyBytes>,
+    start: usize,
+    end: usize,
+    sealed: bool,
+) -> (Option<Records>, isize) {
+    let bytes = content.as_bytes();
+    let end = end.min(bytes.len());
+    let mut spans = Vec::new();
+    let mut at = start.min(end);
+    let failed = py.detach(|| {
+        while at < end {
+            let line_end = find_newline(&bytes[at..end]).map_or(end, |i| at + i);
+            let line = &bytes[at..line_end];
+            if sealed {
+                match unseal(line) {
+                    Some(body) => spans.push((at, at + body.len())),
+                    None => return Some(spans.len()),
+                }
+            } else {
+                spans.push((at, line_end));
+            }
+            at = line_end + 1;
+        }
+        None
+    });
+    match failed {
+        Some(index) => (None, index as isize),
+        None => (Some(Records { content: content.unbind(), spans, sealed }), -1),
+    }
+}
+
+/// The record texts of `(text, stored checksum)` rows (a store with a checksum column), each
+/// checked: `(texts, -1)`, or `(None, index)` of the first row whose checksum is not an `int`
+/// equal to the CRC-32C of its text (`bytes`, or the UTF-8 of a `str`).
+#[pyfunction]
+#[pyo3(signature = (rows, /))]
+fn verified_rows<'py>(py: Python<'py>, rows: &Bound<'py, PyAny>) -> PyResult<(Option<Bound<'py, PyList>>, isize)> {
+    let texts = PyList::empty(py);
+    for (index, row) in rows.try_iter()?.enumerate() {
+        let row = row?;
+        let good = (|| {
+            let row = row.cast::<PyTuple>().ok().filter(|row| row.len() == 2)?;
+            let (text, stored) = (row.get_item(0).ok()?, row.get_item(1).ok()?);
+            if unsafe { ffi::PyLong_CheckExact(stored.as_ptr()) } == 0 {
+                return None;
+            }
+            let crc = if let Ok(bytes) = text.cast::<PyBytes>() {
+                crc32c_of_parts(&[bytes.as_bytes()])
+            } else {
+                crc32c_of_parts(&[text.cast::<PyString>().ok()?.to_str().ok()?.as_bytes()])
+            };
+            (stored.extract::<u32>().ok()? == crc).then_some(text)
+        })();
+        match good {
+            Some(text) => texts.append(text)?,
+            None => return Ok((None, index as isize)),
+        }
+    }
+    Ok((Some(texts), -1))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Decoding into columns
+
+/// A message event rebuilt as `event_class` (the `Event` named tuple), or `None` when anything
+/// is off (the Python decoder then names what).
+fn message_event<'py>(
+    py: Python<'py>,
+    text: &str,
+    seq: usize,
+    event_type: &Bound<'py, PyString>,
+    event_class: &Bound<'py, PyAny>,
+    tuple_new: &Bound<'py, PyAny>,
+) -> Option<(Bound<'py, PyAny>, i64, Bound<'py, PyAny>)> {
+    let record = parse(py, text).ok()?;
+    let record = record.cast::<FrozenDict>().ok()?.get();
+    let field = |key: &str| record.get_str(py, key);
+    let exact_int = |value: &Bound<'py, PyAny>| unsafe { ffi::PyLong_CheckExact(value.as_ptr()) } != 0;
+    let seq_value = field("seq")?;
+    if !exact_int(&seq_value) || seq_value.extract::<i64>().ok()? != seq as i64 {
+        return None;
+    }
+    let time = field("time")?;
+    if !exact_int(&time) {
+        return None;
+    }
+    let data = field("data")?;
+    let (message, data) = if event_type.to_str().ok()? == "user/message" {
+        let message = freeze_message(&data).ok()?.into_any();
+        (message.clone(), message)
+    } else {
+        let envelope = data.cast::<FrozenDict>().ok()?;
+        let message = freeze_message(&envelope.get().get_str(py, "message")?).ok()?.into_any();
+        let replacement = PyDict::new(py);
+        replacement.set_item("message", &message).ok()?;
+        (message, envelope.call_method1("__or__", (replacement,)).ok()?)
+    };
+    let surface_op = field("surface_op")?;
+    let source_seqs = field("source_event_seqs")?;
+    if !source_seqs.is_exact_instance_of::<PyTuple>() {
+        return None;
+    }
+    let fields = PyTuple::new(py, [event_type.as_any(), &seq_value, &time, &data, &surface_op, &source_seqs]).ok()?;
+    let event = tuple_new.call1((event_class, fields)).ok()?;
+    Some((event, time.extract().ok()?, message))
+}
+
+/// Decode every record into `EventLog` columns: `(types, times, messages, blob, ends, pending)`.
+///
+/// `types`/`messages` are lists (`None` where the Python decoder must look), `times` and `ends`
+/// native-endian `int64`/`uint64` bytes, `blob` a bytearray of kind byte + record text per
+/// event. `pending` lists, in seq order, each message event as an `Event` and the index of each
+/// record left to the Python decoder.
+#[pyfunction]
+#[pyo3(signature = (records, event_class, /))]
+fn decode_records<'py>(
+    py: Python<'py>,
+    records: &Bound<'py, PyAny>,
+    event_class: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyTuple>> {
+    let types = PyList::empty(py);
+    let messages = PyList::empty(py);
+    let pending = PyList::empty(py);
+    let mut times: Vec<i64> = Vec::new();
+    let mut ends: Vec<u64> = Vec::new();
+    let mut blob: Vec<u8> = Vec::new();
+    let mut type_names: Vec<(Vec<u8>, Bound<'py, PyString>)> = Vec::new();
+    let tuple_new = py.get_type::<PyTuple>().getattr("__new__")?;
+    let none = py.None().into_bound(py);
+
+    let mut add = |seq: usize, parts: [&[u8]; 2]| -> PyResult<()> {
+        let kind_at = blob.len();
+        blob.push(KIND_RECORD);
+        blob.extend_from_slice(parts[0]);
+        blob.extend_from_slice(parts[1]);
+        let text = &blob[kind_at + 1..];
+        let mut intern = |span: (usize, usize)| {
+            let name = &text[span.0..span.1];
+            if let Some((_, value)) = type_names.iter().find(|(known, _)| known == name) {
+                return value.clone();
+            }
+            // SAFETY: `sort` checked the record is UTF-8 and the span lies between ASCII quotes.
+            let value = PyString::intern(py, unsafe { std::str::from_utf8_unchecked(name) });
+            type_names.push((name.to_vec(), value.clone()));
+            value
+        };
+        let mut kind = KIND_RECORD;
+        match sort(text, seq) {
+            Sorted::Plain(span, time) => {
+                types.append(intern(span))?;
+                times.push(time);
+                messages.append(&none)?;
+            }
+            sorted => {
+                let decoded = match sorted {
+                    Sorted::Message(span) => {
+                        let event_type = intern(span);
+                        // SAFETY: `sort` checked the record is UTF-8.
+                        let text = unsafe { std::str::from_utf8_unchecked(text) };
+                        message_event(py, text, seq, &event_type, event_class, &tuple_new)
+                            .map(|(event, time, message)| (event, time, message, event_type))
+                    }
+                    _ => None,
+                };
+                match decoded {
+                    Some((event, time, message, event_type)) => {
+                        types.append(event_type)?;
+                        times.push(time);
+                        messages.append(message)?;
+                        pending.append(event)?;
+                        kind = KIND_MESSAGE_RECORD;
+                    }
+                    None => {
+                        types.append(&none)?;
+                        times.push(0);
+                        messages.append(&none)?;
+                        pending.append(seq)?;
+                    }
+                }
+            }
+        }
+        blob[kind_at] = kind;
+        ends.push(blob.len() as u64);
+        Ok(())
+    };
+
+    if let Ok(block) = records.cast::<Records>() {
+        let block = block.get();
+        let content = block.content.bind(py).as_bytes();
+        for seq in 0..block.spans.len() {
+            add(seq, block.parts(content, seq))?;
+        }
+    } else {
+        for (seq, item) in records.try_iter()?.enumerate() {
+            let item = item?;
+            if let Ok(bytes) = item.cast::<PyBytes>() {
+                add(seq, [bytes.as_bytes(), b""])?;
+            } else {
+                let text = item.cast::<PyString>()?.to_str()?;
+                add(seq, [text.as_bytes(), b""])?;
+            }
+        }
+    }
+    let as_bytes = |words: Vec<u8>| PyBytes::new(py, &words);
+    let times_bytes = as_bytes(times.iter().flat_map(|t| t.to_ne_bytes()).collect());
+    let ends_bytes = as_bytes(ends.iter().flat_map(|e| e.to_ne_bytes()).collect());
+    let blob = PyByteArray::new(py, &blob);
+    PyTuple::new(py, [types.into_any(), times_bytes.into_any(), messages.into_any(), blob.into_any(), ends_bytes.into_any(), pending.into_any()])
+}
+
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Records>()?;
+    m.add_function(wrap_pyfunction!(split_records, m)?)?;
+    m.add_function(wrap_pyfunction!(verified_rows, m)?)?;
+    m.add_function(wrap_pyfunction!(decode_records, m)?)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_suffix_matches_the_python_format() {
+        let record = br#"{"seq":0,"time":1,"type":"turn/start","data":{"turn":1}}"#;
+        let line = [&record[..record.len() - 1], &sealing_suffix(crc32c_of_parts(&[record]))[..]].concat();
+        assert_eq!(unseal(&line), Some(&record[..record.len() - 1]));
+        assert!(line.ends_with(format!(",\"crc\":\"{:08x}\"}}", crc32c_of_parts(&[record])).as_bytes()));
+        let mut flipped = line.clone();
+        flipped[10] ^= 1;
+        assert_eq!(unseal(&flipped), None);
+        assert_eq!(unseal(b"{}"), None);
+    }
+
+    #[test]
+    fn newlines_are_found_at_every_offset() {
+        for length in 0..40 {
+            for at in 0..length {
+                let mut data = vec![b'x'; length];
+                data[at] = b'\n';
+                assert_eq!(find_newline(&data), Some(at));
+            }
+            assert_eq!(find_newline(&vec![b'x'; length]), None);
+        }
+    }
+}
