@@ -14,7 +14,7 @@ use crate::errors::PathError;
 use crate::frozendict::FrozenDict;
 use crate::json_parse::parse;
 use crate::message::Message;
-use crate::walk::{check_float, check_int, is_mapping, key_error, key_text, mapping_pairs, not_json, Walk};
+use crate::walk::{check_float, check_int, is_mapping, key_error, key_text, mapping_pairs, not_json, on_enough_stack, Walk};
 
 // ---------------------------------------------------------------------------------------------
 // Writer
@@ -98,16 +98,22 @@ fn write_str_bytes(out: &mut Vec<u8>, text: &[u8]) {
 }
 
 fn write_str(out: &mut Vec<u8>, text: &Bound<'_, PyAny>) -> Result<(), PathError> {
+    unsafe { write_str_ptr(out, text.as_ptr()) }
+}
+
+/// Write a `str` (or subclass) given by pointer. CPython keeps the UTF-8 of an ASCII str in the
+/// object itself, so this is a read, not a conversion, for almost all text.
+#[inline(always)]
+pub(crate) unsafe fn write_str_ptr(out: &mut Vec<u8>, text: *mut ffi::PyObject) -> Result<(), PathError> {
     let mut size: ffi::Py_ssize_t = 0;
-    let data = unsafe { ffi::PyUnicode_AsUTF8AndSize(text.as_ptr(), &mut size) };
+    let data = ffi::PyUnicode_AsUTF8AndSize(text, &mut size);
     if data.is_null() {
-        unsafe { ffi::PyErr_Clear() };
+        ffi::PyErr_Clear();
         return Err(PathError::value_error(
             "str is not valid UTF-8 (it contains a lone surrogate) and cannot be written as JSON",
         ));
     }
-    let bytes = unsafe { std::slice::from_raw_parts(data as *const u8, size as usize) };
-    write_str_bytes(out, bytes);
+    write_str_bytes(out, std::slice::from_raw_parts(data as *const u8, size as usize));
     Ok(())
 }
 
@@ -174,6 +180,114 @@ fn write_float(out: &mut Vec<u8>, obj: &Bound<'_, PyAny>) -> Result<(), PathErro
     Ok(())
 }
 
+/// The type objects the writer tells apart by pointer: looked up once, at module init.
+pub(crate) struct FrozenTypes {
+    frozen_dict: *mut ffi::PyTypeObject,
+    message: *mut ffi::PyTypeObject,
+}
+
+// SAFETY: type objects live as long as the module; the pointers are only compared.
+unsafe impl Send for FrozenTypes {}
+unsafe impl Sync for FrozenTypes {}
+
+static FROZEN_TYPES: std::sync::OnceLock<FrozenTypes> = std::sync::OnceLock::new();
+
+#[inline(always)]
+fn frozen_types(py: Python<'_>) -> &'static FrozenTypes {
+    FROZEN_TYPES.get_or_init(|| FrozenTypes {
+        frozen_dict: <FrozenDict as pyo3::PyTypeInfo>::type_object_raw(py),
+        message: <Message as pyo3::PyTypeInfo>::type_object_raw(py),
+    })
+}
+
+/// Write a value inside a `FrozenDict` or a `Message`. Everything there was frozen on the way in:
+/// exact JSON leaves (ints in 64 bits, finite floats), `FrozenDict`s, tuples of frozen values and
+/// messages, with no cycle and a known depth that the caller checked against the limit. So this
+/// walk only dispatches on type pointers, borrows instead of counting references, and keeps no
+/// path of its own; the one thing that can still fail is a `str` holding a lone surrogate.
+/// `level` is the number of containers above `obj`.
+unsafe fn write_frozen(out: &mut Vec<u8>, py: Python<'_>, obj: *mut ffi::PyObject, level: usize) -> Result<(), PathError> {
+    let ty = ffi::Py_TYPE(obj);
+    if ty == std::ptr::addr_of_mut!(ffi::PyUnicode_Type) {
+        return write_str_ptr(out, obj);
+    }
+    let types = frozen_types(py);
+    if ty == types.frozen_dict {
+        return write_frozen_dict(out, py, obj, level);
+    }
+    if ty == std::ptr::addr_of_mut!(ffi::PyLong_Type) {
+        let value = ffi::PyLong_AsLongLong(obj);
+        out.extend_from_slice(itoa::Buffer::new().format(value).as_bytes());
+        return Ok(());
+    }
+    if ty == std::ptr::addr_of_mut!(ffi::PyBool_Type) {
+        out.extend_from_slice(if obj == ffi::Py_True() { b"true" } else { b"false" });
+        return Ok(());
+    }
+    if obj == ffi::Py_None() {
+        out.extend_from_slice(b"null");
+        return Ok(());
+    }
+    if ty == std::ptr::addr_of_mut!(ffi::PyTuple_Type) {
+        return write_frozen_tuple(out, py, obj, level);
+    }
+    if ty == std::ptr::addr_of_mut!(ffi::PyFloat_Type) {
+        let value = ffi::PyFloat_AS_DOUBLE(obj);
+        out.extend_from_slice(ryu::Buffer::new().format_finite(value).as_bytes());
+        return Ok(());
+    }
+    if ty == types.message {
+        let message = Bound::ref_from_ptr(py, &obj).cast_unchecked::<Message>();
+        return message.get().write_frozen_json(out, py, level);
+    }
+    // Not reachable for values frozen by dshkit; the general writer handles anything else.
+    write_value(out, Bound::ref_from_ptr(py, &obj), &mut Walk::below(level))
+}
+
+/// A `FrozenDict` (by pointer) with `level` containers above it, its depth within the limit.
+pub(crate) unsafe fn write_frozen_dict(
+    out: &mut Vec<u8>,
+    py: Python<'_>,
+    obj: *mut ffi::PyObject,
+    level: usize,
+) -> Result<(), PathError> {
+    let frozen = Bound::ref_from_ptr(py, &obj).cast_unchecked::<FrozenDict>().get();
+    on_enough_stack(level + 1, || {
+        out.push(b'{');
+        for (i, (key, value)) in frozen.iter(py).enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            write_str_ptr(out, key.as_ptr())?;
+            out.push(b':');
+            write_frozen(out, py, value.as_ptr(), level + 1).map_err(|e| e.at_key(&key_text(&key)))?;
+        }
+        out.push(b'}');
+        Ok(())
+    })
+}
+
+/// A frozen tuple (by pointer) with `level` containers above it.
+pub(crate) unsafe fn write_frozen_tuple(
+    out: &mut Vec<u8>,
+    py: Python<'_>,
+    obj: *mut ffi::PyObject,
+    level: usize,
+) -> Result<(), PathError> {
+    on_enough_stack(level + 1, || {
+        out.push(b'[');
+        let len = ffi::PyTuple_GET_SIZE(obj);
+        for i in 0..len {
+            if i > 0 {
+                out.push(b',');
+            }
+            write_frozen(out, py, ffi::PyTuple_GET_ITEM(obj, i), level + 1).map_err(|e| e.at_index(i as usize))?;
+        }
+        out.push(b']');
+        Ok(())
+    })
+}
+
 pub(crate) fn write_value(out: &mut Vec<u8>, obj: &Bound<'_, PyAny>, walk: &mut Walk) -> Result<(), PathError> {
     let py = obj.py();
     let ty = obj.get_type_ptr();
@@ -194,6 +308,19 @@ pub(crate) fn write_value(out: &mut Vec<u8>, obj: &Bound<'_, PyAny>, walk: &mut 
         out.extend_from_slice(b"null");
         return Ok(());
     }
+    let types = frozen_types(py);
+    if ty == types.frozen_dict {
+        let depth = unsafe { obj.cast_unchecked::<FrozenDict>() }.get().depth();
+        if walk.fits(depth) {
+            return unsafe { write_frozen_dict(out, py, obj.as_ptr(), walk.level()) };
+        }
+    }
+    if ty == types.message {
+        let depth = unsafe { obj.cast_unchecked::<Message>() }.get().depth();
+        if walk.fits(depth) {
+            return unsafe { obj.cast_unchecked::<Message>() }.get().write_frozen_json(out, py, walk.level());
+        }
+    }
     if let Ok(frozen) = obj.cast::<FrozenDict>() {
         let pairs = frozen.get().iter(py).map(|(key, value)| (key.to_owned(), value.to_owned()));
         return walk.within(obj, |walk| write_object(out, pairs, walk));
@@ -210,7 +337,7 @@ pub(crate) fn write_value(out: &mut Vec<u8>, obj: &Bound<'_, PyAny>, walk: &mut 
     }
     if let Ok(message) = obj.cast::<Message>() {
         // The message object is a nesting level of its own, as when its JSON is parsed back.
-        return walk.within(obj, |walk| message.get().write_json(out, walk));
+        return walk.within(obj, |walk| message.get().write_json(out, py, walk));
     }
     if obj.is_instance_of::<PyString>() {
         return write_str(out, obj);
@@ -240,13 +367,58 @@ pub(crate) fn bytes_to_pystring<'py>(py: Python<'py>, bytes: &[u8]) -> Bound<'py
     PyString::new(py, unsafe { std::str::from_utf8_unchecked(bytes) })
 }
 
+thread_local! {
+    /// The writer's buffer, kept between calls on this thread so that a dump does not grow a
+    /// fresh one from nothing (several reallocations for a message).
+    static BUFFER: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+/// A buffer larger than this is not kept for the next call.
+const BUFFER_KEPT_MAX: usize = 1 << 20;
+
+/// Run `write` on this thread's buffer (empty), then turn what it wrote into a Python object. A
+/// nested call (a custom Mapping's code calling `to_json`) takes the buffer's place with a fresh one.
+pub(crate) fn with_buffer<'py, T>(
+    write: impl FnOnce(&mut Vec<u8>) -> PyResult<()>,
+    finish: impl FnOnce(&[u8]) -> PyResult<T>,
+) -> PyResult<T> {
+    let mut out = BUFFER.with(|cell| cell.take());
+    out.clear();
+    let result = write(&mut out).and_then(|()| finish(&out));
+    if out.capacity() <= BUFFER_KEPT_MAX {
+        BUFFER.with(|cell| cell.set(out));
+    }
+    result
+}
+
+/// The JSON text as a `str`.
+pub(crate) fn json_str<'py>(py: Python<'py>, bytes: &[u8]) -> PyResult<Bound<'py, PyAny>> {
+    Ok(bytes_to_pystring(py, bytes).into_any())
+}
+
+/// The JSON text as UTF-8 `bytes`.
+pub(crate) fn json_bytes<'py>(py: Python<'py>, bytes: &[u8]) -> PyResult<Bound<'py, PyAny>> {
+    Ok(PyBytes::new(py, bytes).into_any())
+}
+
 /// Compact JSON text of a frozen or plain JSON tree, or of a `Message`.
 #[pyfunction]
 #[pyo3(signature = (value, /))]
-pub(crate) fn to_json<'py>(value: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyString>> {
-    let mut out = Vec::with_capacity(128);
-    write_value(&mut out, value, &mut Walk::new()).map_err(|e| e.into_pyerr("value"))?;
-    Ok(bytes_to_pystring(value.py(), &out))
+pub(crate) fn to_json<'py>(value: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let py = value.py();
+    with_buffer(|out| write_root(out, value), |bytes| json_str(py, bytes))
+}
+
+/// `to_json` as UTF-8 `bytes`, for writers of files, sockets and logs.
+#[pyfunction]
+#[pyo3(signature = (value, /))]
+pub(crate) fn to_json_bytes<'py>(value: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let py = value.py();
+    with_buffer(|out| write_root(out, value), |bytes| json_bytes(py, bytes))
+}
+
+fn write_root(out: &mut Vec<u8>, value: &Bound<'_, PyAny>) -> PyResult<()> {
+    write_value(out, value, &mut Walk::new()).map_err(|e| e.into_pyerr("value"))
 }
 
 /// `default=` hook for `json.dumps` and `orjson.dumps`: a `FrozenDict` becomes a `dict` (its
@@ -299,6 +471,7 @@ pub(crate) fn from_json<'py>(text: &Bound<'py, PyAny>) -> PyResult<Bound<'py, Py
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(to_json, m)?)?;
+    m.add_function(wrap_pyfunction!(to_json_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(from_json, m)?)?;
     m.add_function(wrap_pyfunction!(json_default, m)?)?;
     Ok(())
