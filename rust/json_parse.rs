@@ -71,7 +71,7 @@ impl<'a, 'py> Parser<'a, 'py> {
             Some(b'"') => {
                 self.pos += 1;
                 let span = self.string()?;
-                Ok(Value(PyString::new(self.py, self.span_text(span)).into_any(), 0))
+                Ok(Value(new_str(self.py, self.span_text(span)), 0))
             }
             Some(b't') => self.literal("true", unsafe { ffi::Py_True() }),
             Some(b'f') => self.literal("false", unsafe { ffi::Py_False() }),
@@ -464,6 +464,24 @@ pub(crate) enum TopLevel<'py, const N: usize> {
     Object { fields: [Option<(Bound<'py, PyAny>, usize)>; N], unknown: Option<Bound<'py, PyString>> },
     /// Any other JSON value, as `parse` gives it.
     Other(Bound<'py, PyAny>),
+}
+
+/// A `str` of `text`. ASCII text (most of JSON) is copied into a new ASCII str as it is,
+/// which `PyUnicode_FromStringAndSize` would first decode.
+#[inline]
+pub(crate) fn new_str<'py>(py: Python<'py>, text: &str) -> Bound<'py, PyAny> {
+    #[cfg(not(any(PyPy, GraalPy)))]
+    if text.is_ascii() {
+        unsafe {
+            let string = ffi::PyUnicode_New(text.len() as ffi::Py_ssize_t, 127);
+            if !string.is_null() {
+                std::ptr::copy_nonoverlapping(text.as_ptr(), ffi::PyUnicode_DATA(string) as *mut u8, text.len());
+                return Bound::from_owned_ptr(py, string);
+            }
+            ffi::PyErr_Clear();
+        }
+    }
+    PyString::new(py, text).into_any()
 }
 
 fn out_of_range(text: &str, at: usize) -> ParseError {
