@@ -272,8 +272,8 @@ fn write_f64(out: &mut Vec<u8>, value: f64) {
 /// decimals) without ryu's general search, which costs several hundred instructions a float.
 /// For the fewest decimals `k` whose integer `n = round(|value| * 10^k)` reads back exactly
 /// (`n / 10^k`, one correctly rounded division, is what parsing the text gives), `n` with `k`
-/// decimals is the shortest text: a value below 2^30 has an ulp below 10^-4 / 1000, so no
-/// other integer is that close and no text with fewer digits reads back. ryu prints such a value
+/// decimals is the shortest text: below 2^30 an ulp is at most 2^-23, so the texts that read
+/// back as the value span far less than 10^-4 and at most one `n` fits for each `k`. ryu prints such a value
 /// in plain notation (`12.5`, `0.0001`, `3.0`), as here. Returns false to leave it to ryu.
 #[inline]
 fn write_short_decimal(out: &mut Vec<u8>, value: f64) -> bool {

@@ -16,6 +16,11 @@ use crate::json::plain_run_len;
 use crate::json_keys::{KeySlots, SeenKeys, KEY_CACHE, KEY_CACHE_MAX_LEN};
 use crate::walk::{on_enough_stack, untrack, MAX_DEPTH};
 
+/// Room reserved up front for the decoded text of strings with escapes, at most.
+const SCRATCH_RESERVE_MAX: usize = 64 * 1024;
+/// Room for array items reserved up front (the stack grows beyond it as needed).
+const ITEMS_RESERVE: usize = 16;
+
 /// A parse error: what was wrong, and the byte offset where it was found.
 struct ParseError {
     message: String,
@@ -228,6 +233,8 @@ impl<'a, 'py> Parser<'a, 'py> {
         }
         let mut scratch = std::mem::take(&mut self.scratch);
         scratch.clear();
+        // Decoded text is never longer than its JSON: one allocation instead of a doubling chain.
+        scratch.reserve((self.bytes.len() - start).min(SCRATCH_RESERVE_MAX));
         // SAFETY: the run stops only at ASCII bytes, so both ends are char boundaries.
         scratch.push_str(unsafe { self.text.get_unchecked(start..self.pos) });
         let result = self.escaped_string(&mut scratch);
@@ -517,7 +524,8 @@ fn run<'py, T>(py: Python<'py>, text: &str, top: impl FnOnce(&mut Parser<'_, 'py
     let keys = guard
         .as_deref_mut()
         .map(|slots| slots.get_or_insert_with(KeySlots::new));
-    let mut parser = Parser { py, text, bytes: text.as_bytes(), pos: 0, scratch: String::new(), items: Vec::new(), keys };
+    let items = Vec::with_capacity(ITEMS_RESERVE);
+    let mut parser = Parser { py, text, bytes: text.as_bytes(), pos: 0, scratch: String::new(), items, keys };
     let result = top(&mut parser).and_then(|value| {
         parser.skip_whitespace();
         if parser.pos < parser.bytes.len() {
