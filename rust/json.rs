@@ -261,7 +261,7 @@ fn write_float(out: &mut Vec<u8>, obj: &Bound<'_, PyAny>) -> Result<(), PathErro
 const POWERS_OF_TEN: [f64; 5] = [1.0, 10.0, 100.0, 1_000.0, 10_000.0];
 
 /// A finite float, as ryu writes it (the shortest text that reads back exactly).
-#[inline]
+#[inline(never)]
 fn write_f64(out: &mut Vec<u8>, value: f64) {
     if !write_short_decimal(out, value) {
         out.extend_from_slice(ryu::Buffer::new().format_finite(value).as_bytes());
@@ -342,8 +342,7 @@ unsafe fn write_frozen(out: &mut Vec<u8>, py: Python<'_>, obj: *mut ffi::PyObjec
         return write_frozen_dict(out, py, obj, level);
     }
     if ty == std::ptr::addr_of_mut!(ffi::PyLong_Type) {
-        let value = ffi::PyLong_AsLongLong(obj);
-        out.extend_from_slice(itoa::Buffer::new().format(value).as_bytes());
+        write_frozen_int(out, obj);
         return Ok(());
     }
     if ty == std::ptr::addr_of_mut!(ffi::PyBool_Type) {
@@ -361,7 +360,20 @@ unsafe fn write_frozen(out: &mut Vec<u8>, py: Python<'_>, obj: *mut ffi::PyObjec
         write_f64(out, ffi::PyFloat_AS_DOUBLE(obj));
         return Ok(());
     }
-    if ty == types.message {
+    write_frozen_other(out, py, obj, level)
+}
+
+// The less common cases stay out of line: `write_frozen` runs once per value, and a small
+// frame (few registers saved, no digit buffers) is most of what it costs.
+
+#[inline(never)]
+unsafe fn write_frozen_int(out: &mut Vec<u8>, obj: *mut ffi::PyObject) {
+    out.extend_from_slice(itoa::Buffer::new().format(ffi::PyLong_AsLongLong(obj)).as_bytes());
+}
+
+#[inline(never)]
+unsafe fn write_frozen_other(out: &mut Vec<u8>, py: Python<'_>, obj: *mut ffi::PyObject, level: usize) -> Result<(), PathError> {
+    if ffi::Py_TYPE(obj) == frozen_types(py).message {
         let message = Bound::ref_from_ptr(py, &obj).cast_unchecked::<Message>();
         return message.get().write_frozen_json(out, py, level);
     }
