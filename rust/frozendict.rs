@@ -232,7 +232,7 @@ impl FrozenDict {
     pub(crate) fn get_str<'py>(&self, py: Python<'py>, key: &str) -> Option<Bound<'py, PyAny>> {
         self.entries.as_slice().iter().find_map(|&(k, value)| {
             // None: a lone surrogate, not one of our keys.
-            let text = unsafe { crate::json::str_utf8(k) }?;
+            let text = unsafe { crate::json_leaves::str_utf8(k) }?;
             (text == key.as_bytes()).then(|| unsafe { Bound::from_borrowed_ptr(py, value) })
         })
     }

@@ -18,7 +18,8 @@ use crate::freeze::{freeze_at, freeze_below};
 use crate::walk::{is_mapping, type_name, untrack, Walk};
 use crate::frozendict::FrozenDict;
 use crate::ids;
-use crate::json::{json_bytes, json_str, json_text, with_buffer, write_frozen_dict, write_frozen_tuple, write_str_ptr, write_value};
+use crate::json::{json_bytes, json_str, json_text, with_buffer, write_frozen_dict, write_frozen_tuple, write_value};
+use crate::json_leaves::write_str_ptr;
 use crate::json_parse::{parse_fields, TopLevel};
 
 const FIELDS: [&str; 4] = ["id", "role", "content", "source"];
