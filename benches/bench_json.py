@@ -3,6 +3,8 @@
 `json` and `orjson` reject `FrozenDict` by themselves: the `*_default` rows pass
 `default=json_default`, the `*_thaw` rows thaw first, and the `*_floor` rows serialise or parse
 plain dicts with no freezing at all (what the fastest library costs when nothing is frozen).
+`dshkit_bytes` is `to_json_bytes`, the form that returns bytes like orjson; the message loads
+keep `from_json_then_freeze_message`, the two-pass load `Message.from_json` replaced (issue 15).
 """
 
 from __future__ import annotations
@@ -19,10 +21,39 @@ import pytest
 
 import workloads
 from support import fnv1a_colliding_keys  # tests/support.py (pytest's `pythonpath`)
-from dshkit import Message, create_assistant_message, freeze, freeze_message, from_json, json_default, thaw, to_json
+from dshkit import (
+    Message,
+    create_assistant_message,
+    freeze,
+    freeze_message,
+    from_json,
+    json_default,
+    thaw,
+    to_json,
+    to_json_bytes,
+)
 
 
 TARGETS = [
+    # Issue 15: dumping frozen values costs no more than orjson dumping the same plain dicts, in
+    # both forms (`to_json` gives a str, `to_json_bytes` bytes as orjson does).
+    *(
+        {
+            "name": f"{row} of {what} <= 1.0x orjson.dumps of the same plain dicts (issue 15)",
+            "group": group,
+            "row": row,
+            "versus": "orjson_dumps_plain_floor",
+            "max_ratio": 1.0,
+        }
+        for group, what in (("json-dumps-message", "a 3-block message"), ("json-dumps-200-rows", "200 frozen rows"))
+        for row in ("dshkit", "dshkit_bytes")
+    ),
+    {
+        "name": "Message.from_json (one pass, validated) <= 1.2x orjson.loads of the same text into dicts (issue 15)",
+        "group": "json-loads-message",
+        "versus": "orjson_loads_floor",
+        "max_ratio": 1.2,
+    },
     {
         "name": "from_json of 65,536 keys sharing one 32-bit FNV-1a hash within 3x of random keys (issue 9)",
         "group": "json-loads-65536-colliding-keys",
@@ -45,6 +76,7 @@ def compact_json_dumps(value: Any, **options: Any) -> str:
 
 DUMPERS: dict[str, tuple[Callable[[Any], Any], str]] = {
     "dshkit": (to_json, "frozen"),
+    "dshkit_bytes": (to_json_bytes, "frozen"),
     "json_dumps_default": (lambda value: compact_json_dumps(value, default=json_default), "frozen"),
     "orjson_dumps_default": (lambda value: orjson.dumps(value, default=json_default), "frozen"),
     "orjson_dumps_thaw": (lambda value: orjson.dumps(thaw(value)), "frozen"),
@@ -83,6 +115,7 @@ def test_json_dumps_200_rows(benchmark, name: str) -> None:
 
 MESSAGE_LOADERS: dict[str, Callable[[str], Any]] = {
     "dshkit": Message.from_json,
+    "from_json_then_freeze_message": lambda text: freeze_message(from_json(text)),
     "json_loads_floor": json.loads,
     "orjson_loads_floor": orjson.loads,
     "orjson_loads_then_freeze_message": lambda text: freeze_message(orjson.loads(text)),

@@ -231,13 +231,8 @@ impl FrozenDict {
     /// text, for the few fixed keys the core itself reads (`"type"`, `"text"`, `"kind"`, ...).
     pub(crate) fn get_str<'py>(&self, py: Python<'py>, key: &str) -> Option<Bound<'py, PyAny>> {
         self.entries.as_slice().iter().find_map(|&(k, value)| {
-            let mut size: ffi::Py_ssize_t = 0;
-            let data = unsafe { ffi::PyUnicode_AsUTF8AndSize(k, &mut size) };
-            if data.is_null() {
-                unsafe { ffi::PyErr_Clear() }; // a lone surrogate: not one of our keys
-                return None;
-            }
-            let text = unsafe { std::slice::from_raw_parts(data as *const u8, size as usize) };
+            // None: a lone surrogate, not one of our keys.
+            let text = unsafe { crate::json_leaves::str_utf8(k) }?;
             (text == key.as_bytes()).then(|| unsafe { Bound::from_borrowed_ptr(py, value) })
         })
     }

@@ -12,103 +12,16 @@ use pyo3::types::{PyAny, PyBytes, PyDict, PyList, PyString, PyTuple};
 
 use crate::errors::PathError;
 use crate::frozendict::FrozenDict;
-use crate::json_parse::parse;
+use crate::json_leaves::{write_f64, write_str_ptr};
+use crate::json_parse::{new_str, parse};
 use crate::message::Message;
-use crate::walk::{check_float, check_int, is_mapping, key_error, key_text, mapping_pairs, not_json, Walk};
+use crate::walk::{check_float, check_int, is_mapping, key_error, key_text, mapping_pairs, not_json, on_enough_stack, Walk};
 
 // ---------------------------------------------------------------------------------------------
 // Writer
 
-const HEX: &[u8; 16] = b"0123456789abcdef";
-
-/// Escape class per byte: 0 = copy, 1 = short escape (`\n`...), 2 = `\u00XX`. The bytes of
-/// class 0 are also those the parser copies straight from its input.
-static ESCAPE: [u8; 256] = {
-    let mut table = [0u8; 256];
-    let mut i = 0;
-    while i < 0x20 {
-        table[i] = 2;
-        i += 1;
-    }
-    table[b'\n' as usize] = 1;
-    table[b'\r' as usize] = 1;
-    table[b'\t' as usize] = 1;
-    table[0x08] = 1;
-    table[0x0c] = 1;
-    table[b'"' as usize] = 1;
-    table[b'\\' as usize] = 1;
-    table
-};
-
-const ONES: u64 = 0x0101_0101_0101_0101;
-const HIGHS: u64 = 0x8080_8080_8080_8080;
-
-/// Does any of the 8 bytes in `word` need escaping in a JSON string (`"`, `\`, a control
-/// character)? The classic "has a zero byte" test, applied to each of the three.
-#[inline(always)]
-fn word_needs_escape(word: u64) -> bool {
-    let has_zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGHS;
-    let quote = has_zero(word ^ (ONES * b'"' as u64));
-    let backslash = has_zero(word ^ (ONES * b'\\' as u64));
-    let below_space = word.wrapping_sub(ONES * 0x20) & !word & HIGHS;
-    (quote | backslash | below_space) != 0
-}
-
-/// Length of the leading run of `text` that a JSON string holds as it is (no `"`, `\` or
-/// control character), scanned 8 bytes at a time: shared by the writer and the parser.
-#[inline(always)]
-pub(crate) fn plain_run_len(text: &[u8]) -> usize {
-    let mut i = 0;
-    while i + 8 <= text.len() {
-        let word = u64::from_le_bytes([
-            text[i], text[i + 1], text[i + 2], text[i + 3], text[i + 4], text[i + 5], text[i + 6], text[i + 7],
-        ]);
-        if word_needs_escape(word) {
-            break;
-        }
-        i += 8;
-    }
-    while i < text.len() && ESCAPE[text[i] as usize] == 0 {
-        i += 1;
-    }
-    i
-}
-
-fn write_str_bytes(out: &mut Vec<u8>, text: &[u8]) {
-    out.reserve(text.len() + 2);
-    out.push(b'"');
-    let mut rest = text;
-    loop {
-        let run = plain_run_len(rest);
-        out.extend_from_slice(&rest[..run]);
-        let Some(&byte) = rest.get(run) else { break };
-        match byte {
-            b'"' => out.extend_from_slice(b"\\\""),
-            b'\\' => out.extend_from_slice(b"\\\\"),
-            b'\n' => out.extend_from_slice(b"\\n"),
-            b'\r' => out.extend_from_slice(b"\\r"),
-            b'\t' => out.extend_from_slice(b"\\t"),
-            0x08 => out.extend_from_slice(b"\\b"),
-            0x0c => out.extend_from_slice(b"\\f"),
-            _ => out.extend_from_slice(&[b'\\', b'u', b'0', b'0', HEX[(byte >> 4) as usize], HEX[(byte & 0xf) as usize]]),
-        }
-        rest = &rest[run + 1..];
-    }
-    out.push(b'"');
-}
-
 fn write_str(out: &mut Vec<u8>, text: &Bound<'_, PyAny>) -> Result<(), PathError> {
-    let mut size: ffi::Py_ssize_t = 0;
-    let data = unsafe { ffi::PyUnicode_AsUTF8AndSize(text.as_ptr(), &mut size) };
-    if data.is_null() {
-        unsafe { ffi::PyErr_Clear() };
-        return Err(PathError::value_error(
-            "str is not valid UTF-8 (it contains a lone surrogate) and cannot be written as JSON",
-        ));
-    }
-    let bytes = unsafe { std::slice::from_raw_parts(data as *const u8, size as usize) };
-    write_str_bytes(out, bytes);
-    Ok(())
+    unsafe { write_str_ptr(out, text.as_ptr()) }
 }
 
 fn write_key(out: &mut Vec<u8>, key: &Bound<'_, PyAny>) -> Result<(), PathError> {
@@ -168,10 +81,127 @@ fn write_int(out: &mut Vec<u8>, obj: &Bound<'_, PyAny>) -> Result<(), PathError>
 }
 
 fn write_float(out: &mut Vec<u8>, obj: &Bound<'_, PyAny>) -> Result<(), PathError> {
-    let value = check_float(obj)?;
-    let mut buffer = ryu::Buffer::new();
-    out.extend_from_slice(buffer.format_finite(value).as_bytes());
+    write_f64(out, check_float(obj)?);
     Ok(())
+}
+
+/// The type objects the writer tells apart by pointer: looked up once, at module init.
+pub(crate) struct FrozenTypes {
+    frozen_dict: *mut ffi::PyTypeObject,
+    message: *mut ffi::PyTypeObject,
+}
+
+// SAFETY: type objects live as long as the module; the pointers are only compared.
+unsafe impl Send for FrozenTypes {}
+unsafe impl Sync for FrozenTypes {}
+
+static FROZEN_TYPES: std::sync::OnceLock<FrozenTypes> = std::sync::OnceLock::new();
+
+#[inline(always)]
+fn frozen_types(py: Python<'_>) -> &'static FrozenTypes {
+    FROZEN_TYPES.get_or_init(|| FrozenTypes {
+        frozen_dict: <FrozenDict as pyo3::PyTypeInfo>::type_object_raw(py),
+        message: <Message as pyo3::PyTypeInfo>::type_object_raw(py),
+    })
+}
+
+/// Write a value inside a `FrozenDict` or a `Message`. Everything there was frozen on the way in:
+/// exact JSON leaves (ints in 64 bits, finite floats), `FrozenDict`s, tuples of frozen values and
+/// messages, with no cycle and a known depth that the caller checked against the limit. So this
+/// walk only dispatches on type pointers, borrows instead of counting references, and keeps no
+/// path of its own; the one thing that can still fail is a `str` holding a lone surrogate.
+/// `level` is the number of containers above `obj`.
+unsafe fn write_frozen(out: &mut Vec<u8>, py: Python<'_>, obj: *mut ffi::PyObject, level: usize) -> Result<(), PathError> {
+    let ty = ffi::Py_TYPE(obj);
+    if ty == std::ptr::addr_of_mut!(ffi::PyUnicode_Type) {
+        return write_str_ptr(out, obj);
+    }
+    let types = frozen_types(py);
+    if ty == types.frozen_dict {
+        return write_frozen_dict(out, py, obj, level);
+    }
+    if ty == std::ptr::addr_of_mut!(ffi::PyLong_Type) {
+        write_frozen_int(out, obj);
+        return Ok(());
+    }
+    if ty == std::ptr::addr_of_mut!(ffi::PyBool_Type) {
+        out.extend_from_slice(if obj == ffi::Py_True() { b"true" } else { b"false" });
+        return Ok(());
+    }
+    if obj == ffi::Py_None() {
+        out.extend_from_slice(b"null");
+        return Ok(());
+    }
+    if ty == std::ptr::addr_of_mut!(ffi::PyTuple_Type) {
+        return write_frozen_tuple(out, py, obj, level);
+    }
+    if ty == std::ptr::addr_of_mut!(ffi::PyFloat_Type) {
+        write_f64(out, ffi::PyFloat_AS_DOUBLE(obj));
+        return Ok(());
+    }
+    write_frozen_other(out, py, obj, level)
+}
+
+// The less common cases stay out of line: `write_frozen` runs once per value, and a small
+// frame (few registers saved, no digit buffers) is most of what it costs.
+
+#[inline(never)]
+unsafe fn write_frozen_int(out: &mut Vec<u8>, obj: *mut ffi::PyObject) {
+    out.extend_from_slice(itoa::Buffer::new().format(ffi::PyLong_AsLongLong(obj)).as_bytes());
+}
+
+#[inline(never)]
+unsafe fn write_frozen_other(out: &mut Vec<u8>, py: Python<'_>, obj: *mut ffi::PyObject, level: usize) -> Result<(), PathError> {
+    if ffi::Py_TYPE(obj) == frozen_types(py).message {
+        let message = Bound::ref_from_ptr(py, &obj).cast_unchecked::<Message>();
+        return message.get().write_frozen_json(out, py, level);
+    }
+    // Not reachable for values frozen by dshkit; the general writer handles anything else.
+    write_value(out, Bound::ref_from_ptr(py, &obj), &mut Walk::below(level))
+}
+
+/// A `FrozenDict` (by pointer) with `level` containers above it, its depth within the limit.
+pub(crate) unsafe fn write_frozen_dict(
+    out: &mut Vec<u8>,
+    py: Python<'_>,
+    obj: *mut ffi::PyObject,
+    level: usize,
+) -> Result<(), PathError> {
+    let frozen = Bound::ref_from_ptr(py, &obj).cast_unchecked::<FrozenDict>().get();
+    on_enough_stack(level + 1, || {
+        out.push(b'{');
+        for (i, (key, value)) in frozen.iter(py).enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            write_str_ptr(out, key.as_ptr())?;
+            out.push(b':');
+            write_frozen(out, py, value.as_ptr(), level + 1).map_err(|e| e.at_key(&key_text(&key)))?;
+        }
+        out.push(b'}');
+        Ok(())
+    })
+}
+
+/// A frozen tuple (by pointer) with `level` containers above it.
+pub(crate) unsafe fn write_frozen_tuple(
+    out: &mut Vec<u8>,
+    py: Python<'_>,
+    obj: *mut ffi::PyObject,
+    level: usize,
+) -> Result<(), PathError> {
+    on_enough_stack(level + 1, || {
+        out.push(b'[');
+        let len = ffi::PyTuple_GET_SIZE(obj);
+        for i in 0..len {
+            if i > 0 {
+                out.push(b',');
+            }
+            write_frozen(out, py, ffi::PyTuple_GET_ITEM(obj, i), level + 1).map_err(|e| e.at_index(i as usize))?;
+        }
+        out.push(b']');
+        Ok(())
+    })
 }
 
 pub(crate) fn write_value(out: &mut Vec<u8>, obj: &Bound<'_, PyAny>, walk: &mut Walk) -> Result<(), PathError> {
@@ -194,6 +224,19 @@ pub(crate) fn write_value(out: &mut Vec<u8>, obj: &Bound<'_, PyAny>, walk: &mut 
         out.extend_from_slice(b"null");
         return Ok(());
     }
+    let types = frozen_types(py);
+    if ty == types.frozen_dict {
+        let depth = unsafe { obj.cast_unchecked::<FrozenDict>() }.get().depth();
+        if walk.fits(depth) {
+            return unsafe { write_frozen_dict(out, py, obj.as_ptr(), walk.level()) };
+        }
+    }
+    if ty == types.message {
+        let depth = unsafe { obj.cast_unchecked::<Message>() }.get().depth();
+        if walk.fits(depth) {
+            return unsafe { obj.cast_unchecked::<Message>() }.get().write_frozen_json(out, py, walk.level());
+        }
+    }
     if let Ok(frozen) = obj.cast::<FrozenDict>() {
         let pairs = frozen.get().iter(py).map(|(key, value)| (key.to_owned(), value.to_owned()));
         return walk.within(obj, |walk| write_object(out, pairs, walk));
@@ -210,7 +253,7 @@ pub(crate) fn write_value(out: &mut Vec<u8>, obj: &Bound<'_, PyAny>, walk: &mut 
     }
     if let Ok(message) = obj.cast::<Message>() {
         // The message object is a nesting level of its own, as when its JSON is parsed back.
-        return walk.within(obj, |walk| message.get().write_json(out, walk));
+        return walk.within(obj, |walk| message.get().write_json(out, py, walk));
     }
     if obj.is_instance_of::<PyString>() {
         return write_str(out, obj);
@@ -235,18 +278,59 @@ pub(crate) fn write_value(out: &mut Vec<u8>, obj: &Bound<'_, PyAny>, walk: &mut 
     Err(not_json(obj))
 }
 
-pub(crate) fn bytes_to_pystring<'py>(py: Python<'py>, bytes: &[u8]) -> Bound<'py, PyString> {
+thread_local! {
+    /// The writer's buffer, kept between calls on this thread so that a dump does not grow a
+    /// fresh one from nothing (several reallocations for a message).
+    static BUFFER: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+/// A buffer larger than this is not kept for the next call.
+const BUFFER_KEPT_MAX: usize = 1 << 20;
+
+/// Run `write` on this thread's buffer (empty), then turn what it wrote into a Python object. A
+/// nested call (a custom Mapping's code calling `to_json`) takes the buffer's place with a fresh one.
+pub(crate) fn with_buffer<'py, T>(
+    write: impl FnOnce(&mut Vec<u8>) -> PyResult<()>,
+    finish: impl FnOnce(&[u8]) -> PyResult<T>,
+) -> PyResult<T> {
+    let mut out = BUFFER.with(|cell| cell.take());
+    out.clear();
+    let result = write(&mut out).and_then(|()| finish(&out));
+    if out.capacity() <= BUFFER_KEPT_MAX {
+        BUFFER.with(|cell| cell.set(out));
+    }
+    result
+}
+
+/// The JSON text as a `str`.
+pub(crate) fn json_str<'py>(py: Python<'py>, bytes: &[u8]) -> PyResult<Bound<'py, PyAny>> {
     // SAFETY: the writer only emits valid UTF-8 (ASCII punctuation and UTF-8 from Python strs).
-    PyString::new(py, unsafe { std::str::from_utf8_unchecked(bytes) })
+    Ok(new_str(py, unsafe { std::str::from_utf8_unchecked(bytes) }))
+}
+
+/// The JSON text as UTF-8 `bytes`.
+pub(crate) fn json_bytes<'py>(py: Python<'py>, bytes: &[u8]) -> PyResult<Bound<'py, PyAny>> {
+    Ok(PyBytes::new(py, bytes).into_any())
 }
 
 /// Compact JSON text of a frozen or plain JSON tree, or of a `Message`.
 #[pyfunction]
 #[pyo3(signature = (value, /))]
-pub(crate) fn to_json<'py>(value: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyString>> {
-    let mut out = Vec::with_capacity(128);
-    write_value(&mut out, value, &mut Walk::new()).map_err(|e| e.into_pyerr("value"))?;
-    Ok(bytes_to_pystring(value.py(), &out))
+pub(crate) fn to_json<'py>(value: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let py = value.py();
+    with_buffer(|out| write_root(out, value), |bytes| json_str(py, bytes))
+}
+
+/// `to_json` as UTF-8 `bytes`, for writers of files, sockets and logs.
+#[pyfunction]
+#[pyo3(signature = (value, /))]
+pub(crate) fn to_json_bytes<'py>(value: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let py = value.py();
+    with_buffer(|out| write_root(out, value), |bytes| json_bytes(py, bytes))
+}
+
+fn write_root(out: &mut Vec<u8>, value: &Bound<'_, PyAny>) -> PyResult<()> {
+    write_value(out, value, &mut Walk::new()).map_err(|e| e.into_pyerr("value"))
 }
 
 /// `default=` hook for `json.dumps` and `orjson.dumps`: a `FrozenDict` becomes a `dict` (its
@@ -299,57 +383,8 @@ pub(crate) fn from_json<'py>(text: &Bound<'py, PyAny>) -> PyResult<Bound<'py, Py
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(to_json, m)?)?;
+    m.add_function(wrap_pyfunction!(to_json_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(from_json, m)?)?;
     m.add_function(wrap_pyfunction!(json_default, m)?)?;
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{plain_run_len, word_needs_escape, write_str_bytes};
-
-    fn escaped(text: &str) -> String {
-        let mut out = Vec::new();
-        write_str_bytes(&mut out, text.as_bytes());
-        String::from_utf8(out).unwrap()
-    }
-
-    #[test]
-    fn escapes_quotes_backslashes_and_controls() {
-        assert_eq!(escaped("a\"b\\c"), r#""a\"b\\c""#);
-        assert_eq!(escaped("\n\r\t\u{8}\u{c}"), r#""\n\r\t\b\f""#);
-        assert_eq!(escaped("\u{1}\u{1f}"), r#""\u0001\u001f""#);
-    }
-
-    #[test]
-    fn the_word_test_finds_every_byte_to_escape_in_any_lane() {
-        for lane in 0..8 {
-            for stop in [b'"', b'\\', 0x00, 0x1f] {
-                let mut bytes = [b'a'; 8];
-                bytes[lane] = stop;
-                assert!(word_needs_escape(u64::from_le_bytes(bytes)), "{stop:#x} in lane {lane}");
-                assert_eq!(plain_run_len(&bytes), lane);
-            }
-        }
-        assert!(!word_needs_escape(u64::from_le_bytes(*b"plain ok")));
-        assert!(!word_needs_escape(u64::from_le_bytes([0x20, 0x7f, 0x80, 0xff, b'!', b'#', b'[', b']'])));
-        assert_eq!(plain_run_len(b"0123456789abcdefg"), 17);
-    }
-
-    #[test]
-    fn escapes_at_every_position_around_the_word_scan() {
-        for length in 0..20 {
-            for at in 0..=length {
-                let mut text = "x".repeat(length);
-                text.insert(at, '"');
-                let expected = format!("\"{}\\\"{}\"", &text[..at], &text[at + 1..]);
-                assert_eq!(escaped(&text), expected);
-            }
-        }
-    }
-
-    #[test]
-    fn keeps_non_ascii_as_utf8() {
-        assert_eq!(escaped("é😀"), "\"é😀\"");
-    }
 }

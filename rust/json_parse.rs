@@ -12,9 +12,14 @@ use pyo3::prelude::*;
 use pyo3::types::{PyAny, PyString};
 
 use crate::frozendict::EntriesBuilder;
-use crate::json::plain_run_len;
+use crate::json_leaves::plain_run_len;
 use crate::json_keys::{KeySlots, SeenKeys, KEY_CACHE, KEY_CACHE_MAX_LEN};
 use crate::walk::{on_enough_stack, untrack, MAX_DEPTH};
+
+/// Room reserved up front for the decoded text of strings with escapes, at most.
+const SCRATCH_RESERVE_MAX: usize = 64 * 1024;
+/// Room for array items reserved up front (the stack grows beyond it as needed).
+const ITEMS_RESERVE: usize = 16;
 
 /// A parse error: what was wrong, and the byte offset where it was found.
 struct ParseError {
@@ -71,7 +76,7 @@ impl<'a, 'py> Parser<'a, 'py> {
             Some(b'"') => {
                 self.pos += 1;
                 let span = self.string()?;
-                Ok(Value(PyString::new(self.py, self.span_text(span)).into_any(), 0))
+                Ok(Value(new_str(self.py, self.span_text(span)), 0))
             }
             Some(b't') => self.literal("true", unsafe { ffi::Py_True() }),
             Some(b'f') => self.literal("false", unsafe { ffi::Py_False() }),
@@ -228,6 +233,8 @@ impl<'a, 'py> Parser<'a, 'py> {
         }
         let mut scratch = std::mem::take(&mut self.scratch);
         scratch.clear();
+        // Decoded text is never longer than its JSON: one allocation instead of a doubling chain.
+        scratch.reserve((self.bytes.len() - start).min(SCRATCH_RESERVE_MAX));
         // SAFETY: the run stops only at ASCII bytes, so both ends are char boundaries.
         scratch.push_str(unsafe { self.text.get_unchecked(start..self.pos) });
         let result = self.escaped_string(&mut scratch);
@@ -398,6 +405,92 @@ impl<'a, 'py> Parser<'a, 'py> {
     }
 }
 
+impl<'a, 'py> Parser<'a, 'py> {
+    /// The top-level value, keeping only the values of the keys `names` when it is an object.
+    fn fields_object<const N: usize>(&mut self, names: &[&str; N]) -> Parsed<TopLevel<'py, N>> {
+        self.skip_whitespace();
+        if self.peek() != Some(b'{') {
+            let Value(value, _) = self.value(0)?;
+            return Ok(TopLevel::Other(value));
+        }
+        // As `object`, with the values going to their slots instead of into a FrozenDict.
+        self.pos += 1; // '{'
+        let mut fields: [Option<(Bound<'py, PyAny>, usize)>; N] = std::array::from_fn(|_| None);
+        let mut unknown = None;
+        self.skip_whitespace();
+        if self.peek() == Some(b'}') {
+            self.pos += 1;
+            return Ok(TopLevel::Object { fields, unknown });
+        }
+        loop {
+            match self.peek() {
+                Some(b'"') => self.pos += 1,
+                Some(_) => return self.error("key must be a string"),
+                None => return self.error("EOF while parsing an object"),
+            }
+            let span = self.string()?;
+            let key = self.span_text(span);
+            let slot = names.iter().position(|name| *name == key);
+            if slot.is_none() && unknown.is_none() {
+                unknown = Some(PyString::new(self.py, key));
+            }
+            self.skip_whitespace();
+            match self.peek() {
+                Some(b':') => self.pos += 1,
+                Some(_) => return self.error("expected `:`"),
+                None => return self.error("EOF while parsing an object"),
+            }
+            let Value(value, height) = self.value(1)?;
+            if let Some(slot) = slot {
+                // A repeated key: the last value wins, as in `object`.
+                fields[slot] = Some((value, height));
+            }
+            self.skip_whitespace();
+            match self.peek() {
+                Some(b',') => self.pos += 1,
+                Some(b'}') => {
+                    self.pos += 1;
+                    break;
+                }
+                Some(_) => return self.error("expected `,` or `}`"),
+                None => return self.error("EOF while parsing an object"),
+            }
+            self.skip_whitespace();
+            if self.peek() == Some(b'}') {
+                return self.error("trailing comma");
+            }
+        }
+        Ok(TopLevel::Object { fields, unknown })
+    }
+}
+
+/// The top level of a JSON text read by `parse_fields`.
+pub(crate) enum TopLevel<'py, const N: usize> {
+    /// An object: for each name asked for, its value (the last one if the key repeats) and the
+    /// nesting depth of that value's subtree; and the first key that is none of the names.
+    Object { fields: [Option<(Bound<'py, PyAny>, usize)>; N], unknown: Option<Bound<'py, PyString>> },
+    /// Any other JSON value, as `parse` gives it.
+    Other(Bound<'py, PyAny>),
+}
+
+/// A `str` of `text`. ASCII text (most of JSON) is copied into a new ASCII str as it is,
+/// which `PyUnicode_FromStringAndSize` would first decode.
+#[inline]
+pub(crate) fn new_str<'py>(py: Python<'py>, text: &str) -> Bound<'py, PyAny> {
+    #[cfg(not(any(PyPy, GraalPy)))]
+    if text.is_ascii() {
+        unsafe {
+            let string = ffi::PyUnicode_New(text.len() as ffi::Py_ssize_t, 127);
+            if !string.is_null() {
+                std::ptr::copy_nonoverlapping(text.as_ptr(), ffi::PyUnicode_DATA(string) as *mut u8, text.len());
+                return Bound::from_owned_ptr(py, string);
+            }
+            ffi::PyErr_Clear();
+        }
+    }
+    PyString::new(py, text).into_any()
+}
+
 fn out_of_range(text: &str, at: usize) -> ParseError {
     ParseError { message: format!("integer {text} is outside the 64-bit signed range"), at }
 }
@@ -413,24 +506,34 @@ fn position(text: &str, at: usize) -> String {
 
 /// Parse JSON into a frozen tree; errors name the line and column.
 pub(crate) fn parse<'py>(py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyAny>> {
+    run(py, text, |parser| parser.value(0).map(|Value(value, _)| value))
+}
+
+/// Parse JSON whose top level is meant to be an object with known keys (a message): the values
+/// of `names` are parsed into frozen values as `parse` would, but the top-level object itself is
+/// never built. The same text gives the same errors as `parse`.
+pub(crate) fn parse_fields<'py, const N: usize>(py: Python<'py>, text: &str, names: &[&str; N]) -> PyResult<TopLevel<'py, N>> {
+    run(py, text, |parser| parser.fields_object(names))
+}
+
+/// Run `top` over the whole of `text` (nothing but whitespace may follow).
+fn run<'py, T>(py: Python<'py>, text: &str, top: impl FnOnce(&mut Parser<'_, 'py>) -> Parsed<T>) -> PyResult<T> {
     // try_lock: another thread may be parsing, or a finalizer run during this parse may parse
     // again on this thread; either way that parse simply goes without the cache.
     let mut guard = KEY_CACHE.try_lock().ok();
     let keys = guard
         .as_deref_mut()
         .map(|slots| slots.get_or_insert_with(KeySlots::new));
-    let mut parser = Parser { py, text, bytes: text.as_bytes(), pos: 0, scratch: String::new(), items: Vec::new(), keys };
-    let result = parser.value(0).and_then(|value| {
+    let items = Vec::with_capacity(ITEMS_RESERVE);
+    let mut parser = Parser { py, text, bytes: text.as_bytes(), pos: 0, scratch: String::new(), items, keys };
+    let result = top(&mut parser).and_then(|value| {
         parser.skip_whitespace();
         if parser.pos < parser.bytes.len() {
             return parser.error("trailing characters");
         }
         Ok(value)
     });
-    match result {
-        Ok(Value(value, _)) => Ok(value),
-        Err(err) => Err(PyValueError::new_err(format!("invalid JSON: {} at {}", err.message, position(text, err.at)))),
-    }
+    result.map_err(|err| PyValueError::new_err(format!("invalid JSON: {} at {}", err.message, position(text, err.at))))
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ mod freeze;
 mod frozendict;
 mod ids;
 mod json;
+mod json_leaves;
 mod json_keys;
 mod json_parse;
 mod message;

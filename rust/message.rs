@@ -18,8 +18,9 @@ use crate::freeze::{freeze_at, freeze_below};
 use crate::walk::{is_mapping, type_name, untrack, Walk};
 use crate::frozendict::FrozenDict;
 use crate::ids;
-use crate::json::{bytes_to_pystring, json_text, write_value};
-use crate::json_parse::parse;
+use crate::json::{json_bytes, json_str, json_text, with_buffer, write_frozen_dict, write_frozen_tuple, write_value};
+use crate::json_leaves::write_str_ptr;
+use crate::json_parse::{parse_fields, TopLevel};
 
 const FIELDS: [&str; 4] = ["id", "role", "content", "source"];
 const PLUGIN_FORMS: [&str; 6] = ["instructions", "catalog", "snapshot", "notice", "relay", "recall"];
@@ -277,19 +278,41 @@ impl Message {
         dict
     }
 
-    pub(crate) fn write_json(&self, out: &mut Vec<u8>, walk: &mut Walk) -> Result<(), PathError> {
-        Python::attach(|py| {
+    /// The message's JSON object through the general writer (when its depth does not fit where
+    /// it sits, so that the error names the deepest place, as for any tree).
+    pub(crate) fn write_json(&self, out: &mut Vec<u8>, py: Python<'_>, walk: &mut Walk) -> Result<(), PathError> {
+        out.extend_from_slice(b"{\"id\":");
+        write_value(out, self.id.bind(py).as_any(), walk).map_err(|e| e.at_key("id"))?;
+        out.extend_from_slice(b",\"role\":");
+        write_value(out, self.role.bind(py).as_any(), walk).map_err(|e| e.at_key("role"))?;
+        out.extend_from_slice(b",\"content\":");
+        write_value(out, self.content.bind(py).as_any(), walk).map_err(|e| e.at_key("content"))?;
+        out.extend_from_slice(b",\"source\":");
+        write_value(out, self.source.bind(py).as_any(), walk).map_err(|e| e.at_key("source"))?;
+        out.push(b'}');
+        Ok(())
+    }
+
+    /// The message's JSON object, `level` containers below the root of the text being written;
+    /// the caller checked that the message's depth fits there. Its parts are frozen by
+    /// construction, so they go through the writer's frozen fast path.
+    pub(crate) fn write_frozen_json(&self, out: &mut Vec<u8>, py: Python<'_>, level: usize) -> Result<(), PathError> {
+        unsafe {
             out.extend_from_slice(b"{\"id\":");
-            write_value(out, self.id.bind(py).as_any(), walk).map_err(|e| e.at_key("id"))?;
+            write_str_ptr(out, self.id.as_ptr()).map_err(|e| e.at_key("id"))?;
             out.extend_from_slice(b",\"role\":");
-            write_value(out, self.role.bind(py).as_any(), walk).map_err(|e| e.at_key("role"))?;
+            write_str_ptr(out, self.role.as_ptr()).map_err(|e| e.at_key("role"))?;
             out.extend_from_slice(b",\"content\":");
-            write_value(out, self.content.bind(py).as_any(), walk).map_err(|e| e.at_key("content"))?;
+            write_frozen_tuple(out, py, self.content.as_ptr(), level + 1).map_err(|e| e.at_key("content"))?;
             out.extend_from_slice(b",\"source\":");
-            write_value(out, self.source.bind(py).as_any(), walk).map_err(|e| e.at_key("source"))?;
-            out.push(b'}');
-            Ok(())
-        })
+            write_frozen_dict(out, py, self.source.as_ptr(), level + 1).map_err(|e| e.at_key("source"))?;
+        }
+        out.push(b'}');
+        Ok(())
+    }
+
+    fn write_root(&self, out: &mut Vec<u8>, py: Python<'_>) -> PyResult<()> {
+        self.write_frozen_json(out, py, 0).map_err(|e| e.into_pyerr("message"))
     }
 }
 
@@ -494,6 +517,49 @@ fn import_mapping<'py>(py: Python<'py>, mapping: &Bound<'py, PyAny>) -> PyResult
     Message::build(py, id, role, content, source)
 }
 
+/// Import a message from JSON text in one pass: the parser hands over the values of the four
+/// fields, already frozen, and only the checks `import_mapping` makes remain (with the same
+/// errors, in the same order); no top-level mapping is built and nothing is walked again.
+fn import_json<'py>(py: Python<'py>, text: &str) -> PyResult<Bound<'py, Message>> {
+    let (fields, unknown) = match parse_fields(py, text, &FIELDS)? {
+        TopLevel::Object { fields, unknown } => (fields, unknown),
+        TopLevel::Other(value) => {
+            return Err(PyValueError::new_err(format!(
+                "Message.from_json() needs a JSON object, got {}",
+                type_name(&value)
+            )))
+        }
+    };
+    if let Some(key) = unknown {
+        return Err(PyTypeError::new_err(format!(
+            "freeze_message(): unknown key {} (a message has exactly id, role, content and source)",
+            key.repr()?
+        )));
+    }
+    let [id, role, content, source] = fields;
+    let missing = |name: &str| PyValueError::new_err(format!("{name}: the message has no {name}"));
+    let id = imported_id(id.map(|(value, _)| value))?;
+    let role = check_role(py, &role.ok_or_else(|| missing("role"))?.0)?;
+    let (content, content_depth) = content.ok_or_else(|| missing("content"))?;
+    let content = match content.cast_into::<PyTuple>() {
+        Ok(blocks) => {
+            validate_blocks(&blocks).map_err(|e| e.into_pyerr("content"))?;
+            Content { blocks, depth: content_depth }
+        }
+        // A str, or a value of the wrong type that `freeze_content` names.
+        Err(other) => freeze_content(py, &other.into_inner(), "content", 1)?,
+    };
+    let (source, _) = source.ok_or_else(|| missing("source"))?;
+    let source = match source.cast_into::<FrozenDict>() {
+        Ok(source) => {
+            validate_source(&source).map_err(|e| e.into_pyerr("source"))?;
+            source
+        }
+        Err(other) => freeze_source(&other.into_inner())?,
+    };
+    Message::build(py, id, role, content, source)
+}
+
 /// Import boundary: a `Message` is returned as it is (already frozen); a mapping with `id`,
 /// `role`, `content` and `source` becomes a frozen, detached `Message` with exactly that id.
 #[pyfunction]
@@ -586,10 +652,13 @@ impl Message {
     }
 
     /// Compact JSON text with the four fields.
-    fn to_json<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyString>> {
-        let mut out = Vec::with_capacity(256);
-        self.write_json(&mut out, &mut Walk::below(1)).map_err(|e| e.into_pyerr("message"))?;
-        Ok(bytes_to_pystring(py, &out))
+    fn to_json<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        with_buffer(|out| self.write_root(out, py), |bytes| json_str(py, bytes))
+    }
+
+    /// `to_json` as UTF-8 `bytes`.
+    fn to_json_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        with_buffer(|out| self.write_root(out, py), |bytes| json_bytes(py, bytes))
     }
 
     /// pydantic v2 support: the schema lives in Python (`dshkit.interop.pydantic`), imported lazily.
@@ -607,15 +676,7 @@ impl Message {
     #[classmethod]
     #[pyo3(signature = (text, /))]
     fn from_json<'py>(cls: &Bound<'py, pyo3::types::PyType>, text: &Bound<'py, PyAny>) -> PyResult<Bound<'py, Message>> {
-        let py = cls.py();
-        let value = parse(py, json_text(text)?)?;
-        if !value.is_instance_of::<FrozenDict>() {
-            return Err(PyValueError::new_err(format!(
-                "Message.from_json() needs a JSON object, got {}",
-                type_name(&value)
-            )));
-        }
-        import_mapping(py, &value)
+        import_json(cls.py(), json_text(text)?)
     }
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {

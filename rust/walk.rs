@@ -43,15 +43,16 @@ pub(crate) struct Walk {
 
 impl Walk {
     pub(crate) fn new() -> Self {
-        Walk { path: Vec::with_capacity(16), outer_levels: 0 }
+        Walk { path: Vec::new(), outer_levels: 0 }
     }
 
     pub(crate) fn below(outer_levels: usize) -> Self {
-        Walk { path: Vec::with_capacity(16), outer_levels }
+        Walk { path: Vec::new(), outer_levels }
     }
 
+    /// Containers above the current position.
     #[inline]
-    fn level(&self) -> usize {
+    pub(crate) fn level(&self) -> usize {
         self.outer_levels + self.path.len()
     }
 
@@ -77,6 +78,12 @@ impl Walk {
     #[inline]
     fn leave(&mut self) {
         self.path.pop();
+    }
+
+    /// Does an already-built part `depth` levels deep fit here within the limit?
+    #[inline]
+    pub(crate) fn fits(&self, depth: usize) -> bool {
+        self.level() + depth <= MAX_DEPTH
     }
 
     /// Can an already-built part `depth` levels deep be placed here without passing the limit?

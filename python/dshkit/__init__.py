@@ -31,6 +31,7 @@ from dshkit.llm import (
     new_message_id,
     thaw,
     to_json,
+    to_json_bytes,
 )
 
 __version__ = _core.__version__
@@ -62,4 +63,5 @@ __all__ = [
     "new_message_id",
     "thaw",
     "to_json",
+    "to_json_bytes",
 ]

@@ -84,6 +84,7 @@ class Message:
     def with_content(self, content: str | Sequence[Mapping[str, Any]]) -> Message: ...
     def to_dict(self) -> dict[str, Any]: ...
     def to_json(self) -> str: ...
+    def to_json_bytes(self) -> bytes: ...
     @classmethod
     def from_json(cls, text: str | bytes, /) -> Message: ...
     @classmethod
@@ -134,6 +135,9 @@ def thaw(value: object, /) -> Any:
 
 def to_json(value: object, /) -> str:
     """Compact JSON text of a (frozen or plain) JSON tree or a `Message`."""
+
+def to_json_bytes(value: object, /) -> bytes:
+    """`to_json` as UTF-8 `bytes`, for writers of files, sockets and logs."""
 
 def from_json(text: str | bytes, /) -> _JSONValue:
     """Parse JSON text straight into a frozen tree."""

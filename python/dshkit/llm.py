@@ -24,6 +24,7 @@ from dshkit._core import (
     new_message_id,
     thaw,
     to_json,
+    to_json_bytes,
 )
 
 MessageId = NewType("MessageId", str)
@@ -60,4 +61,5 @@ __all__ = [
     "new_message_id",
     "thaw",
     "to_json",
+    "to_json_bytes",
 ]

@@ -1,0 +1,333 @@
+//! The leaves of the JSON writer: strings (read from Python `str`s, escaped 8 bytes at a time;
+//! the parser skips plain runs with the same scan) and floats (shortest round-trip text).
+
+use pyo3::ffi;
+
+use crate::errors::PathError;
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+/// Escape class per byte: 0 = copy, 1 = short escape (`\n`...), 2 = `\u00XX`. The bytes of
+/// class 0 are also those the parser copies straight from its input.
+static ESCAPE: [u8; 256] = {
+    let mut table = [0u8; 256];
+    let mut i = 0;
+    while i < 0x20 {
+        table[i] = 2;
+        i += 1;
+    }
+    table[b'\n' as usize] = 1;
+    table[b'\r' as usize] = 1;
+    table[b'\t' as usize] = 1;
+    table[0x08] = 1;
+    table[0x0c] = 1;
+    table[b'"' as usize] = 1;
+    table[b'\\' as usize] = 1;
+    table
+};
+
+const ONES: u64 = 0x0101_0101_0101_0101;
+const HIGHS: u64 = 0x8080_8080_8080_8080;
+
+/// The bytes of `word` that need escaping in a JSON string (`"`, `\\`, a control character),
+/// as the high bit of their lane: the classic "has a zero byte" test, applied to each of the
+/// three. Lanes above the first flagged one may be flagged wrongly (a borrow); the lowest set
+/// bit always marks the first byte to escape.
+#[inline(always)]
+fn escape_mask(word: u64) -> u64 {
+    let has_zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGHS;
+    let quote = has_zero(word ^ (ONES * b'"' as u64));
+    let backslash = has_zero(word ^ (ONES * b'\\' as u64));
+    let below_space = word.wrapping_sub(ONES * 0x20) & !word & HIGHS;
+    quote | backslash | below_space
+}
+
+#[cfg(test)]
+fn word_needs_escape(word: u64) -> bool {
+    escape_mask(word) != 0
+}
+
+#[inline(always)]
+fn read_word(bytes: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"))
+}
+
+/// Length of the leading run of `text` that a JSON string holds as it is (no `"`, `\\` or
+/// control character), scanned 8 bytes at a time: shared by the writer and the parser.
+#[inline(always)]
+pub(crate) fn plain_run_len(text: &[u8]) -> usize {
+    let mut i = 0;
+    while i + 8 <= text.len() {
+        let mask = escape_mask(read_word(text, i));
+        if mask != 0 {
+            return i + (mask.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while i < text.len() && ESCAPE[text[i] as usize] == 0 {
+        i += 1;
+    }
+    i
+}
+
+/// The last 1 to 7 bytes of `text` from `at`, as a word padded with spaces (which need no
+/// escape). Read with overlapping loads rather than copied into a padded buffer: a byte-wise
+/// copy followed by a word load of the same memory stalls store-to-load forwarding, which cost
+/// more than the rest of the string writer together.
+#[inline(always)]
+fn read_tail(text: &[u8], at: usize) -> u64 {
+    let left = text.len() - at;
+    debug_assert!((1..8).contains(&left));
+    let word = if left >= 4 {
+        let low = u32::from_le_bytes(text[at..at + 4].try_into().expect("4 bytes")) as u64;
+        let high = u32::from_le_bytes(text[at + left - 4..at + left].try_into().expect("4 bytes")) as u64;
+        low | (high << ((left - 4) * 8))
+    } else {
+        let middle = left / 2;
+        text[at] as u64 | (text[at + middle] as u64) << (middle * 8) | (text[at + left - 1] as u64) << ((left - 1) * 8)
+    };
+    word | (ONES * b' ' as u64) & !((1u64 << (left * 8)) - 1)
+}
+
+/// The escape sequence of a byte that needs one, in `buffer`; returns its length.
+#[inline(always)]
+fn escape_of(byte: u8, buffer: &mut [u8; 8]) -> usize {
+    let short = match byte {
+        b'"' => b'"',
+        b'\\' => b'\\',
+        b'\n' => b'n',
+        b'\r' => b'r',
+        b'\t' => b't',
+        0x08 => b'b',
+        0x0c => b'f',
+        _ => {
+            *buffer = [b'\\', b'u', b'0', b'0', HEX[(byte >> 4) as usize], HEX[(byte & 0xf) as usize], 0, 0];
+            return 6;
+        }
+    };
+    buffer[0] = b'\\';
+    buffer[1] = short;
+    2
+}
+
+/// Write `text` as a JSON string. Room for the worst case (every byte a 6-byte escape) is
+/// reserved up front, so the loop stores 8 bytes at a time without bounds checks and without
+/// a copy call per run: a word with nothing to escape is stored and passed; otherwise the store
+/// is kept up to the first byte to escape, which is replaced by its escape sequence. The last
+/// partial word is padded with spaces (which need no escape) and handled the same way.
+pub(crate) fn write_str_bytes(out: &mut Vec<u8>, text: &[u8]) {
+    out.reserve(text.len() * 6 + 2 + 8);
+    unsafe {
+        let start = out.len();
+        let base = out.as_mut_ptr();
+        let mut at = start;
+        *base.add(at) = b'"';
+        at += 1;
+        let mut i = 0;
+        let mut escape = [0u8; 8];
+        while i < text.len() {
+            let left = text.len() - i;
+            let word = if left >= 8 { read_word(text, i) } else { read_tail(text, i) };
+            std::ptr::write_unaligned(base.add(at) as *mut u64, word.to_le());
+            let mask = escape_mask(word);
+            if mask == 0 {
+                let step = left.min(8);
+                at += step;
+                i += step;
+                continue;
+            }
+            let plain = (mask.trailing_zeros() / 8) as usize;
+            at += plain;
+            i += plain;
+            let len = escape_of(text[i], &mut escape);
+            std::ptr::copy_nonoverlapping(escape.as_ptr(), base.add(at), 8);
+            at += len;
+            i += 1;
+        }
+        *base.add(at) = b'"';
+        out.set_len(at + 1);
+    }
+}
+
+/// The UTF-8 text of a `str` (or subclass) given by pointer, or `None` when it has none (a lone
+/// surrogate). An ASCII str is read from the object itself, where CPython keeps its text.
+#[inline(always)]
+pub(crate) unsafe fn str_utf8<'a>(text: *mut ffi::PyObject) -> Option<&'a [u8]> {
+    #[cfg(not(any(Py_3_14, PyPy, GraalPy)))]
+    if ffi::PyUnicode_IS_COMPACT_ASCII(text) != 0 {
+        let data = (text as *mut ffi::PyASCIIObject).offset(1) as *const u8;
+        return Some(std::slice::from_raw_parts(data, ffi::PyUnicode_GET_LENGTH(text) as usize));
+    }
+    let mut size: ffi::Py_ssize_t = 0;
+    let data = ffi::PyUnicode_AsUTF8AndSize(text, &mut size);
+    if data.is_null() {
+        ffi::PyErr_Clear();
+        return None;
+    }
+    Some(std::slice::from_raw_parts(data as *const u8, size as usize))
+}
+
+/// Write a `str` (or subclass) given by pointer.
+#[inline(always)]
+pub(crate) unsafe fn write_str_ptr(out: &mut Vec<u8>, text: *mut ffi::PyObject) -> Result<(), PathError> {
+    let Some(bytes) = str_utf8(text) else {
+        return Err(PathError::value_error(
+            "str is not valid UTF-8 (it contains a lone surrogate) and cannot be written as JSON",
+        ));
+    };
+    write_str_bytes(out, bytes);
+    Ok(())
+}
+
+const POWERS_OF_TEN: [f64; 5] = [1.0, 10.0, 100.0, 1_000.0, 10_000.0];
+
+/// A finite float, as ryu writes it (the shortest text that reads back exactly).
+#[inline(never)]
+pub(crate) fn write_f64(out: &mut Vec<u8>, value: f64) {
+    if !write_short_decimal(out, value) {
+        out.extend_from_slice(ryu::Buffer::new().format_finite(value).as_bytes());
+    }
+}
+
+/// The floats JSON mostly holds (prices, scores, coordinates: below 2^30 with at most 4
+/// decimals) without ryu's general search, which costs several hundred instructions a float.
+/// For the fewest decimals `k` whose integer `n = round(|value| * 10^k)` reads back exactly
+/// (`n / 10^k`, one correctly rounded division, is what parsing the text gives), `n` with `k`
+/// decimals is the shortest text: below 2^30 an ulp is at most 2^-23, so the texts that read
+/// back as the value span far less than 10^-4 and at most one `n` fits for each `k`. ryu prints such a value
+/// in plain notation (`12.5`, `0.0001`, `3.0`), as here. Returns false to leave it to ryu.
+#[inline]
+fn write_short_decimal(out: &mut Vec<u8>, value: f64) -> bool {
+    let magnitude = value.abs();
+    if !(magnitude >= 1e-4 && magnitude < (1u64 << 30) as f64) {
+        return false; // zero (keeps the sign of -0.0), tiny, large: ryu
+    }
+    for (decimals, &scale) in POWERS_OF_TEN.iter().enumerate() {
+        let n = (magnitude * scale + 0.5) as u64;
+        if n as f64 / scale != magnitude {
+            continue;
+        }
+        if value < 0.0 {
+            out.push(b'-');
+        }
+        let unit = POWERS_OF_TEN[decimals] as u64;
+        let mut digits = itoa::Buffer::new();
+        out.extend_from_slice(digits.format(n / unit).as_bytes());
+        out.push(b'.');
+        if decimals == 0 {
+            out.push(b'0');
+            return true;
+        }
+        let fraction = n % unit;
+        let fraction_text = digits.format(fraction).as_bytes();
+        out.extend(std::iter::repeat_n(b'0', decimals - fraction_text.len()));
+        out.extend_from_slice(fraction_text);
+        return true;
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{plain_run_len, read_tail, word_needs_escape, write_f64, write_str_bytes};
+
+    fn escaped(text: &str) -> String {
+        let mut out = Vec::new();
+        write_str_bytes(&mut out, text.as_bytes());
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn escapes_quotes_backslashes_and_controls() {
+        assert_eq!(escaped("a\"b\\c"), r#""a\"b\\c""#);
+        assert_eq!(escaped("\n\r\t\u{8}\u{c}"), r#""\n\r\t\b\f""#);
+        assert_eq!(escaped("\u{1}\u{1f}"), r#""\u0001\u001f""#);
+    }
+
+    #[test]
+    fn the_word_test_finds_every_byte_to_escape_in_any_lane() {
+        for lane in 0..8 {
+            for stop in [b'"', b'\\', 0x00, 0x1f] {
+                let mut bytes = [b'a'; 8];
+                bytes[lane] = stop;
+                assert!(word_needs_escape(u64::from_le_bytes(bytes)), "{stop:#x} in lane {lane}");
+                assert_eq!(plain_run_len(&bytes), lane);
+            }
+        }
+        assert!(!word_needs_escape(u64::from_le_bytes(*b"plain ok")));
+        assert!(!word_needs_escape(u64::from_le_bytes([0x20, 0x7f, 0x80, 0xff, b'!', b'#', b'[', b']'])));
+        assert_eq!(plain_run_len(b"0123456789abcdefg"), 17);
+    }
+
+    #[test]
+    fn escapes_at_every_position_around_the_word_scan() {
+        for length in 0..20 {
+            for at in 0..=length {
+                let mut text = "x".repeat(length);
+                text.insert(at, '"');
+                let expected = format!("\"{}\\\"{}\"", &text[..at], &text[at + 1..]);
+                assert_eq!(escaped(&text), expected);
+            }
+        }
+    }
+
+    #[test]
+    fn the_tail_word_holds_the_last_bytes_padded_with_spaces() {
+        let text = b"0123456789abcdef";
+        for at in 9..text.len() {
+            let mut expected = [b' '; 8];
+            expected[..text.len() - at].copy_from_slice(&text[at..]);
+            assert_eq!(read_tail(text, at), u64::from_le_bytes(expected), "from {at}");
+        }
+        for len in 1..8 {
+            let text = &b"abcdefg"[..len];
+            let mut expected = [b' '; 8];
+            expected[..len].copy_from_slice(text);
+            assert_eq!(read_tail(text, 0), u64::from_le_bytes(expected), "length {len}");
+        }
+    }
+
+    fn both_ways(value: f64) -> (String, String) {
+        let mut out = Vec::new();
+        write_f64(&mut out, value);
+        (String::from_utf8(out).unwrap(), ryu::Buffer::new().format_finite(value).to_owned())
+    }
+
+    #[test]
+    fn short_decimals_are_written_as_ryu_writes_them() {
+        let mut checked = 0;
+        for decimals in 0..6 {
+            let scale = 10f64.powi(decimals);
+            for n in (0..200_000u64).chain((1u64 << 30) * 10u64.pow(decimals as u32) - 1000..(1u64 << 30) * 10u64.pow(decimals as u32) + 1000) {
+                for value in [n as f64 / scale, -(n as f64) / scale] {
+                    let (ours, ryu) = both_ways(value);
+                    assert_eq!(ours, ryu, "{value:e}");
+                    checked += 1;
+                }
+            }
+        }
+        // Values next to short decimals, and values spread over many magnitudes.
+        let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+        for _ in 0..300_000 {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let value = f64::from_bits(state);
+            if value.is_finite() {
+                assert_eq!(both_ways(value).0, both_ways(value).1, "{value:e}");
+                let near = ((state % 2_000_000) as f64 / 1e4).to_bits() as i64 + (state >> 60) as i64 - 8;
+                let near = f64::from_bits(near as u64);
+                assert_eq!(both_ways(near).0, both_ways(near).1, "{near:e}");
+            }
+        }
+        assert!(checked > 1_000_000);
+        assert_eq!(both_ways(-0.0).0, "-0.0");
+        assert_eq!(both_ways(1e-4).0, "0.0001");
+        assert_eq!(both_ways(1073741823.5).0, "1073741823.5");
+    }
+
+    #[test]
+    fn keeps_non_ascii_as_utf8() {
+        assert_eq!(escaped("é😀"), "\"é😀\"");
+    }
+}
