@@ -56,6 +56,54 @@ impl<'a, 'py> Parser<'a, 'py> {
         Err(ParseError { message: message.into(), at: self.pos })
     }
 
+    /// The opening quote of an object's key.
+    #[inline(always)]
+    fn key_start(&mut self) -> Parsed<()> {
+        match self.peek() {
+            Some(b'"') => {
+                self.pos += 1;
+                Ok(())
+            }
+            Some(_) => self.error("key must be a string"),
+            None => self.error("EOF while parsing an object"),
+        }
+    }
+
+    /// The `:` between an object's key and its value.
+    #[inline(always)]
+    fn colon(&mut self) -> Parsed<()> {
+        self.skip_whitespace();
+        match self.peek() {
+            Some(b':') => {
+                self.pos += 1;
+                Ok(())
+            }
+            Some(_) => self.error("expected `:`"),
+            None => self.error("EOF while parsing an object"),
+        }
+    }
+
+    /// After a list item or object member: `true` past the closing `close`, `false` past a `,`
+    /// that another item follows (a `,` right before `close` is a trailing comma).
+    #[inline(always)]
+    fn after_member(&mut self, close: u8, expected: &'static str, eof: &'static str) -> Parsed<bool> {
+        self.skip_whitespace();
+        match self.peek() {
+            Some(b',') => self.pos += 1,
+            Some(byte) if byte == close => {
+                self.pos += 1;
+                return Ok(true);
+            }
+            Some(_) => return self.error(expected),
+            None => return self.error(eof),
+        }
+        self.skip_whitespace();
+        if self.peek() == Some(close) {
+            return self.error("trailing comma");
+        }
+        Ok(false)
+    }
+
     #[inline(always)]
     fn peek(&self) -> Option<u8> {
         self.bytes.get(self.pos).copied()
@@ -117,19 +165,8 @@ impl<'a, 'py> Parser<'a, 'py> {
                 let Value(item, item_height) = self.value(depth + 1)?;
                 height = height.max(item_height);
                 self.items.push(item);
-                self.skip_whitespace();
-                match self.peek() {
-                    Some(b',') => self.pos += 1,
-                    Some(b']') => {
-                        self.pos += 1;
-                        break;
-                    }
-                    Some(_) => return self.error("expected `,` or `]`"),
-                    None => return self.error("EOF while parsing a list"),
-                }
-                self.skip_whitespace();
-                if self.peek() == Some(b']') {
-                    return self.error("trailing comma");
+                if self.after_member(b']', "expected `,` or `]`", "EOF while parsing a list")? {
+                    break;
                 }
             }
         }
@@ -158,18 +195,9 @@ impl<'a, 'py> Parser<'a, 'py> {
             return Ok(Value(entries.build(self.py, 1).into_any(), 1));
         }
         loop {
-            match self.peek() {
-                Some(b'"') => self.pos += 1,
-                Some(_) => return self.error("key must be a string"),
-                None => return self.error("EOF while parsing an object"),
-            }
+            self.key_start()?;
             let (key, key_hash) = self.key()?;
-            self.skip_whitespace();
-            match self.peek() {
-                Some(b':') => self.pos += 1,
-                Some(_) => return self.error("expected `:`"),
-                None => return self.error("EOF while parsing an object"),
-            }
+            self.colon()?;
             let Value(value, value_height) = self.value(depth + 1)?;
             height = height.max(value_height);
             let py = self.py;
@@ -185,19 +213,8 @@ impl<'a, 'py> Parser<'a, 'py> {
                     entries.push(key.into_any(), value);
                 }
             }
-            self.skip_whitespace();
-            match self.peek() {
-                Some(b',') => self.pos += 1,
-                Some(b'}') => {
-                    self.pos += 1;
-                    break;
-                }
-                Some(_) => return self.error("expected `,` or `}`"),
-                None => return self.error("EOF while parsing an object"),
-            }
-            self.skip_whitespace();
-            if self.peek() == Some(b'}') {
-                return self.error("trailing comma");
+            if self.after_member(b'}', "expected `,` or `}`", "EOF while parsing an object")? {
+                break;
             }
         }
         Ok(Value(entries.build(self.py, height + 1).into_any(), height + 1))
@@ -423,41 +440,21 @@ impl<'a, 'py> Parser<'a, 'py> {
             return Ok(TopLevel::Object { fields, unknown });
         }
         loop {
-            match self.peek() {
-                Some(b'"') => self.pos += 1,
-                Some(_) => return self.error("key must be a string"),
-                None => return self.error("EOF while parsing an object"),
-            }
+            self.key_start()?;
             let span = self.string()?;
             let key = self.span_text(span);
             let slot = names.iter().position(|name| *name == key);
             if slot.is_none() && unknown.is_none() {
                 unknown = Some(PyString::new(self.py, key));
             }
-            self.skip_whitespace();
-            match self.peek() {
-                Some(b':') => self.pos += 1,
-                Some(_) => return self.error("expected `:`"),
-                None => return self.error("EOF while parsing an object"),
-            }
+            self.colon()?;
             let Value(value, height) = self.value(1)?;
             if let Some(slot) = slot {
                 // A repeated key: the last value wins, as in `object`.
                 fields[slot] = Some((value, height));
             }
-            self.skip_whitespace();
-            match self.peek() {
-                Some(b',') => self.pos += 1,
-                Some(b'}') => {
-                    self.pos += 1;
-                    break;
-                }
-                Some(_) => return self.error("expected `,` or `}`"),
-                None => return self.error("EOF while parsing an object"),
-            }
-            self.skip_whitespace();
-            if self.peek() == Some(b'}') {
-                return self.error("trailing comma");
+            if self.after_member(b'}', "expected `,` or `}`", "EOF while parsing an object")? {
+                break;
             }
         }
         Ok(TopLevel::Object { fields, unknown })
