@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+import dshkit
+
 pytest.importorskip("mypy")
 
 USES = """
@@ -192,3 +194,13 @@ def test_readme_examples_and_type_fixes_pass_pyright_strict(tmp_path: Path) -> N
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "0 errors" in done.stdout, done.stdout
+
+
+def test_the_library_itself_passes_mypy_strict(tmp_path: Path) -> None:
+    # The annotations users read (and the stubs build on) hold for the code behind them too.
+    package = Path(dshkit.__file__).parent
+    done = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", "--cache-dir", str(tmp_path / "cache"), str(package)],
+        capture_output=True, text=True, cwd=tmp_path, timeout=600,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr

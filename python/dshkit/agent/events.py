@@ -59,7 +59,7 @@ class EventHub:
         """True when anyone listens (lets the loop skip building events nobody reads)."""
         # The WeakSet's own set of references: `len(WeakSet)` is a Python-level call, and this
         # test runs for every live event the loop could emit.
-        return bool(self._callbacks) or bool(self._streams.data)
+        return bool(self._callbacks) or bool(self._streams.data)  # type: ignore[attr-defined]
 
     def subscribe(self, callback: Subscriber) -> Callable[[], None]:
         """Call `callback(event)` for every event; returns a function that unsubscribes."""
@@ -94,7 +94,7 @@ class EventHub:
         **data: Any,
     ) -> None:
         """Build one event and deliver it; a failing subscriber is logged and skipped."""
-        if not self._callbacks and not self._streams.data:
+        if not self._callbacks and not self._streams.data:  # type: ignore[attr-defined]
             return
         event = AgentEvent(type, turn, step, message, MappingProxyType(data) if data else _EMPTY)
         for callback in tuple(self._callbacks):

@@ -210,7 +210,7 @@ def _import_assistant(index: int, parts: list[Any], refuse: Refusal) -> tuple[li
             refuse.foreign(index, f"content[{position}] ({kind!r} block in an assistant message)")
             continue
         try:
-            block, entry = block_entry(part)  # type: ignore[arg-type]
+            block, entry = block_entry(part)
         except ValueError as error:
             raise ConversionError(f"Anthropic item {index} content[{position}]: {error}") from None
         if block is not None:

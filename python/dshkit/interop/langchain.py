@@ -95,7 +95,7 @@ def _content_block(index: int, message: Message, where: str, block: Mapping[str,
         out = {"type": "image", "url": block["url"]}
     else:
         out = {"type": "image", "base64": block["data"], "mime_type": block["media_type"]}
-    extra = _extras(block, kind)  # type: ignore[arg-type]
+    extra = _extras(block, kind)
     if extra:
         out["extras"] = extra
     return out

@@ -94,8 +94,8 @@ class DshkitSession:
         async with self._lock:
             items = self.items()
         if limit is None:
-            return items  # type: ignore[return-value]
-        return items[-limit:] if limit > 0 else []  # type: ignore[return-value]
+            return items
+        return items[-limit:] if limit > 0 else []
 
     # -- writing -------------------------------------------------------------------------------
 

@@ -134,9 +134,9 @@ def _assistant(index: int, message: Message, refuse: Refusal) -> dict[str, Any]:
         if kind not in _ORDER:
             refuse(index, message.id, f"content[{position}] ({kind!r} in an assistant message)")
             continue
-        if _ORDER[kind] < rank:  # type: ignore[index]
+        if _ORDER[kind] < rank:
             refuse(index, message.id, f"content[{position}] ({kind!r} after a later kind of block: Chat fixes the order reasoning, text, tool calls)")
-        rank = max(rank, _ORDER[kind])  # type: ignore[index]
+        rank = max(rank, _ORDER[kind])
         if kind == "text":
             texts.append(block["text"])
         elif kind == "reasoning":

@@ -79,14 +79,14 @@ def to_response_items(messages: Iterable[Message], *, lossy: bool = False) -> li
 
 def _item_extras(block: Mapping[str, Any]) -> dict[str, Any]:
     kept = block.get(ITEM)
-    return thaw(kept) if kept else {}  # type: ignore[no-any-return]
+    return thaw(kept) if kept else {}
 
 
 def _part(block: Mapping[str, Any], default_type: str) -> dict[str, Any]:
     kept = block.get(PART)
     part = thaw(kept) if kept else {"type": default_type}
     part["text"] = block.get("text", "")
-    return part  # type: ignore[no-any-return]
+    return part
 
 
 def _input_part(index: int, message: Message, where: str, block: Mapping[str, Any], refuse: Refusal) -> dict[str, Any] | None:
@@ -100,7 +100,7 @@ def _input_part(index: int, message: Message, where: str, block: Mapping[str, An
             image = thaw(kept) if kept else {"type": "input_image"}
             image["image_url"] = url
             image.setdefault("detail", block.get("detail", "auto"))
-            return image  # type: ignore[no-any-return]
+            return image
     refuse(index, message.id, f"{where} ({kind!r} in a {message.role} message)")
     return None
 
@@ -192,7 +192,7 @@ def _kind(item: Mapping[str, Any]) -> str | None:
     kind = item.get("type")
     if kind is None and "role" in item:
         return "message"
-    return kind  # type: ignore[no-any-return]
+    return kind
 
 
 def from_response_items(

@@ -29,7 +29,8 @@ from dshkit.session.events import (
 from dshkit.session.history import History
 from dshkit.session.repair import closer_message_id
 from dshkit.session.request import ModelRequest, derive_messages, project_request
-from dshkit.session.session import EventsView, Session
+from dshkit.session.events_view import EventsView
+from dshkit.session.session import Session
 from dshkit.session.stores import DURABILITY_MODES, SessionStore, store_for_location, store_for_path
 from dshkit.session.stores.jsonl import JsonlStore
 from dshkit.session.stores.dsh_sqlite import list_original_sessions

@@ -13,8 +13,8 @@ into the columns (the JSON of an event without a message is the stored record it
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterator, Sequence
+from typing import Any, overload
 
 from dshkit import Message, freeze, freeze_message, from_json, to_json
 
@@ -31,7 +31,7 @@ _MESSAGE_RECORD = 0x53  # b"S": the stored JSON record of a message event (its M
 _new_event = tuple.__new__
 
 
-class EventLog:
+class EventLog(Sequence[Event]):
     """The events of one session, in seq order: `append`, `len`, index, slice, iterate."""
 
     __slots__ = ("_hot", "_cold", "_types", "_times", "_messages", "_ops", "_blob", "_ends", "header_seq")
@@ -72,7 +72,7 @@ class EventLog:
         self._messages.append(message)
         blob = self._blob
         blob.append(_RECORD if message is None else _MESSAGE_RECORD)
-        blob += record.encode() if type(record) is str else record  # type: ignore[union-attr]
+        blob += record.encode() if isinstance(record, str) else record
         self._ends.append(len(blob))
         self._cold += 1
 
@@ -168,7 +168,13 @@ class EventLog:
         cold = self._cold
         return self._types[seq] if seq < cold else self._hot[seq - cold].type
 
-    def __getitem__(self, index: Any) -> Any:
+    @overload
+    def __getitem__(self, index: int) -> Event: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Event]: ...
+
+    def __getitem__(self, index: int | slice) -> Event | list[Event]:
         if isinstance(index, slice):
             return [self[seq] for seq in range(*index.indices(len(self)))]
         cold = self._cold

@@ -172,7 +172,7 @@ def _check_envelope(event_type: str, data: Mapping[str, Any]) -> None:
 def freeze_mapping(event_type: str, data: object) -> FrozenDict[Any]:
     """`data` deep-frozen if it is a mapping (frozen data as is), else `TypeError` naming the event type."""
     if type(data) is FrozenDict:  # a stored event's data, frozen when read: nothing to do
-        return data  # type: ignore[return-value]
+        return data
     if type(data) is not dict and not isinstance(data, Mapping):
         raise TypeError(f"{_where(event_type)} must be a mapping, not {type(data).__name__}")
     return freeze(data)  # type: ignore[no-any-return]

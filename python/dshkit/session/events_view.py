@@ -24,7 +24,7 @@ class EventsView(Sequence[Event]):
     def __getitem__(self, index: int | slice) -> Event | tuple[Event, ...]:
         if isinstance(index, slice):
             return tuple(self._events[index])
-        return self._events[index]  # type: ignore[no-any-return]
+        return self._events[index]
 
     def __len__(self) -> int:
         return len(self._events)

@@ -45,7 +45,7 @@ def fork_point(events: Any, first_seq: Callable[[str], int | None], at: int | st
         return seq + 1  # logged between turns
     for later in events[seq + 1 :]:
         if later.type == TURN_END:
-            return later.seq + 1
+            return int(later.seq) + 1
         if later.type in MESSAGE_EVENT_TYPES or later.type == TURN_START:
             raise ValueError(f"at={at!r}: message {at} does not end its turn ({later.type} follows at event {later.seq})")
     raise ValueError(f"at={at!r}: the turn holding message {at} has not ended")
@@ -64,8 +64,8 @@ def fork_session(parent: Session, at: int | str | None, dest: str | os.PathLike[
     store = store_for_location(dest, child_id) if dest is not None else None
     durability = parent.durability if store is not None else "none"
     surface = Surface()
-    events = decode_events(records, lambda index: f"fork of {parent.id}: event {index}", surface.fold)
-    child = Session._start(store, durability, header, events, surface)
+    child_events = decode_events(records, lambda index: f"fork of {parent.id}: event {index}", surface.fold)
+    child = Session._start(store, durability, header, child_events, surface)
     try:
         if store is not None:
             for event, record in zip(child._events, records):

@@ -78,7 +78,7 @@ class DshkitFormat:
     plan_closers = staticmethod(plan_closers)
 
 
-DSHKIT_FORMAT: LogFormat = DshkitFormat()  # type: ignore[assignment]
+DSHKIT_FORMAT: LogFormat = DshkitFormat()
 
 
 def log_format_of(store: object) -> LogFormat:

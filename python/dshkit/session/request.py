@@ -28,6 +28,8 @@ class ModelRequest:
     """
 
     __slots__ = ("_messages", "_messages_tuple", "system", "tools", "config", "header_seq")
+    _messages: tuple[Message, ...] | History
+    _messages_tuple: tuple[Message, ...] | None
     system: Any
     tools: tuple[FrozenDict[Any], ...]
     config: FrozenDict[Any]
@@ -75,9 +77,11 @@ class ModelRequest:
         """The request's messages, in order (the same `Message` objects the session derived)."""
         messages = self._messages_tuple
         if messages is None:
-            messages = self._messages.to_tuple()
+            history = self._messages
+            assert type(history) is History  # a tuple is its own _messages_tuple
+            messages = history.to_tuple()
             object.__setattr__(self, "_messages_tuple", messages)
-        return messages  # type: ignore[no-any-return]
+        return messages
 
     def _key(self) -> tuple[Any, ...]:
         return (self._messages, self.system, self.tools, self.config)

@@ -52,4 +52,4 @@ class OriginalFormat:
         return repair.plan_closers(events)
 
 
-ORIGINAL_FORMAT: LogFormat = OriginalFormat()  # type: ignore[assignment]
+ORIGINAL_FORMAT: LogFormat = OriginalFormat()

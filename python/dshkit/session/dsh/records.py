@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from dshkit import FrozenDict, from_json, thaw, to_json
 from dshkit.session.errors import SessionCorruptError
@@ -33,17 +33,17 @@ def decode_header(text: str | bytes, where: str) -> FrozenDict[Any]:
         header = None
     if not is_original_header(header):
         raise SessionCorruptError(f"{where}: not an original-harness session log (no session header)")
-    if header.get("version") != FORMAT_VERSION:  # type: ignore[union-attr]
-        raise SessionCorruptError(f"{where}: original log format version {header.get('version')!r} is not supported (version 0 is)")  # type: ignore[union-attr]
+    if header.get("version") != FORMAT_VERSION:
+        raise SessionCorruptError(f"{where}: original log format version {header.get('version')!r} is not supported (version 0 is)")
     for key in _RETIRED_HEADER_KEYS:
-        if key in header:  # type: ignore[operator]
+        if key in header:
             raise SessionCorruptError(f"{where}: session header carries the retired field {key!r}")
-    created, depth = header.get("createdAt"), header.get("delegationDepth")  # type: ignore[union-attr]
-    if not isinstance(header.get("id"), str) or type(created) is not int or created < 0:  # type: ignore[union-attr]
+    created, depth = header.get("createdAt"), header.get("delegationDepth")
+    if not isinstance(header.get("id"), str) or type(created) is not int or created < 0:
         raise SessionCorruptError(f"{where}: session header needs a str 'id' and an int 'createdAt' >= 0")
     if type(depth) is not int or depth < 0:
         raise SessionCorruptError(f"{where}: session header needs an int 'delegationDepth' >= 0")
-    return header  # type: ignore[return-value]
+    return cast("FrozenDict[Any]", header)
 
 
 def new_header(created_at: int, *, session_id: str | None = None, cwd: str | None = None) -> dict[str, Any]:
