@@ -4,6 +4,8 @@
 //! to other Rust crates: the Python module is the only interface.
 
 mod checksum;
+mod content;
+mod creation;
 mod errors;
 mod freeze;
 mod frozendict;
@@ -27,6 +29,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     freeze::register(m)?;
     json::register(m)?;
     message::register(m)?;
+    creation::register(m)?;
     checksum::register(m)?;
     records::register(m)?;
     Ok(())

@@ -26,7 +26,7 @@ use pyo3::types::{PyByteArray, PyBytes, PyDict, PyList, PyString, PyTuple};
 use crate::checksum::crc32c_of_parts;
 use crate::frozendict::FrozenDict;
 use crate::json_parse::parse;
-use crate::message::freeze_message;
+use crate::creation::freeze_message;
 use crate::record_scan::{sort, Sorted};
 
 /// `,"crc":"` + 8 hex digits + `"}`.
