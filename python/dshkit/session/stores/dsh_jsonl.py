@@ -20,6 +20,7 @@ from dshkit.session.errors import SessionCorruptError, SessionError, SessionReco
 from dshkit.session.events import Event
 from dshkit.session.dsh.log_format import ORIGINAL_FORMAT
 from dshkit.session.dsh.records import decode_header
+from dshkit.session.stores.jsonl import cut_torn_line, read_all, write_all
 from dshkit.session.stores.protocol import check_durability
 from dshkit.session.dsh.zstd_frames import (
     compress_frame,
@@ -36,19 +37,6 @@ except ImportError:  # pragma: no cover - Windows: single writer by convention
     fcntl = None  # type: ignore[assignment]
 
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
-
-
-def _read_all(fd: int) -> bytes:
-    chunks = []
-    while chunk := os.read(fd, 1 << 20):
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    written = os.write(fd, data)
-    while written < len(data):
-        written += os.write(fd, data[written:])
 
 
 class DshJsonlStore:
@@ -89,7 +77,7 @@ class DshJsonlStore:
         fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | _CLOEXEC, 0o644)
         try:
             self._lock(fd)
-            _write_all(fd, data)
+            write_all(fd, data)
             if durability != "none":
                 os.fsync(fd)
         except BaseException:
@@ -105,7 +93,7 @@ class DshJsonlStore:
         try:
             if not read_only:
                 self._lock(fd)
-            content = _read_all(fd)
+            content = read_all(fd)
             self.compressed = is_zstd(content)
             header, lines = self._load_frames(fd, content, read_only) if self.compressed else self._load_plain(fd, content, read_only)
         except BaseException:
@@ -185,7 +173,7 @@ class DshJsonlStore:
             os.ftruncate(fd, torn_start)
             if kept:
                 frame = compress_frame(b"".join(line + b"\n" for line in kept))
-                _write_all(fd, frame)
+                write_all(fd, frame)
                 self._size = torn_start + len(frame)
             if self._durability != "none":
                 os.fsync(fd)
@@ -196,17 +184,7 @@ class DshJsonlStore:
         )
 
     def _cut(self, fd: int, keep: int, line: int, why: str, read_only: bool) -> None:
-        if read_only:
-            action = "ignored (read-only; it is cut when the log is opened for writing)"
-        else:
-            os.ftruncate(fd, keep)
-            if self._durability != "none":
-                os.fsync(fd)
-            action = "cut off; every line before it is intact"
-        warnings.warn(
-            SessionRecoveryWarning(f"{self.path}: line {line}: torn last line ({why}: an unfinished append) {action}"),
-            stacklevel=5,
-        )
+        cut_torn_line(fd, self.path, keep, line, f"{why}: an unfinished append", self._durability, read_only, stacklevel=6)
 
     def append(self, event: Event, record: str) -> None:
         """Write one line (or one frame); a failed write is cut back."""
@@ -214,7 +192,7 @@ class DshJsonlStore:
             raise SessionError(f"{self.path}: store is closed")
         data = self._encode((record + "\n").encode())
         try:
-            _write_all(self._fd, data)
+            write_all(self._fd, data)
             if self._durability == "always":
                 os.fsync(self._fd)
         except BaseException:

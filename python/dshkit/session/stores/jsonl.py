@@ -44,13 +44,15 @@ except ImportError:  # pragma: no cover - Windows: no advisory lock, single writ
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def write_all(fd: int, data: bytes) -> None:
+    """Write all of `data` to `fd`."""
     written = os.write(fd, data)
     while written < len(data):  # a short write on a regular file: finish it
         written += os.write(fd, data[written:])
 
 
-def _read_all(fd: int) -> bytes:
+def read_all(fd: int) -> bytes:
+    """Everything from `fd`'s offset to the end of the file."""
     # One read of the whole file (plus one byte, to see it end) saves copying it again to join.
     first = os.read(fd, os.fstat(fd).st_size + 1)
     chunks = [first]
@@ -65,6 +67,23 @@ def _fsync_directory(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def cut_torn_line(
+    fd: int, path: Path, keep: int, line: int, what: str, durability: str, read_only: bool, *, stacklevel: int
+) -> None:
+    """Cut a torn last line off at byte `keep` (left in place when `read_only`), and say so."""
+    if read_only:
+        action = "ignored (read-only; it is cut when the log is opened for writing)"
+    else:
+        os.ftruncate(fd, keep)
+        if durability != "none":
+            os.fsync(fd)
+        action = "cut off; every line before it is intact"
+    warnings.warn(
+        SessionRecoveryWarning(f"{path}: line {line}: torn last line ({what}) {action}"),
+        stacklevel=stacklevel,
+    )
 
 
 class JsonlStore:
@@ -108,7 +127,7 @@ class JsonlStore:
         try:
             self._lock(fd)  # the lock belongs to the file, so it holds once the file is linked
             data = seal_line(header)
-            _write_all(fd, data)
+            write_all(fd, data)
             if durability != "none":
                 os.fsync(fd)
             os.link(aside, self.path)
@@ -128,7 +147,7 @@ class JsonlStore:
         try:
             if not read_only:
                 self._lock(fd)
-            header, records, torn = self._split(_read_all(fd))
+            header, records, torn = self._split(read_all(fd))
             if torn is not None:
                 self._cut(fd, torn, len(records), read_only)
         except BaseException:
@@ -197,19 +216,8 @@ class JsonlStore:
 
     def _cut(self, fd: int, torn: tuple[int, str], line_count: int, read_only: bool) -> None:
         keep, why = torn
-        line = line_count + 2
-        if read_only:
-            action = "ignored (read-only; it is cut when the log is opened for writing)"
-        else:
-            os.ftruncate(fd, keep)
-            if self._durability != "none":
-                os.fsync(fd)
-            action = "cut off; every line before it is intact"
         what = why if why.startswith("void") else f"{why}: an unfinished append"
-        warnings.warn(
-            SessionRecoveryWarning(f"{self.path}: line {line}: torn last line ({what}) {action}"),
-            stacklevel=4,
-        )
+        cut_torn_line(fd, self.path, keep, line_count + 2, what, self._durability, read_only, stacklevel=5)
 
     def append(self, event: Event, record: str) -> None:
         """Write one event line with one `write` (fsynced in "always" mode); a failed write is cut back.
@@ -220,7 +228,7 @@ class JsonlStore:
         fd = self._writable()
         data = seal_line(record) if self._sealed else (record + "\n").encode()
         try:
-            _write_all(fd, data)
+            write_all(fd, data)
         except BaseException as error:
             self._undo_partial_write(fd, error, len(data))
             raise
