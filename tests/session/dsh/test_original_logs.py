@@ -336,12 +336,18 @@ def _sqlite_db(path: Path, log: OriginalLog) -> None:
     connection.close()
 
 
-def test_the_original_sqlite_store_is_read(tmp_path: Path) -> None:
-    db = tmp_path / "sessions.db"
+def _two_sessions_db(db: Path) -> tuple[OriginalLog, OriginalLog]:
+    """An original SQLite database holding two sessions, the second created 1 ms after the first."""
     first, second = SCENARIOS["compaction_and_inbox"](), SCENARIOS["text_and_reasoning"]()
     second.header["createdAt"] = first.header["createdAt"] + 1
     _sqlite_db(db, first)
     _sqlite_db(db, second)
+    return first, second
+
+
+def test_the_original_sqlite_store_is_read(tmp_path: Path) -> None:
+    db = tmp_path / "sessions.db"
+    first, second = _two_sessions_db(db)
     listed = list_original_sessions(db)
     assert [row["id"] for row in listed] == [first.header["id"], second.header["id"]]
     assert [row["event_rows"] for row in listed] == [len(first.records), len(second.records)]

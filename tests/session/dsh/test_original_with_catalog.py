@@ -13,17 +13,14 @@ from dshkit.session.stores import known_suffixes
 from dshkit.session.stores.dsh_jsonl import DshJsonlStore
 from dshkit.session.stores.dsh_sqlite import DshSqliteStore
 from tests.session.dsh.scenarios import SCENARIOS
-from tests.session.dsh.test_original_logs import _sqlite_db, _write
+from tests.session.dsh.test_original_logs import _two_sessions_db, _write
 
 pytest.importorskip("zstandard")
 
 
 def test_an_original_database_is_listed_and_selected_by_session_id(tmp_path: Path) -> None:
     db = tmp_path / "sessions.db"
-    first, second = SCENARIOS["compaction_and_inbox"](), SCENARIOS["text_and_reasoning"]()
-    second.header["createdAt"] = first.header["createdAt"] + 1
-    _sqlite_db(db, first)
-    _sqlite_db(db, second)
+    first, second = _two_sessions_db(db)
     infos = list_sessions(db)
     assert {info.id for info in infos} == {first.header["id"], second.header["id"]}
     by_id = {info.id: info for info in infos}
