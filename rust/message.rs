@@ -59,6 +59,14 @@ impl Message {
         self.depth as usize
     }
 
+    /// The role, content blocks and source (for the native append checks, `message_vouch.rs`).
+    pub(crate) fn parts<'a, 'py>(
+        &'a self,
+        py: Python<'py>,
+    ) -> (&'a Bound<'py, PyString>, &'a Bound<'py, PyTuple>, &'a Bound<'py, FrozenDict>) {
+        (self.role.bind(py), self.content.bind(py), self.source.bind(py))
+    }
+
     /// The content blocks whose `type` is `kind`, in order.
     fn blocks_of_type<'py>(&self, py: Python<'py>, kind: &Bound<'py, PyString>) -> Vec<Bound<'py, PyAny>> {
         self.content

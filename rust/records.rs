@@ -21,12 +21,13 @@
 use pyo3::exceptions::PyIndexError;
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyByteArray, PyBytes, PyDict, PyList, PyString, PyTuple};
+use pyo3::types::{PyBool, PyByteArray, PyBytes, PyDict, PyList, PyString, PyTuple};
 
 use crate::checksum::crc32c_of_parts;
 use crate::frozendict::FrozenDict;
 use crate::json_parse::parse;
 use crate::creation::freeze_message;
+use crate::message_vouch::{vouch_append, Append};
 use crate::record_scan::{sort, Sorted};
 
 /// `,"crc":"` + 8 hex digits + `"}`.
@@ -174,8 +175,16 @@ fn verified_rows<'py>(py: Python<'py>, rows: &Bound<'py, PyAny>) -> PyResult<(Op
 // ---------------------------------------------------------------------------------------------
 // Decoding into columns
 
-/// A message event rebuilt as `event_class` (the `Event` named tuple), or `None` when anything
-/// is off (the Python decoder then names what).
+/// A message event as the native pass decoded it.
+enum Decoded<'py> {
+    /// An append passing every rule that does not depend on the log before it (`message_vouch.rs`).
+    Vouched(Append<'py>),
+    /// Anything else, rebuilt as `event_class` (the `Event` named tuple) for the full checks.
+    Event(Bound<'py, PyAny>),
+}
+
+/// A message event decoded with its time and `Message`, or `None` when anything is off (the
+/// Python decoder then names what).
 fn message_event<'py>(
     py: Python<'py>,
     text: &str,
@@ -183,7 +192,7 @@ fn message_event<'py>(
     event_type: &Bound<'py, PyString>,
     event_class: &Bound<'py, PyAny>,
     tuple_new: &Bound<'py, PyAny>,
-) -> Option<(Bound<'py, PyAny>, i64, Bound<'py, PyAny>)> {
+) -> Option<(Decoded<'py>, i64, Bound<'py, PyAny>)> {
     let record = parse(py, text).ok()?;
     let record = record.cast::<FrozenDict>().ok()?.get();
     let field = |key: &str| record.get_str(py, key);
@@ -196,33 +205,86 @@ fn message_event<'py>(
     if !exact_int(&time) {
         return None;
     }
+    let time_value = time.extract().ok()?;
     let data = field("data")?;
-    let (message, data) = if event_type.to_str().ok()? == "user/message" {
-        let message = freeze_message(&data).ok()?.into_any();
-        (message.clone(), message)
-    } else {
-        let envelope = data.cast::<FrozenDict>().ok()?;
-        let message = freeze_message(&envelope.get().get_str(py, "message")?).ok()?.into_any();
-        let replacement = PyDict::new(py);
-        replacement.set_item("message", &message).ok()?;
-        (message, envelope.call_method1("__or__", (replacement,)).ok()?)
-    };
     let surface_op = field("surface_op")?;
     let source_seqs = field("source_event_seqs")?;
     if !source_seqs.is_exact_instance_of::<PyTuple>() {
         return None;
     }
+    let type_name = event_type.to_str().ok()?;
+    let (message, envelope) = if type_name == "user/message" {
+        (freeze_message(&data).ok()?, None)
+    } else {
+        let envelope = data.cast_into::<FrozenDict>().ok()?;
+        let message = freeze_message(&envelope.get().get_str(py, "message")?).ok()?;
+        (message, Some(envelope))
+    };
+    if let Some(append) = vouch_append(type_name, seq, envelope.as_ref(), &message, &surface_op, &source_seqs) {
+        return Some((Decoded::Vouched(append), time_value, message.into_any()));
+    }
+    let message = message.into_any();
+    let data = match envelope {
+        None => message.clone(),
+        Some(envelope) => {
+            let replacement = PyDict::new(py);
+            replacement.set_item("message", &message).ok()?;
+            envelope.call_method1("__or__", (replacement,)).ok()?
+        }
+    };
     let fields = PyTuple::new(py, [event_type.as_any(), &seq_value, &time, &data, &surface_op, &source_seqs]).ok()?;
     let event = tuple_new.call1((event_class, fields)).ok()?;
-    Some((event, time.extract().ok()?, message))
+    Some((Decoded::Event(event), time_value, message))
+}
+
+/// `decode_records`' `pending` as it is built: consecutive vouched appends gather into one run.
+struct Pending<'py> {
+    list: Bound<'py, PyList>,
+    seqs: Vec<usize>,
+    tags: Vec<Bound<'py, PyAny>>,
+}
+
+impl<'py> Pending<'py> {
+    /// A vouched append, and what `Surface.fold_appends` must know of it: `None` (a node),
+    /// a tuple of call ids (a node whose calls wait for results), a call id (a node answering
+    /// that call) or `False` (no node: nothing visible).
+    fn vouched(&mut self, seq: usize, append: Append<'py>) -> PyResult<()> {
+        let py = self.list.py();
+        let tag = match append {
+            Append::Node => py.None().into_bound(py),
+            Append::Calls(ids) => PyTuple::new(py, ids)?.into_any(),
+            Append::Answer(id) => id.into_any(),
+            Append::Invisible => PyBool::new(py, false).to_owned().into_any(),
+        };
+        self.seqs.push(seq);
+        self.tags.push(tag);
+        Ok(())
+    }
+
+    /// An item for the full checks: an `Event`, or the index of a record left to Python.
+    fn other(&mut self, item: impl IntoPyObject<'py>) -> PyResult<()> {
+        self.flush()?;
+        self.list.append(item)
+    }
+
+    fn flush(&mut self) -> PyResult<()> {
+        if !self.seqs.is_empty() {
+            let py = self.list.py();
+            let seqs = PyList::new(py, self.seqs.drain(..))?;
+            let tags = PyList::new(py, self.tags.drain(..))?;
+            self.list.append((seqs, tags))?;
+        }
+        Ok(())
+    }
 }
 
 /// Decode every record into `EventLog` columns: `(types, times, messages, blob, ends, pending)`.
 ///
 /// `types`/`messages` are lists (`None` where the Python decoder must look), `times` and `ends`
 /// native-endian `int64`/`uint64` bytes, `blob` a bytearray of kind byte + record text per
-/// event. `pending` lists, in seq order, each message event as an `Event` and the index of each
-/// record left to the Python decoder.
+/// event. `pending` lists, in seq order, each message event as an `Event`, the index of each
+/// record left to the Python decoder, and each run of vouched appends as `(seqs, tags)`
+/// (`Pending::vouched`; their `Message`s are in `messages`).
 #[pyfunction]
 #[pyo3(signature = (records, event_class, /))]
 fn decode_records<'py>(
@@ -232,7 +294,7 @@ fn decode_records<'py>(
 ) -> PyResult<Bound<'py, PyTuple>> {
     let types = PyList::empty(py);
     let messages = PyList::empty(py);
-    let pending = PyList::empty(py);
+    let mut pending = Pending { list: PyList::empty(py), seqs: Vec::new(), tags: Vec::new() };
     let mut times: Vec<i64> = Vec::new();
     let mut ends: Vec<u64> = Vec::new();
     let mut blob: Vec<u8> = Vec::new();
@@ -270,23 +332,26 @@ fn decode_records<'py>(
                         // SAFETY: `sort` checked the record is UTF-8.
                         let text = unsafe { std::str::from_utf8_unchecked(text) };
                         message_event(py, text, seq, &event_type, event_class, &tuple_new)
-                            .map(|(event, time, message)| (event, time, message, event_type))
+                            .map(|(decoded, time, message)| (decoded, time, message, event_type))
                     }
                     _ => None,
                 };
                 match decoded {
-                    Some((event, time, message, event_type)) => {
+                    Some((decoded, time, message, event_type)) => {
                         types.append(event_type)?;
                         times.push(time);
                         messages.append(message)?;
-                        pending.append(event)?;
+                        match decoded {
+                            Decoded::Vouched(append) => pending.vouched(seq, append)?,
+                            Decoded::Event(event) => pending.other(event)?,
+                        }
                         kind = KIND_MESSAGE_RECORD;
                     }
                     None => {
                         types.append(&none)?;
                         times.push(0);
                         messages.append(&none)?;
-                        pending.append(seq)?;
+                        pending.other(seq)?;
                     }
                 }
             }
@@ -317,6 +382,8 @@ fn decode_records<'py>(
     let times_bytes = as_bytes(times.iter().flat_map(|t| t.to_ne_bytes()).collect());
     let ends_bytes = as_bytes(ends.iter().flat_map(|e| e.to_ne_bytes()).collect());
     let blob = PyByteArray::new(py, &blob);
+    pending.flush()?;
+    let pending = pending.list;
     PyTuple::new(py, [types.into_any(), times_bytes.into_any(), messages.into_any(), blob.into_any(), ends_bytes.into_any(), pending.into_any()])
 }
 

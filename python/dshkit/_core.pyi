@@ -125,7 +125,8 @@ def decode_records(
     records: Records | Sequence[bytes | str], event_class: type, /
 ) -> tuple[list[Any], bytes, list[Any], bytearray, bytes, list[Any]]:
     """Every record as `EventLog` columns `(types, times, messages, blob, ends, pending)`; `pending`
-    holds, in seq order, each message event decoded and the index of each record left to Python."""
+    holds, in seq order, each message event decoded, the index of each record left to Python, and
+    each run of appends vouched for natively as `(seqs, tags)` (see `Surface.fold_appends`)."""
 
 def freeze(value: object, /) -> _JSONValue:
     """Deep-freeze and detach a JSON-like tree."""

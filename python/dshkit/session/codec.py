@@ -178,6 +178,7 @@ def decode_stored(
     records: Sequence[str | bytes],
     describe: Callable[[int], str],
     fold: Callable[[Event], object],
+    fold_appends: Callable[[Sequence[int], Sequence[Any], Sequence[Any], int], int],
     *,
     into: EventLog | None = None,
 ) -> EventLog:
@@ -186,7 +187,9 @@ def decode_stored(
     The same events and errors, but `fold` is called only on the events that can matter to it:
     message events and whatever the native pass did not vouch for. Every other event is of a
     known type without a message, its data proven to pass that type's rules
-    (`check_plain_data`), so folding it into a surface, or admitting it, changes nothing. While
+    (`check_plain_data`), so folding it into a surface, or admitting it, changes nothing. A run
+    of appends proven to pass every rule that does not depend on the log before them goes to
+    `fold_appends` (`Surface.fold_appends`) instead; one it stops at takes the full way. While
     `fold` runs on event `seq`, `into` holds exactly the events before it.
     """
     log = EventLog() if into is None else into
@@ -194,19 +197,37 @@ def decode_stored(
     log.adopt(types, times, messages, blob, ends)
     reveal = log.reveal
     for item in pending:
+        if type(item) is tuple:  # a run of vouched appends: (seqs, tags)
+            seqs, tags = item
+            done = fold_appends(seqs, tags, messages, 0)
+            while done < len(seqs):
+                seq = seqs[done]
+                _fold_record(log, records, seq, describe, fold)
+                done = fold_appends(seqs, tags, messages, done + 1)
+            continue
         if type(item) is int:
-            seq = item
-            event, _ = decode_record(records[seq], seq, describe)
-            log.settle(seq, event)
-            if event.type == REQUEST_HEADER:
-                log.header_seq = seq
-        else:
-            event = item
-            seq = event.seq
-        reveal(seq)
+            _fold_record(log, records, item, describe, fold)
+            continue
+        event = item
+        reveal(event.seq)
         try:
             fold(event)
         except Exception as error:
-            raise SessionCorruptError(f"{describe(seq)}: {_refused(event.type, error)}") from None
+            raise SessionCorruptError(f"{describe(event.seq)}: {_refused(event.type, error)}") from None
     reveal(len(types))
     return log
+
+
+def _fold_record(
+    log: EventLog, records: Sequence[str | bytes], seq: int, describe: Callable[[int], str], fold: Callable[[Event], object]
+) -> None:
+    """Decode record `seq` in Python, put it in `log` and `fold` it (the full way, naming what is wrong)."""
+    event, _ = decode_record(records[seq], seq, describe)
+    log.settle(seq, event)
+    if event.type == REQUEST_HEADER:
+        log.header_seq = seq
+    log.reveal(seq)
+    try:
+        fold(event)
+    except Exception as error:
+        raise SessionCorruptError(f"{describe(seq)}: {_refused(event.type, error)}") from None

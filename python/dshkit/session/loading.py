@@ -42,8 +42,10 @@ def load_events(
         fold(event)
 
     # dshkit's own format is decoded natively; it folds only the events that can matter.
-    decode = decode_stored if seq_is_index else log_format.decode_events
-    decode(records, describe, load, into=events)
+    if seq_is_index:
+        decode_stored(records, describe, load, surface.fold_appends, into=events)
+    else:
+        log_format.decode_events(records, describe, load, into=events)
     if broken:
         warnings.warn(
             SessionIntegrityWarning(

@@ -135,6 +135,47 @@ class Surface:
             return
         self._replace(message, seq, op)
 
+    def fold_appends(self, seqs: Sequence[int], tags: Sequence[Any], messages: Sequence[Any], start: int) -> int:
+        """Admit and fold a run of stored appends the native pass vouched for, from `seqs[start]` on.
+
+        `decode_records` (`rust/message_vouch.rs`) proved each passes every append rule that does
+        not depend on the log before it; what is left of `_check_append` (the id not yet logged,
+        the pending tool calls) is checked here, then `fold`'s append, in one loop. `messages[seq]`
+        is event `seq`'s `Message`; `tags[i]` is what it does to the surface: `None` a node, a
+        tuple of call ids a node with calls, a str a node answering that call, `False` no node.
+        Returns the index of the first append that breaks a rule (`len(seqs)` if none): the
+        caller takes that one the full way (`admit`, `fold`), which names the rule it breaks.
+        """
+        seen, nodes, node_seqs, positions = self._seen, self._nodes, self._node_seqs, self._positions
+        pairing = self.pairing()
+        pending, pairs = pairing.pending, pairing.pairs
+        self._cache = None
+        for index in range(start, len(seqs)):
+            seq, tag = seqs[index], tags[index]
+            message = messages[seq]
+            message_id = message.id
+            if message_id in seen:
+                return index
+            position = len(nodes)
+            if type(tag) is str:
+                if tag not in pending:
+                    return index
+                pairs[pending.pop(tag)][1] = position
+            elif pending:
+                return index
+            elif tag is False:
+                seen[message_id] = seq
+                continue
+            elif tag is not None:
+                for call_id in tag:
+                    pending[call_id] = len(pairs)
+                    pairs.append([position, None, call_id])
+            seen[message_id] = seq
+            positions[message_id] = position
+            nodes.append(message)
+            node_seqs.append(seq)
+        return len(seqs)
+
     def _replace(self, message: Message, seq: int, op: Any) -> None:
         if not isinstance(op, Mapping) or op.get("op") != "replace":
             raise ValueError(f"unknown surface operation {op!r}")
