@@ -33,12 +33,37 @@ fn escape_of(byte: u8, buffer: &mut [u8; 8]) -> usize {
     2
 }
 
-/// Write `text` as a JSON string. Room for the worst case (every byte a 6-byte escape) is
+/// Write `text` as a JSON string. A string of at most one block with nothing to escape (most
+/// keys and many values) is stored in one go, inline in the caller; the rest go through
+/// `write_str_blocks`.
+#[inline(always)]
+pub(crate) fn write_str_bytes(out: &mut Vec<u8>, text: &[u8]) {
+    if text.len() <= BLOCK && !text.is_empty() {
+        let block = if text.len() == BLOCK { load(text, 0) } else { load_tail(text, 0) };
+        if stops(block) == 0 {
+            out.reserve(BLOCK + 2);
+            // SAFETY: room for the quote, a whole block and the closing quote was reserved.
+            unsafe {
+                let at = out.len();
+                let base = out.as_mut_ptr().add(at);
+                *base = b'"';
+                store(block, base.add(1));
+                *base.add(1 + text.len()) = b'"';
+                out.set_len(at + text.len() + 2);
+            }
+            return;
+        }
+    }
+    write_str_blocks(out, text);
+}
+
+/// `write_str_bytes` for any string. Room for the worst case (every byte a 6-byte escape) is
 /// reserved up front, so the loop stores a whole block at a time without bounds checks and
 /// without a copy call per run: a block with nothing to escape is stored and passed; otherwise
 /// the store is kept up to the first byte to escape, which is replaced by its escape sequence.
 /// The last partial block is padded with spaces (which need no escape) and handled the same way.
-pub(crate) fn write_str_bytes(out: &mut Vec<u8>, text: &[u8]) {
+#[inline(never)]
+fn write_str_blocks(out: &mut Vec<u8>, text: &[u8]) {
     out.reserve(text.len() * 6 + 2 + BLOCK);
     unsafe {
         let start = out.len();

@@ -48,14 +48,19 @@ fn read_word(bytes: &[u8], at: usize) -> u64 {
 #[inline(always)]
 pub(crate) fn read_tail(text: &[u8], at: usize) -> u64 {
     let left = text.len() - at;
-    debug_assert!((1..8).contains(&left));
-    let word = if left >= 4 {
-        let low = u32::from_le_bytes(text[at..at + 4].try_into().expect("4 bytes")) as u64;
-        let high = u32::from_le_bytes(text[at + left - 4..at + left].try_into().expect("4 bytes")) as u64;
-        low | (high << ((left - 4) * 8))
-    } else {
-        let middle = left / 2;
-        text[at] as u64 | (text[at + middle] as u64) << (middle * 8) | (text[at + left - 1] as u64) << ((left - 1) * 8)
+    assert!((1..8).contains(&left));
+    // SAFETY: every read below is within `text[at..]`, which holds 1 to 7 bytes (checked above;
+    // the check is all the compiler needs to drop the bounds checks of the reads).
+    let word = unsafe {
+        let from = text.as_ptr().add(at);
+        if left >= 4 {
+            let low = u32::from_le(std::ptr::read_unaligned(from as *const u32)) as u64;
+            let high = u32::from_le(std::ptr::read_unaligned(from.add(left - 4) as *const u32)) as u64;
+            low | (high << ((left - 4) * 8))
+        } else {
+            let middle = left / 2;
+            *from as u64 | (*from.add(middle) as u64) << (middle * 8) | (*from.add(left - 1) as u64) << ((left - 1) * 8)
+        }
     };
     word | SPACES & !((1u64 << (left * 8)) - 1)
 }
