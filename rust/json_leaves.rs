@@ -1,93 +1,16 @@
-//! The leaves of the JSON writer: strings (read from Python `str`s, escaped 8 bytes at a time;
-//! the parser skips plain runs with the same scan) and floats (shortest round-trip text).
+//! The leaves of the JSON writer: strings (read from Python `str`s, escaped a block at a time
+//! with `json_scan`) and floats (shortest round-trip text).
 
 use pyo3::ffi;
 
 use crate::errors::PathError;
+use crate::json_scan::{first_stop, load, load_tail, stops, store, BLOCK};
+
+/// The parsers' scan for plain runs inside strings (kept here for the modules that import it
+/// from the string writer's module).
+pub(crate) use crate::json_scan::plain_run_len;
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
-
-/// Escape class per byte: 0 = copy, 1 = short escape (`\n`...), 2 = `\u00XX`. The bytes of
-/// class 0 are also those the parser copies straight from its input.
-static ESCAPE: [u8; 256] = {
-    let mut table = [0u8; 256];
-    let mut i = 0;
-    while i < 0x20 {
-        table[i] = 2;
-        i += 1;
-    }
-    table[b'\n' as usize] = 1;
-    table[b'\r' as usize] = 1;
-    table[b'\t' as usize] = 1;
-    table[0x08] = 1;
-    table[0x0c] = 1;
-    table[b'"' as usize] = 1;
-    table[b'\\' as usize] = 1;
-    table
-};
-
-const ONES: u64 = 0x0101_0101_0101_0101;
-const HIGHS: u64 = 0x8080_8080_8080_8080;
-
-/// The bytes of `word` that need escaping in a JSON string (`"`, `\\`, a control character),
-/// as the high bit of their lane: the classic "has a zero byte" test, applied to each of the
-/// three. Lanes above the first flagged one may be flagged wrongly (a borrow); the lowest set
-/// bit always marks the first byte to escape.
-#[inline(always)]
-fn escape_mask(word: u64) -> u64 {
-    let has_zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGHS;
-    let quote = has_zero(word ^ (ONES * b'"' as u64));
-    let backslash = has_zero(word ^ (ONES * b'\\' as u64));
-    let below_space = word.wrapping_sub(ONES * 0x20) & !word & HIGHS;
-    quote | backslash | below_space
-}
-
-#[cfg(test)]
-fn word_needs_escape(word: u64) -> bool {
-    escape_mask(word) != 0
-}
-
-#[inline(always)]
-fn read_word(bytes: &[u8], at: usize) -> u64 {
-    u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"))
-}
-
-/// Length of the leading run of `text` that a JSON string holds as it is (no `"`, `\\` or
-/// control character), scanned 8 bytes at a time: shared by the writer and the parser.
-#[inline(always)]
-pub(crate) fn plain_run_len(text: &[u8]) -> usize {
-    let mut i = 0;
-    while i + 8 <= text.len() {
-        let mask = escape_mask(read_word(text, i));
-        if mask != 0 {
-            return i + (mask.trailing_zeros() / 8) as usize;
-        }
-        i += 8;
-    }
-    while i < text.len() && ESCAPE[text[i] as usize] == 0 {
-        i += 1;
-    }
-    i
-}
-
-/// The last 1 to 7 bytes of `text` from `at`, as a word padded with spaces (which need no
-/// escape). Read with overlapping loads rather than copied into a padded buffer: a byte-wise
-/// copy followed by a word load of the same memory stalls store-to-load forwarding, which cost
-/// more than the rest of the string writer together.
-#[inline(always)]
-fn read_tail(text: &[u8], at: usize) -> u64 {
-    let left = text.len() - at;
-    debug_assert!((1..8).contains(&left));
-    let word = if left >= 4 {
-        let low = u32::from_le_bytes(text[at..at + 4].try_into().expect("4 bytes")) as u64;
-        let high = u32::from_le_bytes(text[at + left - 4..at + left].try_into().expect("4 bytes")) as u64;
-        low | (high << ((left - 4) * 8))
-    } else {
-        let middle = left / 2;
-        text[at] as u64 | (text[at + middle] as u64) << (middle * 8) | (text[at + left - 1] as u64) << ((left - 1) * 8)
-    };
-    word | (ONES * b' ' as u64) & !((1u64 << (left * 8)) - 1)
-}
 
 /// The escape sequence of a byte that needs one, in `buffer`; returns its length.
 #[inline(always)]
@@ -110,13 +33,38 @@ fn escape_of(byte: u8, buffer: &mut [u8; 8]) -> usize {
     2
 }
 
-/// Write `text` as a JSON string. Room for the worst case (every byte a 6-byte escape) is
-/// reserved up front, so the loop stores 8 bytes at a time without bounds checks and without
-/// a copy call per run: a word with nothing to escape is stored and passed; otherwise the store
-/// is kept up to the first byte to escape, which is replaced by its escape sequence. The last
-/// partial word is padded with spaces (which need no escape) and handled the same way.
+/// Write `text` as a JSON string. A string of at most one block with nothing to escape (most
+/// keys and many values) is stored in one go, inline in the caller; the rest go through
+/// `write_str_blocks`.
+#[inline(always)]
 pub(crate) fn write_str_bytes(out: &mut Vec<u8>, text: &[u8]) {
-    out.reserve(text.len() * 6 + 2 + 8);
+    if text.len() <= BLOCK && !text.is_empty() {
+        let block = if text.len() == BLOCK { load(text, 0) } else { load_tail(text, 0) };
+        if stops(block) == 0 {
+            out.reserve(BLOCK + 2);
+            // SAFETY: room for the quote, a whole block and the closing quote was reserved.
+            unsafe {
+                let at = out.len();
+                let base = out.as_mut_ptr().add(at);
+                *base = b'"';
+                store(block, base.add(1));
+                *base.add(1 + text.len()) = b'"';
+                out.set_len(at + text.len() + 2);
+            }
+            return;
+        }
+    }
+    write_str_blocks(out, text);
+}
+
+/// `write_str_bytes` for any string. Room for the worst case (every byte a 6-byte escape) is
+/// reserved up front, so the loop stores a whole block at a time without bounds checks and
+/// without a copy call per run: a block with nothing to escape is stored and passed; otherwise
+/// the store is kept up to the first byte to escape, which is replaced by its escape sequence.
+/// The last partial block is padded with spaces (which need no escape) and handled the same way.
+#[inline(never)]
+fn write_str_blocks(out: &mut Vec<u8>, text: &[u8]) {
+    out.reserve(text.len() * 6 + 2 + BLOCK);
     unsafe {
         let start = out.len();
         let base = out.as_mut_ptr();
@@ -127,16 +75,16 @@ pub(crate) fn write_str_bytes(out: &mut Vec<u8>, text: &[u8]) {
         let mut escape = [0u8; 8];
         while i < text.len() {
             let left = text.len() - i;
-            let word = if left >= 8 { read_word(text, i) } else { read_tail(text, i) };
-            std::ptr::write_unaligned(base.add(at) as *mut u64, word.to_le());
-            let mask = escape_mask(word);
+            let block = if left >= BLOCK { load(text, i) } else { load_tail(text, i) };
+            store(block, base.add(at));
+            let mask = stops(block);
             if mask == 0 {
-                let step = left.min(8);
+                let step = left.min(BLOCK);
                 at += step;
                 i += step;
                 continue;
             }
-            let plain = (mask.trailing_zeros() / 8) as usize;
+            let plain = first_stop(mask);
             at += plain;
             i += plain;
             let len = escape_of(text[i], &mut escape);
@@ -229,7 +177,7 @@ fn write_short_decimal(out: &mut Vec<u8>, value: f64) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::{plain_run_len, read_tail, word_needs_escape, write_f64, write_str_bytes};
+    use super::{write_f64, write_str_bytes};
 
     fn escaped(text: &str) -> String {
         let mut out = Vec::new();
@@ -244,47 +192,45 @@ mod tests {
         assert_eq!(escaped("\u{1}\u{1f}"), r#""\u0001\u001f""#);
     }
 
-    #[test]
-    fn the_word_test_finds_every_byte_to_escape_in_any_lane() {
-        for lane in 0..8 {
-            for stop in [b'"', b'\\', 0x00, 0x1f] {
-                let mut bytes = [b'a'; 8];
-                bytes[lane] = stop;
-                assert!(word_needs_escape(u64::from_le_bytes(bytes)), "{stop:#x} in lane {lane}");
-                assert_eq!(plain_run_len(&bytes), lane);
+    /// The escaping rule written out byte by byte, to check the block-at-a-time writer against.
+    fn escaped_slowly(text: &str) -> String {
+        let mut out = String::from("\"");
+        for c in text.chars() {
+            match c {
+                '"' => out.push_str("\\\""),
+                '\\' => out.push_str("\\\\"),
+                '\n' => out.push_str("\\n"),
+                '\r' => out.push_str("\\r"),
+                '\t' => out.push_str("\\t"),
+                '\u{8}' => out.push_str("\\b"),
+                '\u{c}' => out.push_str("\\f"),
+                c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+                c => out.push(c),
             }
         }
-        assert!(!word_needs_escape(u64::from_le_bytes(*b"plain ok")));
-        assert!(!word_needs_escape(u64::from_le_bytes([0x20, 0x7f, 0x80, 0xff, b'!', b'#', b'[', b']'])));
-        assert_eq!(plain_run_len(b"0123456789abcdefg"), 17);
+        out.push('"');
+        out
     }
 
     #[test]
-    fn escapes_at_every_position_around_the_word_scan() {
-        for length in 0..20 {
+    fn every_byte_to_escape_at_every_position_of_every_length_up_to_three_blocks() {
+        let specials: Vec<char> = (0u8..0x20).map(char::from).chain(['"', '\\', ' ', '\u{7f}', 'é', '😀']).collect();
+        for length in 0..50 {
             for at in 0..=length {
-                let mut text = "x".repeat(length);
-                text.insert(at, '"');
-                let expected = format!("\"{}\\\"{}\"", &text[..at], &text[at + 1..]);
-                assert_eq!(escaped(&text), expected);
+                for &special in &specials {
+                    let mut text: String = (0..length).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
+                    text.insert(at, special);
+                    assert_eq!(escaped(&text), escaped_slowly(&text), "{special:?} at {at} of {length}");
+                    // Two in a row, and one at each end as well.
+                    text.insert(at, special);
+                    text.push(special);
+                    assert_eq!(escaped(&text), escaped_slowly(&text), "{special:?}x2 at {at} of {length}");
+                }
             }
         }
-    }
-
-    #[test]
-    fn the_tail_word_holds_the_last_bytes_padded_with_spaces() {
-        let text = b"0123456789abcdef";
-        for at in 9..text.len() {
-            let mut expected = [b' '; 8];
-            expected[..text.len() - at].copy_from_slice(&text[at..]);
-            assert_eq!(read_tail(text, at), u64::from_le_bytes(expected), "from {at}");
-        }
-        for len in 1..8 {
-            let text = &b"abcdefg"[..len];
-            let mut expected = [b' '; 8];
-            expected[..len].copy_from_slice(text);
-            assert_eq!(read_tail(text, 0), u64::from_le_bytes(expected), "length {len}");
-        }
+        let long = "x\"y\u{1}é".repeat(10_000);
+        assert_eq!(escaped(&long), escaped_slowly(&long));
+        assert_eq!(escaped(""), "\"\"");
     }
 
     fn both_ways(value: f64) -> (String, String) {

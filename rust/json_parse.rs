@@ -12,7 +12,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyAny, PyString};
 
 use crate::frozendict::EntriesBuilder;
-use crate::json_leaves::plain_run_len;
+use crate::json_scan::plain_run_len;
 use crate::json_keys::{KeySlots, SeenKeys, KEY_CACHE, KEY_CACHE_MAX_LEN};
 use crate::walk::{on_enough_stack, untrack, MAX_DEPTH};
 

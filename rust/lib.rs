@@ -14,6 +14,7 @@ mod json;
 mod json_leaves;
 mod json_keys;
 mod json_parse;
+mod json_scan;
 mod message;
 mod message_vouch;
 mod record_scan;
