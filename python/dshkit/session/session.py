@@ -27,7 +27,7 @@ from dshkit.session.events import (
 )
 from dshkit.session.loading import load_events
 from dshkit.session.log_format import DSHKIT_FORMAT, LogFormat, log_format_of
-from dshkit.session.stores import store_for_location
+from dshkit.session.stores import resolve_store
 from dshkit.session.stores.protocol import SessionStore, check_durability
 from dshkit.session.surface import Surface
 
@@ -110,7 +110,7 @@ class Session:
         check_durability(durability)
         if session_id is not None and not (isinstance(session_id, str) and session_id):
             raise ValueError(f"session_id must be a non-empty str, not {session_id!r}")
-        store = cls._resolve_store(path, store, session_id, format=format)
+        store = resolve_store(path, store, session_id, format=format)
         log_format = DSHKIT_FORMAT if store is None else log_format_of(store)
         if log_format.name != format:
             if store is None:
@@ -156,7 +156,7 @@ class Session:
         Raises `FileNotFoundError` if there is no log and `SessionCorruptError` if it cannot be read.
         """
         check_durability(durability)
-        store = cls._resolve_store(path, store, session_id)
+        store = resolve_store(path, store, session_id)
         if store is None:
             raise ValueError("Session.open needs a path or a store")
         read_only = read_only or getattr(store, "read_only", False) is True
@@ -187,36 +187,14 @@ class Session:
             raise
         return session
 
-    @staticmethod
-    def _resolve_store(
-        path: str | os.PathLike[str] | None,
-        store: SessionStore | None,
-        session_id: str | None = None,
-        *,
-        format: str | None = None,  # noqa: A002 - the contract's name
-    ) -> SessionStore | None:
-        if store is not None and path is not None:
-            raise ValueError("pass a path or a store, not both")
-        if path is not None:
-            return store_for_location(path, session_id, format=format)
-        if session_id is not None and store is not None:
-            raise ValueError(
-                "session_id= picks a session of a location (a postgresql:// URL or an original-harness "
-                "SQLite database): pass its path; a store= holds one session already"
-            )
-        return store
-
     def _repair(self) -> None:
         closers = self._format.plan_closers(self._events, self._surface)
         if not closers:
             return
-        # The closers carry the time of the last event: the crash time, not the time of opening.
-        self._pinned_time = self._events[-1].time
-        try:
-            for event_type, data, source_seqs in closers:
-                self.append(event_type, data, source_event_seqs=source_seqs)
-        finally:
-            self._pinned_time = None
+        self._pinned_time = self._events[-1].time  # the closers carry the crash's time, not the opening's
+        for event_type, data, source_seqs in closers:  # (a failure here fails `open`: no session to reset)
+            self.append(event_type, data, source_event_seqs=source_seqs)
+        self._pinned_time = None
         self.sync()
 
     # -- properties -----------------------------------------------------------------------
@@ -329,9 +307,8 @@ class Session:
             event_type = type
             check = PLAIN_DATA_CHECKS.get(event_type) if event_type.__class__ is str else None
             if check is not None and data.__class__ is dict and surface_op is None and source_event_seqs == ():
-                # A known event without message, surface operation or sources, its data a dict
-                # (most events, the agent's own): what `Surface.admit` does for it (freeze, then
-                # the type's field rule), without its dispatch. One call layer less per append.
+                # A known event without message, surface operation or sources, its data a dict (most
+                # events): what `Surface.admit` does for it (freeze, the type's rule), without its dispatch.
                 frozen = freeze(data)
                 check(event_type, frozen)
                 op = None
