@@ -88,10 +88,12 @@ class ToolCallRunner:
                         done = {task for task in pending if task.done()}
                         pending -= done
                     else:
-                        # asyncio.wait, unlike awaiting the task, tells a body that raised
-                        # CancelledError itself (the task is done) from this driver being cancelled
-                        # (wait raises), on Python 3.10 too.
-                        done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                        # Waiting for a done callback, unlike awaiting the task, tells a body that
+                        # raised CancelledError itself (the task is done) from this driver being
+                        # cancelled (the wait raises), on Python 3.10 too.
+                        await _first_done(pending)
+                        done = {task for task in pending if task.done()}
+                        pending -= done
                     for task in done:
                         index, seq = running[task]
                         results[index] = _task_result(task, seq)
@@ -234,6 +236,26 @@ def _answer_every_call(
                 is_error=True,
                 error={"name": "Aborted", "code": "aborted_before_dispatch"},
             )
+
+
+async def _first_done(tasks: set[asyncio.Future[_CallResult]]) -> None:
+    """Wait until one of `tasks` is done: `asyncio.wait(..., FIRST_COMPLETED)` without its set copies.
+
+    Cancelling the waiting task cancels the wait only, never the tasks.
+    """
+    waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def wake(_: object) -> None:
+        if not waiter.done():
+            waiter.set_result(None)
+
+    for task in tasks:
+        task.add_done_callback(wake)
+    try:
+        await waiter
+    finally:
+        for task in tasks:
+            task.remove_done_callback(wake)
 
 
 def _task_result(task: asyncio.Future[_CallResult], call_seq: int) -> _CallResult:

@@ -7,7 +7,7 @@ its fields are exactly the contract's (`type`, `seq`, `time`, `data`, `surface_o
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from dshkit import FrozenDict, Message, freeze
@@ -236,6 +236,10 @@ _KNOWN_CHECKS = {
     COMPACTION_PRUNE: _check_nothing,
     COMPACTION_END: _check_nothing,
 }
+
+
+PLAIN_DATA_CHECKS: Mapping[str, Callable[[str, FrozenDict[Any]], None]] = _KNOWN_CHECKS
+"""The field rule of each known event type that carries no message (what `check_plain_data` applies)."""
 
 
 def prepare_data(event_type: object, data: object) -> Any:

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from dshkit import Message, new_message_id
+from dshkit import Message, freeze, new_message_id
 
 from dshkit.session.errors import SessionClosedError
 from dshkit.session.event_log import EventLog
@@ -20,13 +20,14 @@ from dshkit.session.events import (
     COMPACTION_START,
     REQUEST_HEADER,
     USER_MESSAGE,
+    PLAIN_DATA_CHECKS,
     Event,
     prepare_data,
     replace_op,
 )
 from dshkit.session.loading import load_events
 from dshkit.session.log_format import DSHKIT_FORMAT, LogFormat, log_format_of
-from dshkit.session.stores import store_for_location
+from dshkit.session.stores import resolve_store
 from dshkit.session.stores.protocol import SessionStore, check_durability
 from dshkit.session.surface import Surface
 
@@ -76,6 +77,8 @@ class Session:
         self._created_at = created_at
         self._events = EventLog() if events is None else events
         self._events_view = EventsView(self._events)
+        self._next_seq = len(self._events)  # the seq of the next append (only `append` adds events)
+        self._pinned_time: int | None = None  # the time every append gets while set (repair's closers)
         self._surface = Surface() if surface is None else surface
         self._observers: tuple[tuple[Observer, Callable[[BaseException, Event], object] | None], ...] = ()
         self._lock = threading.RLock()
@@ -107,7 +110,7 @@ class Session:
         check_durability(durability)
         if session_id is not None and not (isinstance(session_id, str) and session_id):
             raise ValueError(f"session_id must be a non-empty str, not {session_id!r}")
-        store = cls._resolve_store(path, store, session_id, format=format)
+        store = resolve_store(path, store, session_id, format=format)
         log_format = DSHKIT_FORMAT if store is None else log_format_of(store)
         if log_format.name != format:
             if store is None:
@@ -153,7 +156,7 @@ class Session:
         Raises `FileNotFoundError` if there is no log and `SessionCorruptError` if it cannot be read.
         """
         check_durability(durability)
-        store = cls._resolve_store(path, store, session_id)
+        store = resolve_store(path, store, session_id)
         if store is None:
             raise ValueError("Session.open needs a path or a store")
         read_only = read_only or getattr(store, "read_only", False) is True
@@ -184,32 +187,14 @@ class Session:
             raise
         return session
 
-    @staticmethod
-    def _resolve_store(
-        path: str | os.PathLike[str] | None,
-        store: SessionStore | None,
-        session_id: str | None = None,
-        *,
-        format: str | None = None,  # noqa: A002 - the contract's name
-    ) -> SessionStore | None:
-        if store is not None and path is not None:
-            raise ValueError("pass a path or a store, not both")
-        if path is not None:
-            return store_for_location(path, session_id, format=format)
-        if session_id is not None and store is not None:
-            raise ValueError(
-                "session_id= picks a session of a location (a postgresql:// URL or an original-harness "
-                "SQLite database): pass its path; a store= holds one session already"
-            )
-        return store
-
     def _repair(self) -> None:
         closers = self._format.plan_closers(self._events, self._surface)
         if not closers:
             return
-        closer_time = self._events[-1].time
-        for event_type, data, source_seqs in closers:
-            self._append(event_type, data, None, source_seqs, closer_time)
+        self._pinned_time = self._events[-1].time  # the closers carry the crash's time, not the opening's
+        for event_type, data, source_seqs in closers:  # (a failure here fails `open`: no session to reset)
+            self.append(event_type, data, source_event_seqs=source_seqs)
+        self._pinned_time = None
         self.sync()
 
     # -- properties -----------------------------------------------------------------------
@@ -314,32 +299,37 @@ class Session:
         (`TypeError`/`ValueError`) and writes nothing; an append from an observer raises
         `RuntimeError`.
         """
-        return self._append(type, data, surface_op, source_event_seqs, None)
-
-    def _append(
-        self, event_type: Any, data: Any, surface_op: Any, source_event_seqs: Iterable[int], at: int | None
-    ) -> Event:
         if self._publishing is not None and self._publishing == threading.get_ident():
             raise RuntimeError("an observer cannot append to the session it observes (appends are not re-entrant)")
         with self._lock:
             if self._closed or self._read_only:
                 raise SessionClosedError("the session is closed" if self._closed else "the session was opened read-only")
-            surface = self._surface
-            events = self._events
-            frozen, op, source_seqs = surface.admit(event_type, data, surface_op, source_event_seqs, events)
-            seq = len(events)
-            if at is None:
+            event_type = type
+            check = PLAIN_DATA_CHECKS.get(event_type) if event_type.__class__ is str else None
+            if check is not None and data.__class__ is dict and surface_op is None and source_event_seqs == ():
+                # A known event without message, surface operation or sources, its data a dict (most
+                # events): what `Surface.admit` does for it (freeze, the type's rule), without its dispatch.
+                frozen = freeze(data)
+                check(event_type, frozen)
+                op = None
+                source_seqs: tuple[int, ...] = ()
+            else:
+                frozen, op, source_seqs = self._surface.admit(event_type, data, surface_op, source_event_seqs, self._events)
+            seq = self._next_seq
+            now = self._pinned_time
+            if now is None:
                 now = time.time_ns() // 1_000_000  # _now_ms(), inline: one call less per append
-                at = now if now > self._last_time else self._last_time
-            now = at
+                if now < self._last_time:
+                    now = self._last_time
             event = _new_event(Event, (event_type, seq, now, frozen, op, source_seqs))
             if self._store is not None:
-                self._store.append(event, self._format.encode_event(event, surface))
+                self._store.append(event, self._format.encode_event(event, self._surface))
             # Committed: from here on nothing may fail and undo the append.
-            events.append(event)
+            self._events.append(event)
+            self._next_seq = seq + 1
             self._last_time = now
             if op is not None:  # only message events change the surface (prepare_data refused blocking ones)
-                surface.fold(event)
+                self._surface.fold(event)
             elif event_type == REQUEST_HEADER:
                 self._header = event
                 self._events.header_seq = seq

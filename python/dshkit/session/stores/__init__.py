@@ -132,11 +132,32 @@ def store_for_location(
     return store_for_path(location, format=format)
 
 
+def resolve_store(
+    path: str | os.PathLike[str] | None,
+    store: SessionStore | None,
+    session_id: str | None = None,
+    *,
+    format: str | None = None,  # noqa: A002 - the contract's name
+) -> SessionStore | None:
+    """The store `path` selects, or `store` as given (`None` for neither); `ValueError` for both."""
+    if store is not None and path is not None:
+        raise ValueError("pass a path or a store, not both")
+    if path is not None:
+        return store_for_location(path, session_id, format=format)
+    if session_id is not None and store is not None:
+        raise ValueError(
+            "session_id= picks a session of a location (a postgresql:// URL or an original-harness "
+            "SQLite database): pass its path; a store= holds one session already"
+        )
+    return store
+
+
 __all__ = [
     "DURABILITY_MODES",
     "SessionStore",
     "check_durability",
     "known_suffixes",
+    "resolve_store",
     "store_for_location",
     "store_for_path",
 ]
