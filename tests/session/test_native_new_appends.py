@@ -109,7 +109,8 @@ def step_append(step: tuple[Any, ...]) -> tuple[str, Any] | None:
 @given(steps=STEPS)
 def test_appends_give_the_events_errors_and_surface_of_the_full_way(steps: list[tuple[Any, ...]]):
     session = Session()
-    surface, events = Surface(), []  # the full way: admit, then fold
+    surface = Surface()  # the full way: admit, then fold
+    events: list[Event] = []
     for step in steps:
         append = step_append(step)
         if append is None:
