@@ -34,5 +34,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     creation::register(m)?;
     checksum::register(m)?;
     records::register(m)?;
+    message_vouch::register(m)?;
     Ok(())
 }

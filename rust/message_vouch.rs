@@ -8,13 +8,17 @@
 //! each tool call once). What is left, the id not yet logged and the pending tool calls, is
 //! stateful: `Surface.fold_appends` checks it in one loop for a whole run of vouched appends.
 //!
+//! `vouch_new_append` asks the same of an event about to be appended (`Session.append`), given
+//! as the caller gave it: what `Surface.admit_new` then checks is only the stateful rest.
+//!
 //! Like the plain-record scan (`record_scan.rs`) it answers only when sure: `None` means "take
 //! the full Python path", which decides the event as before, naming the rule it breaks.
 
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyString, PyTuple};
+use pyo3::types::{PyBool, PyDict, PyString, PyTuple};
 
+use crate::freeze::freeze_at;
 use crate::frozendict::FrozenDict;
 use crate::message::Message;
 
@@ -32,6 +36,19 @@ pub(crate) enum Append<'py> {
     Answer(Bound<'py, PyString>),
     /// An assistant message without visible content (`surface.is_model_visible`): no node.
     Invisible,
+}
+
+impl<'py> Append<'py> {
+    /// The tag `Surface.fold_appends` reads: `None` (a node), a tuple of call ids (a node whose
+    /// calls wait for results), a call id (a node answering that call) or `False` (no node).
+    pub(crate) fn into_tag(self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        Ok(match self {
+            Append::Node => py.None().into_bound(py),
+            Append::Calls(ids) => PyTuple::new(py, ids)?.into_any(),
+            Append::Answer(id) => id.into_any(),
+            Append::Invisible => PyBool::new(py, false).to_owned().into_any(),
+        })
+    }
 }
 
 fn text<'a>(value: &'a Bound<'_, PyAny>) -> Option<&'a str> {
@@ -163,4 +180,54 @@ pub(crate) fn vouch_append<'py>(
         }
         _ => None,
     }
+}
+
+/// `data` of a new `event_type` event as `prepare_data` freezes it, with its `Message`: the
+/// `Message` itself for a user/message, else a `dict` deep-frozen (or a `FrozenDict` as it is)
+/// holding one under `"message"`. `None` for anything else (the full path decides, or refuses).
+fn frozen_message_data<'py>(event_type: &str, data: &Bound<'py, PyAny>) -> Option<(Bound<'py, PyAny>, Bound<'py, Message>)> {
+    let py = data.py();
+    if event_type == "user/message" {
+        return Some((data.clone(), data.cast_exact::<Message>().ok()?.clone()));
+    }
+    let frozen = if data.is_exact_instance_of::<PyDict>() {
+        freeze_at(data, "data").ok()?
+    } else if data.is_exact_instance_of::<FrozenDict>() {
+        data.clone()
+    } else {
+        return None;
+    };
+    let message = frozen.cast_exact::<FrozenDict>().ok()?.get().get_str(py, "message")?.cast_into_exact::<Message>().ok()?;
+    Some((frozen, message))
+}
+
+/// The stateless append rules for a message event about to be appended as event `seq`, given as
+/// `Session.append` was given it (`surface_op` `None` or `"append"`, `source_seqs` a tuple):
+/// `(frozen data, message, tag)` (the tag as `Append::into_tag`), or `None` when in doubt.
+#[pyfunction]
+#[pyo3(signature = (event_type, data, surface_op, source_seqs, seq, /))]
+pub(crate) fn vouch_new_append<'py>(
+    event_type: &Bound<'py, PyAny>,
+    data: &Bound<'py, PyAny>,
+    surface_op: &Bound<'py, PyAny>,
+    source_seqs: &Bound<'py, PyAny>,
+    seq: usize,
+) -> PyResult<Option<Bound<'py, PyTuple>>> {
+    let py = data.py();
+    let Some(event_type) = text(event_type) else { return Ok(None) };
+    if !matches!(event_type, "user/message" | "assistant/message" | "tool/result") {
+        return Ok(None);
+    }
+    let Some((frozen, message)) = frozen_message_data(event_type, data) else { return Ok(None) };
+    let append_op = PyString::intern(py, "append");
+    let surface_op = if surface_op.is_none() { append_op.as_any() } else { surface_op };
+    let envelope = frozen.cast_exact::<FrozenDict>().ok();
+    let Some(append) = vouch_append(event_type, seq, envelope, &message, surface_op, source_seqs) else { return Ok(None) };
+    let tag = append.into_tag(py)?;
+    Ok(Some(PyTuple::new(py, [frozen, message.into_any(), tag])?))
+}
+
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(vouch_new_append, m)?)?;
+    Ok(())
 }

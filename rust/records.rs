@@ -21,7 +21,7 @@
 use pyo3::exceptions::PyIndexError;
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyByteArray, PyBytes, PyDict, PyList, PyString, PyTuple};
+use pyo3::types::{PyByteArray, PyBytes, PyDict, PyList, PyString, PyTuple};
 
 use crate::checksum::crc32c_of_parts;
 use crate::frozendict::FrozenDict;
@@ -245,17 +245,9 @@ struct Pending<'py> {
 }
 
 impl<'py> Pending<'py> {
-    /// A vouched append, and what `Surface.fold_appends` must know of it: `None` (a node),
-    /// a tuple of call ids (a node whose calls wait for results), a call id (a node answering
-    /// that call) or `False` (no node: nothing visible).
+    /// A vouched append, and what `Surface.fold_appends` must know of it (`Append::into_tag`).
     fn vouched(&mut self, seq: usize, append: Append<'py>) -> PyResult<()> {
-        let py = self.list.py();
-        let tag = match append {
-            Append::Node => py.None().into_bound(py),
-            Append::Calls(ids) => PyTuple::new(py, ids)?.into_any(),
-            Append::Answer(id) => id.into_any(),
-            Append::Invisible => PyBool::new(py, false).to_owned().into_any(),
-        };
+        let tag = append.into_tag(self.list.py())?;
         self.seqs.push(seq);
         self.tags.push(tag);
         Ok(())

@@ -128,6 +128,13 @@ def decode_records(
     holds, in seq order, each message event decoded, the index of each record left to Python, and
     each run of appends vouched for natively as `(seqs, tags)` (see `Surface.fold_appends`)."""
 
+def vouch_new_append(
+    event_type: object, data: object, surface_op: object, source_seqs: object, seq: int, /
+) -> tuple[Any, Message, Any] | None:
+    """`(frozen data, message, tag)` if a message event about to be appended as event `seq` passes
+    every append rule that does not depend on the log (`rust/message_vouch.rs`; the tag as in
+    `decode_records`' runs), else `None`: the full checks decide."""
+
 def freeze(value: object, /) -> _JSONValue:
     """Deep-freeze and detach a JSON-like tree."""
 

@@ -314,7 +314,7 @@ class Session:
                 op = None
                 source_seqs: tuple[int, ...] = ()
             else:
-                frozen, op, source_seqs = self._surface.admit(event_type, data, surface_op, source_event_seqs, self._events)
+                frozen, op, source_seqs, vouched = self._surface.admit_new(event_type, data, surface_op, source_event_seqs, self._events)
             seq = self._next_seq
             now = self._pinned_time
             if now is None:
@@ -329,7 +329,7 @@ class Session:
             self._next_seq = seq + 1
             self._last_time = now
             if op is not None:  # only message events change the surface (prepare_data refused blocking ones)
-                self._surface.fold(event)
+                self._surface.fold_new(event, vouched)
             elif event_type == REQUEST_HEADER:
                 self._header = event
                 self._events.header_seq = seq

@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dshkit import FrozenDict, Message
+from dshkit._core import vouch_new_append
 
 from dshkit.session.errors import UnknownEventError
 from dshkit.session.history import History
@@ -135,7 +136,7 @@ class Surface:
             return
         self._replace(message, seq, op)
 
-    def fold_appends(self, seqs: Sequence[int], tags: Sequence[Any], messages: Sequence[Any], start: int) -> int:
+    def fold_appends(self, seqs: Sequence[int], tags: Sequence[Any], messages: Sequence[Any] | Mapping[int, Any], start: int) -> int:
         """Admit and fold a run of stored appends the native pass vouched for, from `seqs[start]` on.
 
         `decode_records` (`rust/message_vouch.rs`) proved each passes every append rule that does
@@ -175,6 +176,15 @@ class Surface:
             nodes.append(message)
             node_seqs.append(seq)
         return len(seqs)
+
+    def fold_new(self, event: Event, vouched: Any) -> None:
+        """Fold a message event `admit_new` admitted (`vouched` is what it said of it)."""
+        if vouched is None:
+            self.fold(event)
+            return
+        seq = event.seq
+        # A run of one: its rules were checked by `admit_new` and nothing changed since.
+        self.fold_appends((seq,), (vouched[2],), {seq: vouched[1]}, 0)
 
     def _replace(self, message: Message, seq: int, op: Any) -> None:
         if not isinstance(op, Mapping) or op.get("op") != "replace":
@@ -271,6 +281,24 @@ class Surface:
             self.check(event_type, frozen, op, events)
         return frozen, op, source_seqs
 
+    def admit_new(
+        self, event_type: Any, data: Any, surface_op: Any, source_event_seqs: Any, events: Sequence[Event]
+    ) -> tuple[Any, Any, tuple[int, ...], Any]:
+        """`admit` for a new event, and what `fold_new` needs to know of it.
+
+        A message append the native pass vouches for (`vouch_new_append`: every rule that does not
+        depend on the log) has only the stateful rest of `_check_append` checked here; anything
+        else goes through `admit`. Returns `admit`'s triple and the vouch (`None` if none).
+        """
+        vouched = vouch_new_append(event_type, data, surface_op, source_event_seqs, len(events))
+        if vouched is None:
+            return (*self.admit(event_type, data, surface_op, source_event_seqs, events), None)
+        message, tag = vouched[1], vouched[2]
+        pending = self.pairing().pending
+        if message.id in self._seen or (tag not in pending if type(tag) is str else pending):
+            self._check_logged_and_pending(event_type, message)  # raises, naming the rule
+        return vouched[0], SURFACE_APPEND, source_event_seqs, vouched
+
     def check(self, event_type: str, data: Any, op: Any, events: Sequence[Event]) -> None:
         """Raise `ValueError` if appending this message event would break a surface rule."""
         message: Message = data if event_type == USER_MESSAGE else data["message"]
@@ -280,6 +308,14 @@ class Surface:
             self._check_replace(event_type, data, message, op["start"], op["end"], events)
 
     def _check_append(self, event_type: str, message: Message) -> None:
+        self._check_logged_and_pending(event_type, message)
+        if event_type == ASSISTANT_MESSAGE:
+            call_ids = _call_ids(message)
+            if len(set(call_ids)) != len(call_ids):
+                raise ValueError(f"assistant message {message.id} repeats a tool call id: {call_ids}")
+
+    def _check_logged_and_pending(self, event_type: str, message: Message) -> None:
+        """The stateful append rules: an id not logged before, tool calls answered before the conversation moves on."""
         if message.id in self._seen:
             raise ValueError(
                 f"message {message.id} is already in the session (event {self._seen[message.id]}); "
@@ -296,10 +332,6 @@ class Surface:
                 f"cannot append {event_type} {message.id}: tool call(s) {', '.join(map(repr, pending))} "
                 "have no tool/result yet (a tool call must be answered before the conversation moves on)"
             )
-        if event_type == ASSISTANT_MESSAGE:
-            call_ids = _call_ids(message)
-            if len(set(call_ids)) != len(call_ids):
-                raise ValueError(f"assistant message {message.id} repeats a tool call id: {call_ids}")
 
     def _check_replace(
         self, event_type: str, data: Any, message: Message, start: int, end: int, events: Sequence[Event]
