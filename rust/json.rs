@@ -12,7 +12,7 @@ use pyo3::types::{PyAny, PyBytes, PyDict, PyList, PyString, PyTuple};
 
 use crate::errors::PathError;
 use crate::frozendict::FrozenDict;
-use crate::json_leaves::{write_f64, write_str_ptr};
+use crate::json_leaves::{write_f64, write_i64, write_member_key, write_str_ptr};
 use crate::json_parse::{new_str, parse};
 use crate::message::Message;
 use crate::walk::{check_float, check_int, is_mapping, key_error, key_text, mapping_pairs, not_json, on_enough_stack, Walk};
@@ -147,7 +147,7 @@ unsafe fn write_frozen(out: &mut Vec<u8>, py: Python<'_>, obj: *mut ffi::PyObjec
 
 #[inline(never)]
 unsafe fn write_frozen_int(out: &mut Vec<u8>, obj: *mut ffi::PyObject) {
-    out.extend_from_slice(itoa::Buffer::new().format(ffi::PyLong_AsLongLong(obj)).as_bytes());
+    write_i64(out, ffi::PyLong_AsLongLong(obj));
 }
 
 #[inline(never)]
@@ -171,11 +171,7 @@ pub(crate) unsafe fn write_frozen_dict(
     on_enough_stack(level + 1, || {
         out.push(b'{');
         for (i, (key, value)) in frozen.iter(py).enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            write_str_ptr(out, key.as_ptr())?;
-            out.push(b':');
+            write_member_key(out, key.as_ptr(), i == 0)?;
             write_frozen(out, py, value.as_ptr(), level + 1).map_err(|e| e.at_key(&key_text(&key)))?;
         }
         out.push(b'}');
