@@ -133,6 +133,14 @@ fn write_str_blocks(out: &mut Vec<u8>, text: &[u8]) {
     }
 }
 
+thread_local! {
+    /// Whether a `str` read on this thread since the flag was last cleared may hold non-ASCII
+    /// text (it was not a compact ASCII str). The writer takes every string through
+    /// `str_utf8`, so while the flag is clear its output is ASCII and becomes a `str` without
+    /// a pass to check that (see `json::with_buffer`).
+    pub(crate) static WROTE_NON_ASCII: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 /// The UTF-8 text of a `str` (or subclass) given by pointer, or `None` when it has none (a lone
 /// surrogate). An ASCII str is read from the object itself, where CPython keeps its text.
 #[inline(always)]
@@ -142,6 +150,7 @@ pub(crate) unsafe fn str_utf8<'a>(text: *mut ffi::PyObject) -> Option<&'a [u8]> 
         let data = (text as *mut ffi::PyASCIIObject).offset(1) as *const u8;
         return Some(std::slice::from_raw_parts(data, ffi::PyUnicode_GET_LENGTH(text) as usize));
     }
+    WROTE_NON_ASCII.set(true);
     let mut size: ffi::Py_ssize_t = 0;
     let data = ffi::PyUnicode_AsUTF8AndSize(text, &mut size);
     if data.is_null() {

@@ -412,16 +412,27 @@ pub(crate) enum TopLevel<'py, const N: usize> {
 /// which `PyUnicode_FromStringAndSize` would first decode.
 #[inline]
 pub(crate) fn new_str<'py>(py: Python<'py>, text: &str) -> Bound<'py, PyAny> {
-    #[cfg(not(any(PyPy, GraalPy)))]
     if text.is_ascii() {
-        unsafe {
-            let string = ffi::PyUnicode_New(text.len() as ffi::Py_ssize_t, 127);
-            if !string.is_null() {
-                std::ptr::copy_nonoverlapping(text.as_ptr(), ffi::PyUnicode_DATA(string) as *mut u8, text.len());
-                return Bound::from_owned_ptr(py, string);
-            }
-            ffi::PyErr_Clear();
+        // SAFETY: checked just above.
+        return unsafe { new_ascii_str(py, text) };
+    }
+    PyString::new(py, text).into_any()
+}
+
+/// `new_str` for text the caller knows to be ASCII.
+///
+/// # Safety
+/// `text` must be ASCII.
+#[inline]
+pub(crate) unsafe fn new_ascii_str<'py>(py: Python<'py>, text: &str) -> Bound<'py, PyAny> {
+    #[cfg(not(any(PyPy, GraalPy)))]
+    {
+        let string = ffi::PyUnicode_New(text.len() as ffi::Py_ssize_t, 127);
+        if !string.is_null() {
+            std::ptr::copy_nonoverlapping(text.as_ptr(), ffi::PyUnicode_DATA(string) as *mut u8, text.len());
+            return Bound::from_owned_ptr(py, string);
         }
+        ffi::PyErr_Clear();
     }
     PyString::new(py, text).into_any()
 }
