@@ -12,8 +12,8 @@ use pyo3::types::{PyAny, PyBytes, PyDict, PyList, PyString, PyTuple};
 
 use crate::errors::PathError;
 use crate::frozendict::FrozenDict;
-use crate::json_leaves::{write_f64, write_str_ptr};
-use crate::json_parse::{new_str, parse};
+use crate::json_leaves::{write_f64, write_i64, write_member_key, write_str_ptr, WROTE_NON_ASCII};
+use crate::json_parse::{new_ascii_str, new_str, parse};
 use crate::message::Message;
 use crate::walk::{check_float, check_int, is_mapping, key_error, key_text, mapping_pairs, not_json, on_enough_stack, Walk};
 
@@ -147,7 +147,7 @@ unsafe fn write_frozen(out: &mut Vec<u8>, py: Python<'_>, obj: *mut ffi::PyObjec
 
 #[inline(never)]
 unsafe fn write_frozen_int(out: &mut Vec<u8>, obj: *mut ffi::PyObject) {
-    out.extend_from_slice(itoa::Buffer::new().format(ffi::PyLong_AsLongLong(obj)).as_bytes());
+    write_i64(out, ffi::PyLong_AsLongLong(obj));
 }
 
 #[inline(never)]
@@ -171,11 +171,7 @@ pub(crate) unsafe fn write_frozen_dict(
     on_enough_stack(level + 1, || {
         out.push(b'{');
         for (i, (key, value)) in frozen.iter(py).enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            write_str_ptr(out, key.as_ptr())?;
-            out.push(b':');
+            write_member_key(out, key.as_ptr(), i == 0)?;
             write_frozen(out, py, value.as_ptr(), level + 1).map_err(|e| e.at_key(&key_text(&key)))?;
         }
         out.push(b'}');
@@ -293,6 +289,14 @@ pub(crate) fn with_buffer<'py, T>(
     write: impl FnOnce(&mut Vec<u8>) -> PyResult<()>,
     finish: impl FnOnce(&[u8]) -> PyResult<T>,
 ) -> PyResult<T> {
+    /// Puts back the outer dump's flag, also when a nested dump unwinds.
+    struct RestoreFlag(bool);
+    impl Drop for RestoreFlag {
+        fn drop(&mut self) {
+            WROTE_NON_ASCII.set(self.0);
+        }
+    }
+    let _outer = RestoreFlag(WROTE_NON_ASCII.replace(false));
     let mut out = BUFFER.with(|cell| cell.take());
     out.clear();
     let result = write(&mut out).and_then(|()| finish(&out));
@@ -302,10 +306,16 @@ pub(crate) fn with_buffer<'py, T>(
     result
 }
 
-/// The JSON text as a `str`.
+/// The JSON text as a `str`; only as the `finish` of `with_buffer`, which keeps track of
+/// whether the text can hold anything but ASCII.
 pub(crate) fn json_str<'py>(py: Python<'py>, bytes: &[u8]) -> PyResult<Bound<'py, PyAny>> {
-    // SAFETY: the writer only emits valid UTF-8 (ASCII punctuation and UTF-8 from Python strs).
-    Ok(new_str(py, unsafe { std::str::from_utf8_unchecked(bytes) }))
+    // SAFETY: the writer only emits valid UTF-8 (ASCII punctuation and UTF-8 from Python strs),
+    // and ASCII only while no string it read could hold more.
+    let text = unsafe { std::str::from_utf8_unchecked(bytes) };
+    if WROTE_NON_ASCII.get() {
+        return Ok(new_str(py, text));
+    }
+    Ok(unsafe { new_ascii_str(py, text) })
 }
 
 /// The JSON text as UTF-8 `bytes`.

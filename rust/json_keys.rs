@@ -128,7 +128,8 @@ impl KeySlots {
                 return unsafe { Bound::from_borrowed_ptr(py, entry.string).cast_into_unchecked::<PyString>() };
             }
         }
-        let string = PyString::new(py, key);
+        // SAFETY: `new_str` makes a `str`.
+        let string = unsafe { crate::json_parse::new_str(py, key).cast_into_unchecked::<PyString>() };
         let previous = self.0[slot].replace(CachedKey { text: key.into(), string: string.clone().into_ptr() });
         if let Some(previous) = previous {
             unsafe { ffi::Py_DECREF(previous.string) };

@@ -4,7 +4,7 @@
 use pyo3::ffi;
 
 use crate::errors::PathError;
-use crate::json_scan::{first_stop, load, load_tail, stops, store, BLOCK};
+use crate::json_scan::{first_stop, load, load_tail, stops, store, Block, BLOCK};
 
 /// The parsers' scan for plain runs inside strings (kept here for the modules that import it
 /// from the string writer's module).
@@ -38,23 +38,59 @@ fn escape_of(byte: u8, buffer: &mut [u8; 8]) -> usize {
 /// `write_str_blocks`.
 #[inline(always)]
 pub(crate) fn write_str_bytes(out: &mut Vec<u8>, text: &[u8]) {
-    if text.len() <= BLOCK && !text.is_empty() {
-        let block = if text.len() == BLOCK { load(text, 0) } else { load_tail(text, 0) };
-        if stops(block) == 0 {
-            out.reserve(BLOCK + 2);
-            // SAFETY: room for the quote, a whole block and the closing quote was reserved.
-            unsafe {
-                let at = out.len();
-                let base = out.as_mut_ptr().add(at);
-                *base = b'"';
-                store(block, base.add(1));
-                *base.add(1 + text.len()) = b'"';
-                out.set_len(at + text.len() + 2);
-            }
-            return;
+    if let Some(block) = short_plain_block(text) {
+        out.reserve(BLOCK + 2);
+        // SAFETY: room for the quote, a whole block and the closing quote was reserved.
+        unsafe {
+            let at = out.len();
+            let base = out.as_mut_ptr().add(at);
+            *base = b'"';
+            store(block, base.add(1));
+            *base.add(1 + text.len()) = b'"';
+            out.set_len(at + text.len() + 2);
         }
+        return;
     }
     write_str_blocks(out, text);
+}
+
+/// The text as one block (padded with spaces), when it is 1 to `BLOCK` bytes with nothing to
+/// escape.
+#[inline(always)]
+fn short_plain_block(text: &[u8]) -> Option<Block> {
+    if text.len() > BLOCK || text.is_empty() {
+        return None;
+    }
+    let block = if text.len() == BLOCK { load(text, 0) } else { load_tail(text, 0) };
+    (stops(block) == 0).then_some(block)
+}
+
+/// An object member's key given by pointer: `,` before it unless it is the first, the key as
+/// a JSON string, then `:`. A short plain key (most keys) goes in one store.
+#[inline(always)]
+pub(crate) unsafe fn write_member_key(out: &mut Vec<u8>, key: *mut ffi::PyObject, first: bool) -> Result<(), PathError> {
+    let Some(text) = str_utf8(key) else { return Err(lone_surrogate()) };
+    let comma = !first as usize;
+    if let Some(block) = short_plain_block(text) {
+        out.reserve(BLOCK + 4);
+        // SAFETY: room for `,"`, a whole block and `":` was reserved.
+        let at = out.len();
+        let base = out.as_mut_ptr().add(at);
+        *base = b',';
+        let base = base.add(comma);
+        *base = b'"';
+        store(block, base.add(1));
+        *base.add(1 + text.len()) = b'"';
+        *base.add(2 + text.len()) = b':';
+        out.set_len(at + comma + text.len() + 3);
+        return Ok(());
+    }
+    if comma == 1 {
+        out.push(b',');
+    }
+    write_str_blocks(out, text);
+    out.push(b':');
+    Ok(())
 }
 
 /// `write_str_bytes` for any string. Room for the worst case (every byte a 6-byte escape) is
@@ -97,6 +133,14 @@ fn write_str_blocks(out: &mut Vec<u8>, text: &[u8]) {
     }
 }
 
+thread_local! {
+    /// Whether a `str` read on this thread since the flag was last cleared may hold non-ASCII
+    /// text (it was not a compact ASCII str). The writer takes every string through
+    /// `str_utf8`, so while the flag is clear its output is ASCII and becomes a `str` without
+    /// a pass to check that (see `json::with_buffer`).
+    pub(crate) static WROTE_NON_ASCII: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 /// The UTF-8 text of a `str` (or subclass) given by pointer, or `None` when it has none (a lone
 /// surrogate). An ASCII str is read from the object itself, where CPython keeps its text.
 #[inline(always)]
@@ -106,6 +150,7 @@ pub(crate) unsafe fn str_utf8<'a>(text: *mut ffi::PyObject) -> Option<&'a [u8]> 
         let data = (text as *mut ffi::PyASCIIObject).offset(1) as *const u8;
         return Some(std::slice::from_raw_parts(data, ffi::PyUnicode_GET_LENGTH(text) as usize));
     }
+    WROTE_NON_ASCII.set(true);
     let mut size: ffi::Py_ssize_t = 0;
     let data = ffi::PyUnicode_AsUTF8AndSize(text, &mut size);
     if data.is_null() {
@@ -118,13 +163,63 @@ pub(crate) unsafe fn str_utf8<'a>(text: *mut ffi::PyObject) -> Option<&'a [u8]> 
 /// Write a `str` (or subclass) given by pointer.
 #[inline(always)]
 pub(crate) unsafe fn write_str_ptr(out: &mut Vec<u8>, text: *mut ffi::PyObject) -> Result<(), PathError> {
-    let Some(bytes) = str_utf8(text) else {
-        return Err(PathError::value_error(
-            "str is not valid UTF-8 (it contains a lone surrogate) and cannot be written as JSON",
-        ));
-    };
+    let Some(bytes) = str_utf8(text) else { return Err(lone_surrogate()) };
     write_str_bytes(out, bytes);
     Ok(())
+}
+
+#[cold]
+fn lone_surrogate() -> PathError {
+    PathError::value_error("str is not valid UTF-8 (it contains a lone surrogate) and cannot be written as JSON")
+}
+
+/// Two decimal digits for each number below 100.
+static DIGIT_PAIRS: [u8; 200] = {
+    let mut pairs = [0u8; 200];
+    let mut i = 0;
+    while i < 100 {
+        pairs[2 * i] = b'0' + (i / 10) as u8;
+        pairs[2 * i + 1] = b'0' + (i % 10) as u8;
+        i += 1;
+    }
+    pairs
+};
+
+/// The last `width` decimal digits of `n` (zero-padded) ending at `end`, two at a time.
+#[inline(always)]
+unsafe fn digits_backwards(mut n: u64, width: usize, end: *mut u8) {
+    let mut at = width;
+    while at >= 2 {
+        at -= 2;
+        let pair = (n % 100) as usize * 2;
+        n /= 100;
+        std::ptr::copy_nonoverlapping(DIGIT_PAIRS.as_ptr().add(pair), end.sub(width - at), 2);
+    }
+    if at == 1 {
+        *end.sub(width) = b'0' + (n % 10) as u8;
+    }
+}
+
+/// `n` in decimal, as itoa writes it, straight into `out`.
+#[inline(always)]
+fn write_u64(out: &mut Vec<u8>, n: u64) {
+    let width = n.checked_ilog10().unwrap_or(0) as usize + 1;
+    out.reserve(20);
+    // SAFETY: an u64 has at most 20 digits, reserved above.
+    unsafe {
+        let at = out.len();
+        digits_backwards(n, width, out.as_mut_ptr().add(at + width));
+        out.set_len(at + width);
+    }
+}
+
+/// An integer in decimal, as itoa writes it.
+#[inline]
+pub(crate) fn write_i64(out: &mut Vec<u8>, value: i64) {
+    if value < 0 {
+        out.push(b'-');
+    }
+    write_u64(out, value.unsigned_abs());
 }
 
 const POWERS_OF_TEN: [f64; 5] = [1.0, 10.0, 100.0, 1_000.0, 10_000.0];
@@ -159,17 +254,18 @@ fn write_short_decimal(out: &mut Vec<u8>, value: f64) -> bool {
             out.push(b'-');
         }
         let unit = POWERS_OF_TEN[decimals] as u64;
-        let mut digits = itoa::Buffer::new();
-        out.extend_from_slice(digits.format(n / unit).as_bytes());
-        out.push(b'.');
-        if decimals == 0 {
-            out.push(b'0');
-            return true;
+        write_u64(out, n / unit);
+        // `.` and the decimals (at least one: `3.0`), zero-padded, in one go.
+        let width = decimals.max(1);
+        out.reserve(8);
+        // SAFETY: `.` and at most 4 digits fit in the 8 bytes reserved.
+        unsafe {
+            let at = out.len();
+            let base = out.as_mut_ptr().add(at);
+            *base = b'.';
+            digits_backwards(n % unit, width, base.add(1 + width));
+            out.set_len(at + 1 + width);
         }
-        let fraction = n % unit;
-        let fraction_text = digits.format(fraction).as_bytes();
-        out.extend(std::iter::repeat_n(b'0', decimals - fraction_text.len()));
-        out.extend_from_slice(fraction_text);
         return true;
     }
     false

@@ -13,6 +13,7 @@ use pyo3::types::{PyAny, PyString};
 
 use crate::frozendict::EntriesBuilder;
 use crate::json_scan::plain_run_len;
+use crate::json_strings::decode_escaped;
 use crate::json_keys::{KeySlots, SeenKeys, KEY_CACHE, KEY_CACHE_MAX_LEN};
 use crate::walk::{on_enough_stack, untrack, MAX_DEPTH};
 
@@ -230,13 +231,14 @@ impl<'a, 'py> Parser<'a, 'py> {
         };
         let key = match self.keys.as_deref_mut() {
             Some(cache) if text.len() <= KEY_CACHE_MAX_LEN => cache.get(self.py, text),
-            _ => PyString::new(self.py, text),
+            // SAFETY: `new_str` makes a `str`.
+            _ => unsafe { new_str(self.py, text).cast_into_unchecked::<PyString>() },
         };
         // Python's own str hash (SipHash, keyed per process): keys chosen to collide under a
         // fixed hash cannot make an object quadratic. Computed once and kept in the str object,
         // so a cached key has it already, and a large FrozenDict's lookup dict reuses it.
-        let hash = unsafe { ffi::PyObject_Hash(key.as_ptr()) };
-        Ok((key, hash as isize))
+        let hash = str_hash(&key);
+        Ok((key, hash))
     }
 
     /// Read a string (the opening quote consumed): its text is in the input when it holds no
@@ -252,11 +254,24 @@ impl<'a, 'py> Parser<'a, 'py> {
         scratch.clear();
         // Decoded text is never longer than its JSON: one allocation instead of a doubling chain.
         scratch.reserve((self.bytes.len() - start).min(SCRATCH_RESERVE_MAX));
-        // SAFETY: the run stops only at ASCII bytes, so both ends are char boundaries.
-        scratch.push_str(unsafe { self.text.get_unchecked(start..self.pos) });
-        let result = self.escaped_string(&mut scratch);
+        // SAFETY: the run stops only at ASCII bytes, so both ends are char boundaries, and
+        // `decode_escaped` only appends whole characters.
+        let decoded = unsafe {
+            let out = scratch.as_mut_vec();
+            out.extend_from_slice(&self.bytes[start..self.pos]);
+            decode_escaped(self.bytes, self.pos, out)
+        };
         self.scratch = scratch;
-        result.map(|()| Span::Scratch)
+        match decoded {
+            Ok(end) => {
+                self.pos = end;
+                Ok(Span::Scratch)
+            }
+            Err((message, at)) => {
+                self.pos = at;
+                self.error(message)
+            }
+        }
     }
 
     fn span_text(&self, span: Span) -> &str {
@@ -271,83 +286,6 @@ impl<'a, 'py> Parser<'a, 'py> {
     #[inline(always)]
     fn skip_plain_run(&mut self) {
         self.pos += plain_run_len(&self.bytes[self.pos..]);
-    }
-
-    /// Decode the rest of a string holding escapes into `out`; stops after the closing quote.
-    fn escaped_string(&mut self, out: &mut String) -> Parsed<()> {
-        loop {
-            match self.peek() {
-                Some(b'"') => {
-                    self.pos += 1;
-                    return Ok(());
-                }
-                Some(b'\\') => {
-                    self.pos += 1;
-                    self.escape(out)?;
-                }
-                Some(_) => return self.error("control character (\\u0000-\\u001F) found while parsing a string"),
-                None => return self.error("EOF while parsing a string"),
-            }
-            let start = self.pos;
-            self.skip_plain_run();
-            out.push_str(unsafe { self.text.get_unchecked(start..self.pos) });
-        }
-    }
-
-    fn escape(&mut self, out: &mut String) -> Parsed<()> {
-        let Some(byte) = self.peek() else { return self.error("EOF while parsing a string") };
-        self.pos += 1;
-        let c = match byte {
-            b'"' => '"',
-            b'\\' => '\\',
-            b'/' => '/',
-            b'b' => '\u{8}',
-            b'f' => '\u{c}',
-            b'n' => '\n',
-            b'r' => '\r',
-            b't' => '\t',
-            b'u' => {
-                let first = self.hex4()?;
-                let code = match first {
-                    0xD800..=0xDBFF => {
-                        if !self.bytes[self.pos..].starts_with(b"\\u") {
-                            return self.error("lone leading surrogate in hex escape");
-                        }
-                        self.pos += 2;
-                        let second = self.hex4()?;
-                        if !(0xDC00..=0xDFFF).contains(&second) {
-                            return self.error("lone leading surrogate in hex escape");
-                        }
-                        0x10000 + ((first - 0xD800) << 10) + (second - 0xDC00)
-                    }
-                    0xDC00..=0xDFFF => return self.error("lone trailing surrogate in hex escape"),
-                    code => code,
-                };
-                char::from_u32(code).expect("a valid scalar value")
-            }
-            _ => {
-                self.pos -= 1;
-                return self.error("invalid escape");
-            }
-        };
-        out.push(c);
-        Ok(())
-    }
-
-    fn hex4(&mut self) -> Parsed<u32> {
-        let mut value = 0;
-        for _ in 0..4 {
-            let digit = match self.peek() {
-                Some(b @ b'0'..=b'9') => b - b'0',
-                Some(b @ b'a'..=b'f') => b - b'a' + 10,
-                Some(b @ b'A'..=b'F') => b - b'A' + 10,
-                Some(_) => return self.error("invalid escape"),
-                None => return self.error("EOF while parsing a string"),
-            };
-            value = value * 16 + digit as u32;
-            self.pos += 1;
-        }
-        Ok(value)
     }
 
     fn digits(&mut self) -> usize {
@@ -474,18 +412,43 @@ pub(crate) enum TopLevel<'py, const N: usize> {
 /// which `PyUnicode_FromStringAndSize` would first decode.
 #[inline]
 pub(crate) fn new_str<'py>(py: Python<'py>, text: &str) -> Bound<'py, PyAny> {
-    #[cfg(not(any(PyPy, GraalPy)))]
     if text.is_ascii() {
-        unsafe {
-            let string = ffi::PyUnicode_New(text.len() as ffi::Py_ssize_t, 127);
-            if !string.is_null() {
-                std::ptr::copy_nonoverlapping(text.as_ptr(), ffi::PyUnicode_DATA(string) as *mut u8, text.len());
-                return Bound::from_owned_ptr(py, string);
-            }
-            ffi::PyErr_Clear();
-        }
+        // SAFETY: checked just above.
+        return unsafe { new_ascii_str(py, text) };
     }
     PyString::new(py, text).into_any()
+}
+
+/// `new_str` for text the caller knows to be ASCII.
+///
+/// # Safety
+/// `text` must be ASCII.
+#[inline]
+pub(crate) unsafe fn new_ascii_str<'py>(py: Python<'py>, text: &str) -> Bound<'py, PyAny> {
+    #[cfg(not(any(PyPy, GraalPy)))]
+    {
+        let string = ffi::PyUnicode_New(text.len() as ffi::Py_ssize_t, 127);
+        if !string.is_null() {
+            std::ptr::copy_nonoverlapping(text.as_ptr(), ffi::PyUnicode_DATA(string) as *mut u8, text.len());
+            return Bound::from_owned_ptr(py, string);
+        }
+        ffi::PyErr_Clear();
+    }
+    PyString::new(py, text).into_any()
+}
+
+/// The Python hash of a `str`: the one it keeps, when it has been computed (a cached key).
+#[inline(always)]
+fn str_hash(text: &Bound<'_, PyString>) -> isize {
+    #[cfg(not(any(PyPy, GraalPy, Py_LIMITED_API)))]
+    {
+        // SAFETY: every `str` starts with a `PyASCIIObject`; -1 means not computed yet.
+        let kept = unsafe { (*(text.as_ptr() as *mut ffi::PyASCIIObject)).hash };
+        if kept != -1 {
+            return kept as isize;
+        }
+    }
+    unsafe { ffi::PyObject_Hash(text.as_ptr()) as isize }
 }
 
 fn out_of_range(text: &str, at: usize) -> ParseError {

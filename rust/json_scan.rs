@@ -159,7 +159,7 @@ mod block {
     }
 }
 
-pub(crate) use block::{first_stop, load, load_tail, stops, store, BLOCK};
+pub(crate) use block::{first_stop, load, load_tail, stops, store, Block, BLOCK};
 
 /// Length of the leading run of `text` that a JSON string holds as it is (no `"`, `\\` or
 /// control character): whole blocks, then words, then bytes.

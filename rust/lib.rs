@@ -15,6 +15,7 @@ mod json_leaves;
 mod json_keys;
 mod json_parse;
 mod json_scan;
+mod json_strings;
 mod message;
 mod message_vouch;
 mod record_scan;
