@@ -5,6 +5,7 @@ long, ASCII or not, must give the text `json.dumps` gives and read back as `json
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator, Mapping
 
 import pytest
 
@@ -88,3 +89,44 @@ def test_a_message_with_escapes_everywhere_round_trips() -> None:
     assert json.loads(message.to_json())["content"][0]["text"] == text
     assert Message.from_json(message.to_json()) == message
     assert message.to_json_bytes() == message.to_json().encode()
+
+
+class _DumpsWhileIterated(Mapping[str, object]):
+    """A mapping (not a dict) whose iteration runs another dump on the same thread: a nested dump."""
+
+    def __init__(self, inner: object, **items: object) -> None:
+        self.items_ = items
+        self.inner = inner
+        self.inner_text = ""
+
+    def __getitem__(self, key: str) -> object:
+        return self.items_[key]
+
+    def __len__(self) -> int:
+        return len(self.items_)
+
+    def __iter__(self) -> Iterator[str]:
+        self.inner_text = to_json(self.inner)
+        return iter(self.items_)
+
+
+@pytest.mark.parametrize(
+    ("outer", "inner"),
+    [({"k": "plain"}, {"k": "é😀"}), ({"k": "é😀"}, {"k": "plain"}), ({"k": "€"}, {"k": "é"}), ({"k": "a"}, {"k": "b"})],
+)
+@pytest.mark.parametrize("lead", ["ascii", "é"])  # non-ASCII read before the nested dump, or not
+def test_a_nested_dump_neither_hides_nor_invents_non_ascii_text_of_the_outer_one(lead: str, outer: dict, inner: dict) -> None:
+    # `to_json` builds an ASCII str without checking when no str it read could hold more; a
+    # dump run while another is in progress must not change what the outer one knows of its text.
+    value = _DumpsWhileIterated(inner, **outer)
+    text = to_json([lead, value, "tail"])
+    expected = reference([lead, outer, "tail"])
+    assert value.inner_text == reference(inner)
+    assert text == expected and len(text) == len(expected) and text.encode("utf-8").decode("utf-8") == expected
+
+
+def test_non_ascii_only_in_a_message_source_or_key_still_makes_a_full_str() -> None:
+    message = create_user_message("plain text", source={"kind": "user", "naïve key": "x"})
+    text = message.to_json()
+    assert "naïve key" in text and json.loads(text)["source"] == {"kind": "user", "naïve key": "x"}
+    assert to_json({"clé": 1}) == '{"clé":1}'
