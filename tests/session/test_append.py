@@ -166,6 +166,28 @@ def test_only_message_events_carry_surface_ops_and_sources(build):
     assert event.source_event_seqs == (0,)
 
 
+class _SeqsThatCannotCompare:
+    """An iterable of seqs whose `==` raises: the sources are judged by what they hold, not by `==`."""
+
+    def __iter__(self):
+        return iter([0])
+
+    def __eq__(self, other: object) -> bool:
+        raise AssertionError("source_event_seqs compared with ==")
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def test_sources_on_a_plain_event_are_refused_by_the_rule_whatever_they_are():
+    session = Session()
+    session.append("turn/start", {"turn": 1})
+    with pytest.raises(ValueError, match="no source_event_seqs"):
+        session.append("step/start", {"turn": 1, "step": 1}, source_event_seqs=_SeqsThatCannotCompare())
+    with pytest.raises(ValueError, match="no source_event_seqs"):
+        session.append("step/start", {"turn": 1, "step": 1}, source_event_seqs=(0,))
+    assert len(session.events) == 1
+
+
 def test_unknown_types_are_accepted_only_when_marked_ignorable():
     session = Session()
     event = session.append("plugin/notes/state", {"ignorable": True, "notes": ["x"]})

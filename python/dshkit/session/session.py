@@ -306,7 +306,7 @@ class Session:
                 raise SessionClosedError("the session is closed" if self._closed else "the session was opened read-only")
             event_type = type
             check = PLAIN_DATA_CHECKS.get(event_type) if event_type.__class__ is str else None
-            if check is not None and data.__class__ is dict and surface_op is None and source_event_seqs == ():
+            if check is not None and data.__class__ is dict and surface_op is None and source_event_seqs.__class__ is tuple and not source_event_seqs:
                 # A known event without message, surface operation or sources, its data a dict (most
                 # events): what `Surface.admit` does for it (freeze, the type's rule), without its dispatch.
                 frozen = freeze(data)
