@@ -74,9 +74,7 @@ fn write_items<'py>(
 }
 
 fn write_int(out: &mut Vec<u8>, obj: &Bound<'_, PyAny>) -> Result<(), PathError> {
-    let value = check_int(obj)?;
-    let mut buffer = itoa::Buffer::new();
-    out.extend_from_slice(buffer.format(value).as_bytes());
+    write_i64(out, check_int(obj)?);
     Ok(())
 }
 

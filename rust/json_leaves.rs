@@ -6,10 +6,6 @@ use pyo3::ffi;
 use crate::errors::PathError;
 use crate::json_scan::{first_stop, load, load_tail, stops, store, Block, BLOCK};
 
-/// The parsers' scan for plain runs inside strings (kept here for the modules that import it
-/// from the string writer's module).
-pub(crate) use crate::json_scan::plain_run_len;
-
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
 /// The escape sequence of a byte that needs one, in `buffer`; returns its length.

@@ -440,7 +440,7 @@ pub(crate) unsafe fn new_ascii_str<'py>(py: Python<'py>, text: &str) -> Bound<'p
 /// The Python hash of a `str`: the one it keeps, when it has been computed (a cached key).
 #[inline(always)]
 fn str_hash(text: &Bound<'_, PyString>) -> isize {
-    #[cfg(not(any(PyPy, GraalPy, Py_LIMITED_API)))]
+    #[cfg(not(any(Py_3_14, PyPy, GraalPy, Py_LIMITED_API)))]
     {
         // SAFETY: every `str` starts with a `PyASCIIObject`; -1 means not computed yet.
         let kept = unsafe { (*(text.as_ptr() as *mut ffi::PyASCIIObject)).hash };

@@ -6,7 +6,7 @@
 //! repeated key where a rule looks, a float with an exponent, deep nesting, an unknown type ...)
 //! is `Sorted::Other`, and the record takes the full Python path, which decides it as before.
 
-use crate::json_leaves::plain_run_len;
+use crate::json_scan::plain_run_len;
 
 /// Deeper records take the full path (the parser's own limit is higher).
 const MAX_SCAN_DEPTH: usize = 64;
