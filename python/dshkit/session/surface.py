@@ -293,10 +293,7 @@ class Surface:
         vouched = vouch_new_append(event_type, data, surface_op, source_event_seqs, len(events))
         if vouched is None:
             return (*self.admit(event_type, data, surface_op, source_event_seqs, events), None)
-        message, tag = vouched[1], vouched[2]
-        pending = self.pairing().pending
-        if message.id in self._seen or (tag not in pending if type(tag) is str else pending):
-            self._check_logged_and_pending(event_type, message)  # raises, naming the rule
+        self._check_logged_and_pending(event_type, vouched[1])
         return vouched[0], SURFACE_APPEND, source_event_seqs, vouched
 
     def check(self, event_type: str, data: Any, op: Any, events: Sequence[Event]) -> None:
