@@ -11,11 +11,12 @@ use pyo3::types::{PyAny, PyBool, PyDict, PyString, PyTuple};
 use crate::content::{check_role, freeze_content, freeze_source, minted_id, validate_blocks, validate_source, Content};
 use crate::freeze::{freeze_at, freeze_below};
 use crate::frozendict::FrozenDict;
-use crate::json_parse::{parse_fields, TopLevel};
+use crate::json_fields::{parse_fields, Fields, TopLevel};
 use crate::message::Message;
 use crate::walk::{is_mapping, type_name, untrack};
 
-const FIELDS: [&str; 4] = ["id", "role", "content", "source"];
+/// The keys of a message's JSON object, in the order of `Fields::values` for `message_from_fields`.
+pub(crate) const FIELDS: [&str; 4] = ["id", "role", "content", "source"];
 
 /// Refuse keyword arguments a creation helper does not take, pointing identity imports to
 /// `freeze_message`.
@@ -222,22 +223,25 @@ fn import_mapping<'py>(py: Python<'py>, mapping: &Bound<'py, PyAny>) -> PyResult
 /// fields, already frozen, and only the checks `import_mapping` makes remain (with the same
 /// errors, in the same order); no top-level mapping is built and nothing is walked again.
 pub(crate) fn import_json<'py>(py: Python<'py>, text: &str) -> PyResult<Bound<'py, Message>> {
-    let (fields, unknown) = match parse_fields(py, text, &FIELDS)? {
-        TopLevel::Object { fields, unknown } => (fields, unknown),
-        TopLevel::Other(value) => {
-            return Err(PyValueError::new_err(format!(
-                "Message.from_json() needs a JSON object, got {}",
-                type_name(&value)
-            )))
-        }
-    };
-    if let Some(key) = unknown {
+    match parse_fields(py, text, &FIELDS)? {
+        TopLevel::Object(fields) => message_from_fields(py, fields),
+        TopLevel::Other(value) => Err(PyValueError::new_err(format!(
+            "Message.from_json() needs a JSON object, got {}",
+            type_name(&value)
+        ))),
+    }
+}
+
+/// The `Message` of a JSON object read with `FIELDS` (`Parser::object_fields`): the
+/// checks of `import_mapping` on values the parser already froze, with the same errors.
+pub(crate) fn message_from_fields<'py>(py: Python<'py>, fields: Fields<'py, 4>) -> PyResult<Bound<'py, Message>> {
+    if let Some(key) = fields.unknown {
         return Err(PyTypeError::new_err(format!(
             "freeze_message(): unknown key {} (a message has exactly id, role, content and source)",
             key.repr()?
         )));
     }
-    let [id, role, content, source] = fields;
+    let [id, role, content, source] = fields.values;
     let missing = |name: &str| PyValueError::new_err(format!("{name}: the message has no {name}"));
     let id = imported_id(id.map(|(value, _)| value))?;
     let role = check_role(py, &role.ok_or_else(|| missing("role"))?.0)?;

@@ -23,28 +23,28 @@ const SCRATCH_RESERVE_MAX: usize = 64 * 1024;
 const ITEMS_RESERVE: usize = 16;
 
 /// A parse error: what was wrong, and the byte offset where it was found.
-struct ParseError {
+pub(crate) struct ParseError {
     message: String,
     at: usize,
 }
 
-type Parsed<T> = Result<T, ParseError>;
+pub(crate) type Parsed<T> = Result<T, ParseError>;
 
 /// A parsed value and the nesting depth of its subtree (0 for a leaf).
-struct Value<'py>(Bound<'py, PyAny>, usize);
+pub(crate) struct Value<'py>(pub(crate) Bound<'py, PyAny>, pub(crate) usize);
 
 /// Where a string's text is: a range of the input, or the scratch buffer.
 #[derive(Clone, Copy)]
-enum Span {
+pub(crate) enum Span {
     Input(usize, usize),
     Scratch,
 }
 
-struct Parser<'a, 'py> {
-    py: Python<'py>,
+pub(crate) struct Parser<'a, 'py> {
+    pub(crate) py: Python<'py>,
     text: &'a str,
-    bytes: &'a [u8],
-    pos: usize,
+    pub(crate) bytes: &'a [u8],
+    pub(crate) pos: usize,
     /// Decoded text of a string that holds escapes.
     scratch: String,
     /// Items of the arrays being parsed, innermost last.
@@ -53,13 +53,13 @@ struct Parser<'a, 'py> {
 }
 
 impl<'a, 'py> Parser<'a, 'py> {
-    fn error<T>(&self, message: impl Into<String>) -> Parsed<T> {
+    pub(crate) fn error<T>(&self, message: impl Into<String>) -> Parsed<T> {
         Err(ParseError { message: message.into(), at: self.pos })
     }
 
     /// The opening quote of an object's key.
     #[inline(always)]
-    fn key_start(&mut self) -> Parsed<()> {
+    pub(crate) fn key_start(&mut self) -> Parsed<()> {
         match self.peek() {
             Some(b'"') => {
                 self.pos += 1;
@@ -72,7 +72,7 @@ impl<'a, 'py> Parser<'a, 'py> {
 
     /// The `:` between an object's key and its value.
     #[inline(always)]
-    fn colon(&mut self) -> Parsed<()> {
+    pub(crate) fn colon(&mut self) -> Parsed<()> {
         self.skip_whitespace();
         match self.peek() {
             Some(b':') => {
@@ -87,7 +87,7 @@ impl<'a, 'py> Parser<'a, 'py> {
     /// After a list item or object member: `true` past the closing `close`, `false` past a `,`
     /// that another item follows (a `,` right before `close` is a trailing comma).
     #[inline(always)]
-    fn after_member(&mut self, close: u8, expected: &'static str, eof: &'static str) -> Parsed<bool> {
+    pub(crate) fn after_member(&mut self, close: u8, expected: &'static str, eof: &'static str) -> Parsed<bool> {
         self.skip_whitespace();
         match self.peek() {
             Some(b',') => self.pos += 1,
@@ -106,18 +106,18 @@ impl<'a, 'py> Parser<'a, 'py> {
     }
 
     #[inline(always)]
-    fn peek(&self) -> Option<u8> {
+    pub(crate) fn peek(&self) -> Option<u8> {
         self.bytes.get(self.pos).copied()
     }
 
     #[inline(always)]
-    fn skip_whitespace(&mut self) {
+    pub(crate) fn skip_whitespace(&mut self) {
         while let Some(b' ' | b'\n' | b'\r' | b'\t') = self.peek() {
             self.pos += 1;
         }
     }
 
-    fn value(&mut self, depth: usize) -> Parsed<Value<'py>> {
+    pub(crate) fn value(&mut self, depth: usize) -> Parsed<Value<'py>> {
         self.skip_whitespace();
         match self.peek() {
             Some(b'{') => on_enough_stack(depth, || self.object(depth)),
@@ -145,7 +145,7 @@ impl<'a, 'py> Parser<'a, 'py> {
         self.error("expected value")
     }
 
-    fn enter(&self, depth: usize) -> Parsed<()> {
+    pub(crate) fn enter(&self, depth: usize) -> Parsed<()> {
         if depth >= MAX_DEPTH {
             return self.error(format!("nesting deeper than {MAX_DEPTH} levels"));
         }
@@ -243,7 +243,7 @@ impl<'a, 'py> Parser<'a, 'py> {
 
     /// Read a string (the opening quote consumed): its text is in the input when it holds no
     /// escape, else decoded into the scratch buffer.
-    fn string(&mut self) -> Parsed<Span> {
+    pub(crate) fn string(&mut self) -> Parsed<Span> {
         let start = self.pos;
         self.skip_plain_run();
         if self.peek() == Some(b'"') {
@@ -274,7 +274,7 @@ impl<'a, 'py> Parser<'a, 'py> {
         }
     }
 
-    fn span_text(&self, span: Span) -> &str {
+    pub(crate) fn span_text(&self, span: Span) -> &str {
         match span {
             // SAFETY: as in `string`.
             Span::Input(start, end) => unsafe { self.text.get_unchecked(start..end) },
@@ -360,54 +360,6 @@ impl<'a, 'py> Parser<'a, 'py> {
     }
 }
 
-impl<'a, 'py> Parser<'a, 'py> {
-    /// The top-level value, keeping only the values of the keys `names` when it is an object.
-    fn fields_object<const N: usize>(&mut self, names: &[&str; N]) -> Parsed<TopLevel<'py, N>> {
-        self.skip_whitespace();
-        if self.peek() != Some(b'{') {
-            let Value(value, _) = self.value(0)?;
-            return Ok(TopLevel::Other(value));
-        }
-        // As `object`, with the values going to their slots instead of into a FrozenDict.
-        self.pos += 1; // '{'
-        let mut fields: [Option<(Bound<'py, PyAny>, usize)>; N] = std::array::from_fn(|_| None);
-        let mut unknown = None;
-        self.skip_whitespace();
-        if self.peek() == Some(b'}') {
-            self.pos += 1;
-            return Ok(TopLevel::Object { fields, unknown });
-        }
-        loop {
-            self.key_start()?;
-            let span = self.string()?;
-            let key = self.span_text(span);
-            let slot = names.iter().position(|name| *name == key);
-            if slot.is_none() && unknown.is_none() {
-                unknown = Some(PyString::new(self.py, key));
-            }
-            self.colon()?;
-            let Value(value, height) = self.value(1)?;
-            if let Some(slot) = slot {
-                // A repeated key: the last value wins, as in `object`.
-                fields[slot] = Some((value, height));
-            }
-            if self.after_member(b'}', "expected `,` or `}`", "EOF while parsing an object")? {
-                break;
-            }
-        }
-        Ok(TopLevel::Object { fields, unknown })
-    }
-}
-
-/// The top level of a JSON text read by `parse_fields`.
-pub(crate) enum TopLevel<'py, const N: usize> {
-    /// An object: for each name asked for, its value (the last one if the key repeats) and the
-    /// nesting depth of that value's subtree; and the first key that is none of the names.
-    Object { fields: [Option<(Bound<'py, PyAny>, usize)>; N], unknown: Option<Bound<'py, PyString>> },
-    /// Any other JSON value, as `parse` gives it.
-    Other(Bound<'py, PyAny>),
-}
-
 /// A `str` of `text`. ASCII text (most of JSON) is copied into a new ASCII str as it is,
 /// which `PyUnicode_FromStringAndSize` would first decode.
 #[inline]
@@ -469,15 +421,8 @@ pub(crate) fn parse<'py>(py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyA
     run(py, text, |parser| parser.value(0).map(|Value(value, _)| value))
 }
 
-/// Parse JSON whose top level is meant to be an object with known keys (a message): the values
-/// of `names` are parsed into frozen values as `parse` would, but the top-level object itself is
-/// never built. The same text gives the same errors as `parse`.
-pub(crate) fn parse_fields<'py, const N: usize>(py: Python<'py>, text: &str, names: &[&str; N]) -> PyResult<TopLevel<'py, N>> {
-    run(py, text, |parser| parser.fields_object(names))
-}
-
 /// Run `top` over the whole of `text` (nothing but whitespace may follow).
-fn run<'py, T>(py: Python<'py>, text: &str, top: impl FnOnce(&mut Parser<'_, 'py>) -> Parsed<T>) -> PyResult<T> {
+pub(crate) fn run<'py, T>(py: Python<'py>, text: &str, top: impl FnOnce(&mut Parser<'_, 'py>) -> Parsed<T>) -> PyResult<T> {
     // try_lock: another thread may be parsing, or a finalizer run during this parse may parse
     // again on this thread; either way that parse simply goes without the cache.
     let mut guard = KEY_CACHE.try_lock().ok();

@@ -74,22 +74,27 @@ fn appends_citing_the_past(seq: usize, surface_op: &Bound<'_, PyAny>, source_seq
 /// `events._check_envelope` passes on an assistant/message or tool/result's data.
 fn envelope_passes(py: Python<'_>, data: &FrozenDict) -> Option<()> {
     for (key, value) in data.iter(py) {
-        let good = match text(&key)? {
-            "turn" | "step" => exact_int(&value),
-            "interrupted" => value.is_exact_instance_of::<PyBool>(),
-            "usage" => value.is_exact_instance_of::<FrozenDict>(),
-            "error" => {
-                value.is_none()
-                    || value.cast::<FrozenDict>().is_ok_and(|error| {
-                        let field = |key| error.get().get_str(py, key).is_some_and(|v| text(&v).is_some());
-                        error.is_exact_instance_of::<FrozenDict>() && field("name") && field("code")
-                    })
-            }
-            _ => true,
-        };
-        good.then_some(())?;
+        envelope_field_passes(py, text(&key)?, &value).then_some(())?;
     }
     Some(())
+}
+
+/// `events._check_envelope` passes on the field `key` of an assistant/message or tool/result's
+/// data holding `value` (the message itself is not its concern: any value passes).
+pub(crate) fn envelope_field_passes(py: Python<'_>, key: &str, value: &Bound<'_, PyAny>) -> bool {
+    match key {
+        "turn" | "step" => exact_int(value),
+        "interrupted" => value.is_exact_instance_of::<PyBool>(),
+        "usage" => value.is_exact_instance_of::<FrozenDict>(),
+        "error" => {
+            value.is_none()
+                || value.cast::<FrozenDict>().is_ok_and(|error| {
+                    let field = |key| error.get().get_str(py, key).is_some_and(|v| text(&v).is_some());
+                    error.is_exact_instance_of::<FrozenDict>() && field("name") && field("code")
+                })
+        }
+        _ => true,
+    }
 }
 
 /// The content blocks of `content` whose `type` is the `str` `kind`; `None` if a block is no
@@ -140,13 +145,28 @@ fn distinct_call_ids<'py>(content: &Bound<'py, PyTuple>) -> Option<Vec<Bound<'py
     Some(ids)
 }
 
-/// The stateless append rules for a stored message event `seq` of `event_type`, carrying
-/// `message` (in `envelope`, the event's data, unless it is a user/message): what the append
-/// does, or `None` when in doubt.
+/// The stateless append rules for a message event `seq` of `event_type`, carrying `message`
+/// (in `envelope`, the event's data, unless it is a user/message): what the append does, or
+/// `None` when in doubt.
 pub(crate) fn vouch_append<'py>(
     event_type: &str,
     seq: usize,
     envelope: Option<&Bound<'py, FrozenDict>>,
+    message: &Bound<'py, Message>,
+    surface_op: &Bound<'py, PyAny>,
+    source_seqs: &Bound<'py, PyAny>,
+) -> Option<Append<'py>> {
+    if event_type != "user/message" {
+        envelope_passes(message.py(), envelope?.get())?;
+    }
+    vouch_message_append(event_type, seq, message, surface_op, source_seqs)
+}
+
+/// `vouch_append` for an event whose caller has checked its envelope already (a stored record,
+/// read field by field: `envelope_field_passes`).
+pub(crate) fn vouch_message_append<'py>(
+    event_type: &str,
+    seq: usize,
     message: &Bound<'py, Message>,
     surface_op: &Bound<'py, PyAny>,
     source_seqs: &Bound<'py, PyAny>,
@@ -157,9 +177,6 @@ pub(crate) fn vouch_append<'py>(
     let role = role.to_str().ok()?;
     let kind_value = source.get().get_str(py, "kind")?;
     let kind = text(&kind_value)?;
-    if event_type != "user/message" {
-        envelope_passes(py, envelope?.get())?;
-    }
     match event_type {
         "user/message" if role == "user" && kind != "tool" && kind != "model" => Some(Append::Node),
         "assistant/message" if role == "assistant" && !matches!(kind, "tool" | "user" | "plugin") => {

@@ -10,9 +10,10 @@
 //!   whose text a strict validating scan proves to parse and whose fields pass the append
 //!   rules of its type. It is kept as its text only: no Python object is built for it, and
 //!   folding it would change nothing.
-//! - message: a `user/message`, `assistant/message` or `tool/result` record, parsed with the
-//!   frozen-value parser and its `Message` rebuilt here; returned as an `Event` for the caller
-//!   to hold to the surface rules.
+//! - message: a `user/message`, `assistant/message` or `tool/result` record, read in one pass
+//!   (`message_record.rs`: the envelope field by field, the message straight into a `Message`);
+//!   returned as an `Event` for the caller to hold to the surface rules, or, when it passes
+//!   every stateless append rule (`message_vouch.rs`), as a vouched append.
 //! - anything else (an unknown type, a `request/header`, a float with an exponent, a `\u`
 //!   escape in a key, a malformed record ...): left to the Python decoder by its index. The scan
 //!   is deliberately narrower than the parser, so "plain" never vouches for a record the
@@ -21,13 +22,11 @@
 use pyo3::exceptions::PyIndexError;
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyByteArray, PyBytes, PyDict, PyList, PyString, PyTuple};
+use pyo3::types::{PyByteArray, PyBytes, PyList, PyString, PyTuple};
 
 use crate::checksum::crc32c_of_parts;
-use crate::frozendict::FrozenDict;
-use crate::json_parse::parse;
-use crate::creation::freeze_message;
-use crate::message_vouch::{vouch_append, Append};
+use crate::message_record::read_message_record;
+use crate::message_vouch::{vouch_message_append, Append};
 use crate::record_scan::{sort, Sorted};
 
 /// `,"crc":"` + 8 hex digits + `"}`.
@@ -183,8 +182,8 @@ enum Decoded<'py> {
     Event(Bound<'py, PyAny>),
 }
 
-/// A message event decoded with its time and `Message`, or `None` when anything is off (the
-/// Python decoder then names what).
+/// A message event decoded with its time and `Message` (`message_record.rs`), or `None` when
+/// anything is off (the Python decoder then names what).
 fn message_event<'py>(
     py: Python<'py>,
     text: &str,
@@ -193,48 +192,19 @@ fn message_event<'py>(
     event_class: &Bound<'py, PyAny>,
     tuple_new: &Bound<'py, PyAny>,
 ) -> Option<(Decoded<'py>, i64, Bound<'py, PyAny>)> {
-    let record = parse(py, text).ok()?;
-    let record = record.cast::<FrozenDict>().ok()?.get();
-    let field = |key: &str| record.get_str(py, key);
-    let exact_int = |value: &Bound<'py, PyAny>| unsafe { ffi::PyLong_CheckExact(value.as_ptr()) } != 0;
-    let seq_value = field("seq")?;
-    if !exact_int(&seq_value) || seq_value.extract::<i64>().ok()? != seq as i64 {
-        return None;
-    }
-    let time = field("time")?;
-    if !exact_int(&time) {
-        return None;
-    }
-    let time_value = time.extract().ok()?;
-    let data = field("data")?;
-    let surface_op = field("surface_op")?;
-    let source_seqs = field("source_event_seqs")?;
-    if !source_seqs.is_exact_instance_of::<PyTuple>() {
-        return None;
-    }
     let type_name = event_type.to_str().ok()?;
-    let (message, envelope) = if type_name == "user/message" {
-        (freeze_message(&data).ok()?, None)
-    } else {
-        let envelope = data.cast_into::<FrozenDict>().ok()?;
-        let message = freeze_message(&envelope.get().get_str(py, "message")?).ok()?;
-        (message, Some(envelope))
-    };
-    if let Some(append) = vouch_append(type_name, seq, envelope.as_ref(), &message, &surface_op, &source_seqs) {
-        return Some((Decoded::Vouched(append), time_value, message.into_any()));
-    }
-    let message = message.into_any();
-    let data = match envelope {
-        None => message.clone(),
-        Some(envelope) => {
-            let replacement = PyDict::new(py);
-            replacement.set_item("message", &message).ok()?;
-            envelope.call_method1("__or__", (replacement,)).ok()?
+    let record = read_message_record(py, text, seq, type_name)?;
+    if record.envelope_passes(text) {
+        let append = vouch_message_append(type_name, seq, &record.message, &record.surface_op, record.source_seqs.as_any());
+        if let Some(append) = append {
+            return Some((Decoded::Vouched(append), record.time_value, record.message.into_any()));
         }
-    };
-    let fields = PyTuple::new(py, [event_type.as_any(), &seq_value, &time, &data, &surface_op, &source_seqs]).ok()?;
-    let event = tuple_new.call1((event_class, fields)).ok()?;
-    Some((Decoded::Event(event), time_value, message))
+    }
+    let data = record.data(text).ok()?;
+    let seq_value = seq.into_pyobject(py).ok()?.into_any();
+    let fields = [event_type.as_any(), &seq_value, &record.time, &data, &record.surface_op, record.source_seqs.as_any()];
+    let event = tuple_new.call1((event_class, PyTuple::new(py, fields).ok()?)).ok()?;
+    Some((Decoded::Event(event), record.time_value, record.message.into_any()))
 }
 
 /// `decode_records`' `pending` as it is built: consecutive vouched appends gather into one run.

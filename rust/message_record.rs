@@ -1,0 +1,214 @@
+//! A stored message event's record (`user/message`, `assistant/message`, `tool/result`) read in
+//! one pass, for `decode_records` (`records.rs`).
+//!
+//! The parser reads the record's envelope (`seq`, `time`, `type`, `data`, `surface_op`,
+//! `source_event_seqs`) field by field without building it, and the message (the data of a
+//! user/message, else `data.message`) straight into a `Message` (`Parser::object_fields`, then
+//! the checks of `creation::message_from_fields`); the other data fields (`turn`, `step`,
+//! `usage` ...) are parsed as `parse` parses them and kept aside. Every value is parsed at the
+//! depth it has in the record, so the text is accepted exactly when `parse` accepts it.
+//!
+//! It answers only when sure, like the rest of the native decoding: a record this reading does
+//! not take as it is (a repeated or escaped key, a missing or ill-typed field, a message that
+//! breaks a rule, bad JSON ...) is `None`, and the Python decoder then decodes it and names
+//! what is wrong. A key no event reads is parsed and dropped, as the Python decoder drops it.
+
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyString, PyTuple};
+
+use crate::creation::{message_from_fields, FIELDS};
+use crate::freeze::freeze_at;
+use crate::json_parse::{run, Parsed, Parser, Span, Value};
+use crate::message::Message;
+use crate::message_vouch::envelope_field_passes;
+
+/// The record's keys an event reads, in the order of the slots of `Parser::message_record`.
+const ENVELOPE: [&str; 6] = ["seq", "time", "type", "data", "surface_op", "source_event_seqs"];
+const SEQ: usize = 0;
+const TIME: usize = 1;
+const TYPE: usize = 2;
+const DATA: usize = 3;
+const SURFACE_OP: usize = 4;
+const SOURCE_SEQS: usize = 5;
+
+/// The data of an assistant/message or tool/result beside its message.
+struct Envelope<'py> {
+    /// The other fields, in order: each key's span in the record's text and its frozen value.
+    fields: Vec<((usize, usize), Bound<'py, PyAny>)>,
+    /// How many of `fields` come before `message` in the data.
+    message_at: usize,
+}
+
+/// A message event's record, read by `read_message_record`.
+pub(crate) struct MessageRecord<'py> {
+    /// `time`, an exact `int`, and its value.
+    pub(crate) time: Bound<'py, PyAny>,
+    pub(crate) time_value: i64,
+    pub(crate) message: Bound<'py, Message>,
+    /// `None` for a user/message, whose data is its message.
+    envelope: Option<Envelope<'py>>,
+    pub(crate) surface_op: Bound<'py, PyAny>,
+    pub(crate) source_seqs: Bound<'py, PyTuple>,
+}
+
+impl<'py> MessageRecord<'py> {
+    /// `events._check_envelope` passes on the event's data (`text`: the record it was read from).
+    pub(crate) fn envelope_passes(&self, text: &str) -> bool {
+        let py = self.message.py();
+        self.envelope.as_ref().is_none_or(|envelope| {
+            envelope.fields.iter().all(|(key, value)| envelope_field_passes(py, &text[key.0..key.1], value))
+        })
+    }
+
+    /// The event's data as the Python decoder builds it: the `Message` of a user/message, else
+    /// the data with its message in place (`data | {"message": message}`, the same `FrozenDict`).
+    pub(crate) fn data(&self, text: &str) -> PyResult<Bound<'py, PyAny>> {
+        let py = self.message.py();
+        let Some(envelope) = &self.envelope else { return Ok(self.message.clone().into_any()) };
+        let data = PyDict::new(py);
+        for (index, (key, value)) in envelope.fields.iter().enumerate() {
+            if index == envelope.message_at {
+                data.set_item("message", &self.message)?;
+            }
+            data.set_item(&text[key.0..key.1], value)?;
+        }
+        if envelope.message_at == envelope.fields.len() {
+            data.set_item("message", &self.message)?;
+        }
+        freeze_at(data.as_any(), "FrozenDict")
+    }
+}
+
+/// The record `text` of event `seq`, which holds a message event of type `event_type`, read in
+/// one pass; `None` when anything is off or unusual (the Python decoder then decodes it).
+pub(crate) fn read_message_record<'py>(py: Python<'py>, text: &str, seq: usize, event_type: &str) -> Option<MessageRecord<'py>> {
+    run(py, text, |parser| parser.message_record(seq, event_type)).ok().flatten()
+}
+
+fn exact_int(value: &Bound<'_, PyAny>) -> Option<i64> {
+    if unsafe { ffi::PyLong_CheckExact(value.as_ptr()) } == 0 {
+        return None;
+    }
+    value.extract().ok()
+}
+
+impl<'a, 'py> Parser<'a, 'py> {
+    /// The record at the top level. `Ok(None)` stops at the first doubt (the rest unread).
+    fn message_record(&mut self, seq: usize, event_type: &str) -> Parsed<Option<MessageRecord<'py>>> {
+        self.skip_whitespace();
+        if self.peek() != Some(b'{') {
+            return Ok(None);
+        }
+        self.pos += 1;
+        let mut seen = [false; ENVELOPE.len()];
+        let (mut time, mut read, mut surface_op, mut source_seqs) = (None, None, None, None);
+        self.skip_whitespace();
+        if self.peek() == Some(b'}') {
+            return Ok(None);
+        }
+        loop {
+            let Some((start, end)) = self.plain_key()? else { return Ok(None) };
+            self.colon()?;
+            let slot = ENVELOPE.iter().position(|name| name.as_bytes() == &self.bytes[start..end]);
+            if let Some(slot) = slot {
+                if std::mem::replace(&mut seen[slot], true) {
+                    return Ok(None); // a repeated key: the Python decoder takes the last
+                }
+            }
+            if slot == Some(DATA) {
+                let Some(data) = self.message_data(event_type == "user/message")? else { return Ok(None) };
+                read = Some(data);
+            } else {
+                let Value(value, _) = self.value(1)?;
+                match slot {
+                    Some(SEQ) if exact_int(&value) != Some(seq as i64) => return Ok(None),
+                    Some(TIME) => match exact_int(&value) {
+                        Some(at) => time = Some((value, at)),
+                        None => return Ok(None),
+                    },
+                    Some(TYPE) => {
+                        let same = value.cast::<PyString>().is_ok_and(|t| t.is_exact_instance_of::<PyString>() && t.to_str().is_ok_and(|t| t == event_type));
+                        if !same {
+                            return Ok(None);
+                        }
+                    }
+                    Some(SURFACE_OP) => surface_op = Some(value),
+                    Some(SOURCE_SEQS) => match value.cast_into_exact::<PyTuple>() {
+                        Ok(seqs) => source_seqs = Some(seqs),
+                        Err(_) => return Ok(None),
+                    },
+                    _ => {} // `seq`, checked; or a key no event reads
+                }
+            }
+            if self.after_member(b'}', "expected `,` or `}`", "EOF while parsing an object")? {
+                break;
+            }
+        }
+        let (true, true) = (seen[SEQ], seen[TYPE]) else { return Ok(None) };
+        let (Some((time, time_value)), Some((message, envelope)), Some(surface_op), Some(source_seqs)) = (time, read, surface_op, source_seqs) else {
+            return Ok(None);
+        };
+        Ok(Some(MessageRecord { time, time_value, message, envelope, surface_op, source_seqs }))
+    }
+
+    /// The record's data (its value next): the message itself for a user/message, else an
+    /// object holding it under `message` beside other fields.
+    fn message_data(&mut self, user: bool) -> Parsed<Option<(Bound<'py, Message>, Option<Envelope<'py>>)>> {
+        self.skip_whitespace();
+        if self.peek() != Some(b'{') {
+            return Ok(None);
+        }
+        if user {
+            return Ok(self.message(1)?.map(|message| (message, None)));
+        }
+        self.enter(1)?;
+        self.pos += 1;
+        let mut fields: Vec<((usize, usize), Bound<'py, PyAny>)> = Vec::with_capacity(4);
+        let mut message = None;
+        self.skip_whitespace();
+        if self.peek() == Some(b'}') {
+            return Ok(None);
+        }
+        loop {
+            let Some(key) = self.plain_key()? else { return Ok(None) };
+            self.colon()?;
+            let key_text = &self.bytes[key.0..key.1];
+            if key_text == b"message" {
+                self.skip_whitespace();
+                if message.is_some() || self.peek() != Some(b'{') {
+                    return Ok(None);
+                }
+                let Some(read) = self.message(2)? else { return Ok(None) };
+                message = Some((read, fields.len()));
+            } else {
+                if fields.iter().any(|(seen, _)| &self.bytes[seen.0..seen.1] == key_text) {
+                    return Ok(None);
+                }
+                let Value(value, _) = self.value(2)?;
+                fields.push((key, value));
+            }
+            if self.after_member(b'}', "expected `,` or `}`", "EOF while parsing an object")? {
+                break;
+            }
+        }
+        let Some((message, message_at)) = message else { return Ok(None) };
+        Ok(Some((message, Some(Envelope { fields, message_at }))))
+    }
+
+    /// The message object whose `{` is next, `depth` containers below the record's root, as a
+    /// `Message`; `None` if it breaks a rule of `freeze_message`.
+    fn message(&mut self, depth: usize) -> Parsed<Option<Bound<'py, Message>>> {
+        let fields = self.object_fields(&FIELDS, depth)?;
+        Ok(message_from_fields(self.py, fields).ok())
+    }
+
+    /// An object key's span in the text (the key next), or `None` for a key with an escape.
+    fn plain_key(&mut self) -> Parsed<Option<(usize, usize)>> {
+        self.key_start()?;
+        Ok(match self.string()? {
+            Span::Input(start, end) => Some((start, end)),
+            Span::Scratch => None,
+        })
+    }
+}
