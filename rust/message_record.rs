@@ -13,9 +13,9 @@
 //! breaks a rule, bad JSON ...) is `None`, and the Python decoder then decodes it and names
 //! what is wrong. A key no event reads is parsed and dropped, as the Python decoder drops it.
 
-use pyo3::ffi;
+use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyString, PyTuple};
+use pyo3::types::{PyDict, PyTuple};
 
 use crate::creation::{message_from_fields, FIELDS};
 use crate::freeze::freeze_at;
@@ -42,9 +42,8 @@ struct Envelope<'py> {
 
 /// A message event's record, read by `read_message_record`.
 pub(crate) struct MessageRecord<'py> {
-    /// `time`, an exact `int`, and its value.
-    pub(crate) time: Bound<'py, PyAny>,
-    pub(crate) time_value: i64,
+    /// `time`, an integer literal.
+    pub(crate) time: i64,
     pub(crate) message: Bound<'py, Message>,
     /// `None` for a user/message, whose data is its message.
     envelope: Option<Envelope<'py>>,
@@ -86,13 +85,6 @@ pub(crate) fn read_message_record<'py>(py: Python<'py>, text: &str, seq: usize, 
     run(py, text, |parser| parser.message_record(seq, event_type)).ok().flatten()
 }
 
-fn exact_int(value: &Bound<'_, PyAny>) -> Option<i64> {
-    if unsafe { ffi::PyLong_CheckExact(value.as_ptr()) } == 0 {
-        return None;
-    }
-    value.extract().ok()
-}
-
 impl<'a, 'py> Parser<'a, 'py> {
     /// The record at the top level. `Ok(None)` stops at the first doubt (the rest unread).
     fn message_record(&mut self, seq: usize, event_type: &str) -> Parsed<Option<MessageRecord<'py>>> {
@@ -116,40 +108,43 @@ impl<'a, 'py> Parser<'a, 'py> {
                     return Ok(None); // a repeated key: the Python decoder takes the last
                 }
             }
-            if slot == Some(DATA) {
-                let Some(data) = self.message_data(event_type == "user/message")? else { return Ok(None) };
-                read = Some(data);
-            } else {
-                let Value(value, _) = self.value(1)?;
-                match slot {
-                    Some(SEQ) if exact_int(&value) != Some(seq as i64) => return Ok(None),
-                    Some(TIME) => match exact_int(&value) {
-                        Some(at) => time = Some((value, at)),
-                        None => return Ok(None),
-                    },
-                    Some(TYPE) => {
-                        let same = value.cast::<PyString>().is_ok_and(|t| t.is_exact_instance_of::<PyString>() && t.to_str().is_ok_and(|t| t == event_type));
-                        if !same {
-                            return Ok(None);
-                        }
-                    }
-                    Some(SURFACE_OP) => surface_op = Some(value),
-                    Some(SOURCE_SEQS) => match value.cast_into_exact::<PyTuple>() {
-                        Ok(seqs) => source_seqs = Some(seqs),
-                        Err(_) => return Ok(None),
-                    },
-                    _ => {} // `seq`, checked; or a key no event reads
+            let good = match slot {
+                Some(DATA) => {
+                    read = self.message_data(event_type == "user/message")?;
+                    read.is_some()
                 }
+                Some(SEQ) => self.int_literal()? == Some(seq as i64),
+                Some(TIME) => {
+                    time = self.int_literal()?;
+                    time.is_some()
+                }
+                Some(TYPE) => self.string_literal()?.is_some_and(|(start, end)| &self.bytes[start..end] == event_type.as_bytes()),
+                Some(SURFACE_OP) => {
+                    surface_op = Some(self.surface_op()?);
+                    true
+                }
+                Some(SOURCE_SEQS) => {
+                    let Value(value, _) = self.value(1)?;
+                    source_seqs = value.cast_into_exact::<PyTuple>().ok();
+                    source_seqs.is_some()
+                }
+                _ => {
+                    self.value(1)?; // a key no event reads
+                    true
+                }
+            };
+            if !good {
+                return Ok(None);
             }
             if self.after_member(b'}', "expected `,` or `}`", "EOF while parsing an object")? {
                 break;
             }
         }
         let (true, true) = (seen[SEQ], seen[TYPE]) else { return Ok(None) };
-        let (Some((time, time_value)), Some((message, envelope)), Some(surface_op), Some(source_seqs)) = (time, read, surface_op, source_seqs) else {
+        let (Some(time), Some((message, envelope)), Some(surface_op), Some(source_seqs)) = (time, read, surface_op, source_seqs) else {
             return Ok(None);
         };
-        Ok(Some(MessageRecord { time, time_value, message, envelope, surface_op, source_seqs }))
+        Ok(Some(MessageRecord { time, message, envelope, surface_op, source_seqs }))
     }
 
     /// The record's data (its value next): the message itself for a user/message, else an
@@ -201,6 +196,51 @@ impl<'a, 'py> Parser<'a, 'py> {
     fn message(&mut self, depth: usize) -> Parsed<Option<Bound<'py, Message>>> {
         let fields = self.object_fields(&FIELDS, depth)?;
         Ok(message_from_fields(self.py, fields).ok())
+    }
+
+    /// The value next, when it is an integer literal that fits in an `i64` (as `parse` reads
+    /// one): `None` for any other value, read no further.
+    fn int_literal(&mut self) -> Parsed<Option<i64>> {
+        self.skip_whitespace();
+        let start = self.pos;
+        let negative = self.peek() == Some(b'-');
+        let digits = &self.bytes[start + negative as usize..];
+        let count = digits.iter().take_while(|b| b.is_ascii_digit()).count();
+        let end = start + negative as usize + count;
+        let leading_zero = count > 1 && digits[0] == b'0';
+        if count == 0 || leading_zero || matches!(self.bytes.get(end), Some(b'.' | b'e' | b'E')) {
+            return Ok(None);
+        }
+        // SAFETY: ASCII digits and a sign.
+        let Ok(value) = unsafe { std::str::from_utf8_unchecked(&self.bytes[start..end]) }.parse::<i64>() else { return Ok(None) };
+        self.pos = end;
+        Ok(Some(value))
+    }
+
+    /// The span of the string value next, when it is a string without escapes: `None` for any
+    /// other value, read no further.
+    fn string_literal(&mut self) -> Parsed<Option<(usize, usize)>> {
+        self.skip_whitespace();
+        if self.peek() != Some(b'"') {
+            return Ok(None);
+        }
+        self.pos += 1;
+        Ok(match self.string()? {
+            Span::Input(start, end) => Some((start, end)),
+            Span::Scratch => None,
+        })
+    }
+
+    /// `surface_op`'s value, as `parse` reads it; the shared `"append"` for the usual one.
+    fn surface_op(&mut self) -> Parsed<Bound<'py, PyAny>> {
+        self.skip_whitespace();
+        let append = b"\"append\"";
+        if self.bytes[self.pos..].starts_with(append) {
+            self.pos += append.len();
+            return Ok(intern!(self.py, "append").clone().into_any());
+        }
+        let Value(value, _) = self.value(1)?;
+        Ok(value)
     }
 
     /// An object key's span in the text (the key next), or `None` for a key with an escape.

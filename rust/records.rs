@@ -197,14 +197,15 @@ fn message_event<'py>(
     if record.envelope_passes(text) {
         let append = vouch_message_append(type_name, seq, &record.message, &record.surface_op, record.source_seqs.as_any());
         if let Some(append) = append {
-            return Some((Decoded::Vouched(append), record.time_value, record.message.into_any()));
+            return Some((Decoded::Vouched(append), record.time, record.message.into_any()));
         }
     }
     let data = record.data(text).ok()?;
     let seq_value = seq.into_pyobject(py).ok()?.into_any();
-    let fields = [event_type.as_any(), &seq_value, &record.time, &data, &record.surface_op, record.source_seqs.as_any()];
+    let time = record.time.into_pyobject(py).ok()?.into_any();
+    let fields = [event_type.as_any(), &seq_value, &time, &data, &record.surface_op, record.source_seqs.as_any()];
     let event = tuple_new.call1((event_class, PyTuple::new(py, fields).ok()?)).ok()?;
-    Some((Decoded::Event(event), record.time_value, record.message.into_any()))
+    Some((Decoded::Event(event), record.time, record.message.into_any()))
 }
 
 /// `decode_records`' `pending` as it is built: consecutive vouched appends gather into one run.
