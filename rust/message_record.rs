@@ -211,10 +211,13 @@ impl<'a, 'py> Parser<'a, 'py> {
         if count == 0 || leading_zero || matches!(self.bytes.get(end), Some(b'.' | b'e' | b'E')) {
             return Ok(None);
         }
-        // SAFETY: ASCII digits and a sign.
-        let Ok(value) = unsafe { std::str::from_utf8_unchecked(&self.bytes[start..end]) }.parse::<i64>() else { return Ok(None) };
-        self.pos = end;
-        Ok(Some(value))
+        // As the parser: the magnitude accumulates as a negative number (i64::MIN has no positive).
+        let magnitude = digits[..count].iter().try_fold(0i64, |value, &digit| value.checked_mul(10)?.checked_sub((digit - b'0') as i64));
+        let value = if negative { magnitude } else { magnitude.and_then(i64::checked_neg) };
+        if value.is_some() {
+            self.pos = end;
+        }
+        Ok(value)
     }
 
     /// The span of the string value next, when it is a string without escapes: `None` for any
