@@ -19,6 +19,8 @@ mod json_strings;
 mod message;
 mod message_vouch;
 mod record_scan;
+#[cfg(test)]
+mod record_scan_reference;
 mod records;
 mod walk;
 
