@@ -25,8 +25,7 @@ const MAX_MEMBERS: usize = 32;
 #[derive(Clone, Copy, PartialEq, Debug)]
 enum Kind {
     Int(i64),
-    /// A string: its text between the quotes, and whether it holds an escape.
-    Str(usize, usize, bool),
+    Str,
     Object,
     Other,
 }
@@ -56,7 +55,7 @@ impl Field {
     }
 
     fn is_str(&self) -> bool {
-        matches!(self.once(), Some(Kind::Str(..)))
+        self.once() == Some(Kind::Str)
     }
 }
 
@@ -73,6 +72,18 @@ struct Data {
     reason_kind: bool,
 }
 
+impl Data {
+    const NONE: Data = Data {
+        turn: Field::NONE,
+        step: Field::NONE,
+        call_id: Field::NONE,
+        name: Field::NONE,
+        arguments: Field::NONE,
+        reason: Field::NONE,
+        reason_kind: false,
+    };
+}
+
 /// The top-level keys, and what `data` holds.
 #[derive(Debug)]
 struct Top {
@@ -80,6 +91,8 @@ struct Top {
     seq: Field,
     time: Field,
     event_type: Field,
+    /// The last `type` string's text, and whether it holds an escape.
+    type_span: (usize, usize, bool),
     data: Field,
     facts: Data,
 }
@@ -121,9 +134,9 @@ impl Scanner<'_> {
     fn value(&mut self, depth: usize) -> Scan<Kind> {
         self.skip_whitespace();
         match self.peek().ok_or(())? {
-            b'"' => self.string(),
+            b'"' => self.string().map(|_| Kind::Str),
             b'{' => {
-                self.object(depth, |scanner, _, depth| scanner.value(depth).map(drop))?;
+                self.object(depth, |scanner, _, depth| scanner.member_value(depth).map(drop))?;
                 Ok(Kind::Object)
             }
             b'[' => self.array(depth),
@@ -135,6 +148,17 @@ impl Scanner<'_> {
         }
     }
 
+    /// A member's value: strings and numbers (most values of a record) without a call.
+    #[inline(always)]
+    fn member_value(&mut self, depth: usize) -> Scan<Kind> {
+        self.skip_whitespace();
+        match self.peek() {
+            Some(b'"') => self.string().map(|_| Kind::Str),
+            Some(b'-' | b'0'..=b'9') => self.number(),
+            _ => self.value(depth),
+        }
+    }
+
     fn literal(&mut self, word: &[u8]) -> Scan<Kind> {
         if !self.bytes[self.pos..].starts_with(word) {
             return Err(());
@@ -143,13 +167,13 @@ impl Scanner<'_> {
         Ok(Kind::Other)
     }
 
-    /// An object at its `{`: `member` scans each member's value (given the key's `Kind::Str`);
-    /// the number of members.
+    /// An object at its `{`: `member` scans each member's value (given the key's text, `None`
+    /// if it holds an escape: it could spell a key a rule looks at); the number of members.
     #[inline(always)]
     fn object(
         &mut self,
         depth: usize,
-        mut member: impl FnMut(&mut Self, Kind, usize) -> Scan<()>,
+        mut member: impl FnMut(&mut Self, Option<&[u8]>, usize) -> Scan<()>,
     ) -> Scan<usize> {
         if depth >= MAX_SCAN_DEPTH {
             return Err(());
@@ -166,7 +190,10 @@ impl Scanner<'_> {
             if self.peek() != Some(b'"') {
                 return Err(());
             }
-            let key = self.string()?;
+            let start = self.pos + 1;
+            let escaped = self.string()?;
+            let bytes = self.bytes;
+            let key = (!escaped).then(|| &bytes[start..self.pos - 1]);
             self.expect(b':')?;
             member(self, key, depth + 1)?;
             count += 1;
@@ -207,12 +234,11 @@ impl Scanner<'_> {
     }
 
     /// A string at its opening quote, a block at a time up to the first byte that is `"`, `\\`,
-    /// a control character or (until one is seen) not ASCII.
+    /// a control character or (until one is seen) not ASCII: whether it holds an escape.
     #[inline(always)]
-    fn string(&mut self) -> Scan<Kind> {
+    fn string(&mut self) -> Scan<bool> {
         let bytes = self.bytes;
-        let start = self.pos + 1;
-        let mut at = start;
+        let mut at = self.pos + 1;
         let mut escaped = false;
         loop {
             let block = if at + BLOCK <= bytes.len() {
@@ -231,7 +257,7 @@ impl Scanner<'_> {
             match bytes[at] {
                 b'"' => {
                     self.pos = at + 1;
-                    return Ok(Kind::Str(start, at, escaped));
+                    return Ok(escaped);
                 }
                 b'\\' => {
                     escaped = true;
@@ -248,6 +274,7 @@ impl Scanner<'_> {
 
     /// An integer of at most 18 digits (always in range, read as it is scanned), or a fraction
     /// without exponent; no leading zero.
+    #[inline]
     fn number(&mut self) -> Scan<Kind> {
         let negative = self.peek() == Some(b'-');
         if negative {
@@ -286,13 +313,10 @@ impl Scanner<'_> {
     }
 
     /// The top object (at its `{`), keeping what the rules look at.
-    fn top(&mut self) -> Scan<Top> {
-        let none = Field::NONE;
-        let data = Data { turn: none, step: none, call_id: none, name: none, arguments: none, reason: none, reason_kind: false };
-        let mut top = Top { members: 0, seq: none, time: none, event_type: none, data: none, facts: data };
+    fn top(&mut self, top: &mut Top) -> Scan<()> {
         let mut data_members = 0;
         top.members = self.object(0, |scanner, key, depth| {
-            let key = plain_key(scanner.bytes, key)?;
+            let key = key.ok_or(())?;
             let value = if key == b"data" {
                 if data_members > 0 {
                     return Err(()); // "data" twice
@@ -301,6 +325,16 @@ impl Scanner<'_> {
                 if scanner.peek() == Some(b'{') {
                     data_members = scanner.data(depth, &mut top.facts)?;
                     Kind::Object
+                } else {
+                    scanner.value(depth)?
+                }
+            } else if key == b"type" {
+                scanner.skip_whitespace();
+                if scanner.peek() == Some(b'"') {
+                    let start = scanner.pos + 1;
+                    let escaped = scanner.string()?;
+                    top.type_span = (start, scanner.pos - 1, escaped);
+                    Kind::Str
                 } else {
                     scanner.value(depth)?
                 }
@@ -319,25 +353,25 @@ impl Scanner<'_> {
         if top.members > MAX_MEMBERS {
             return Err(());
         }
-        Ok(top)
+        Ok(())
     }
 
     /// The object `data` (at its `{`), keeping in `facts` what the rules look at; its number of
     /// members.
     fn data(&mut self, depth: usize, facts: &mut Data) -> Scan<usize> {
         let members = self.object(depth, |scanner, key, depth| {
-            let key = plain_key(scanner.bytes, key)?;
+            let key = key.ok_or(())?;
             if key == b"reason" {
                 scanner.skip_whitespace();
                 if scanner.peek() == Some(b'{') {
                     facts.reason_kind = scanner.reason(depth)?;
                     facts.reason.set(Kind::Object);
                 } else {
-                    facts.reason.set(scanner.value(depth)?);
+                    facts.reason.set(scanner.member_value(depth)?);
                 }
                 return Ok(());
             }
-            let value = scanner.value(depth)?;
+            let value = scanner.member_value(depth)?;
             match key {
                 b"turn" => facts.turn.set(value),
                 b"step" => facts.step.set(value),
@@ -360,11 +394,11 @@ impl Scanner<'_> {
         let mut plain_keys = true;
         let mut kind = Field::NONE;
         let members = self.object(depth, |scanner, key, depth| {
-            let value = scanner.value(depth)?;
-            match plain_key(scanner.bytes, key) {
-                Ok(b"kind") => kind.set(value),
-                Ok(_) => {}
-                Err(()) => plain_keys = false,
+            let value = scanner.member_value(depth)?;
+            match key {
+                Some(b"kind") => kind.set(value),
+                Some(_) => {}
+                None => plain_keys = false,
             }
             Ok(())
         })?;
@@ -393,16 +427,6 @@ fn escape_end(bytes: &[u8], at: usize) -> Scan<usize> {
     }
 }
 
-/// The text of a key scanned as `key`, if it holds no escape (an escaped key could spell one a
-/// rule looks at).
-#[inline(always)]
-fn plain_key(bytes: &[u8], key: Kind) -> Scan<&[u8]> {
-    match key {
-        Kind::Str(start, end, false) => Ok(&bytes[start..end]),
-        _ => Err(()),
-    }
-}
-
 /// Whether the data of a plain event of type `event_type` passes the append rules of its type
 /// (`dshkit.session.events.check_plain_data`); `Err` for a type this scan does not vouch for.
 fn plain_data_passes(event_type: &[u8], data: &Data) -> Scan<bool> {
@@ -418,29 +442,90 @@ fn plain_data_passes(event_type: &[u8], data: &Data) -> Scan<bool> {
     }
 }
 
-/// The type of a record written the way dshkit writes it (`{"seq":N,"time":T,"type":"...",`),
-/// if it is that of a message event and `N` is `seq`: such a record goes straight to the parser.
-fn message_type(text: &[u8], seq: usize) -> Option<(usize, usize)> {
+/// Where the fields of a record written the way dshkit writes it (`{"seq":N,"time":T,"type":"`)
+/// lie: the digits of `N` and `T`, and the type up to the next `"`.
+struct Written {
+    seq: (usize, usize),
+    time: (usize, usize),
+    event_type: (usize, usize),
+}
+
+fn written(text: &[u8]) -> Option<Written> {
     let digits = |at: usize| at + text[at..].iter().take_while(|b| b.is_ascii_digit()).count();
     let rest = text.strip_prefix(b"{\"seq\":")?;
-    let mut at = text.len() - rest.len();
-    let seq_end = digits(at);
-    if seq_end == at {
-        return None;
-    }
-    let written = text[at..seq_end]
-        .iter()
-        .try_fold(0usize, |value, &digit| value.checked_mul(10)?.checked_add((digit - b'0') as usize))?;
-    if written != seq {
-        return None;
-    }
-    at = seq_end;
+    let seq_start = text.len() - rest.len();
+    let seq_end = digits(seq_start);
+    let mut at = seq_end;
     at += text[at..].starts_with(b",\"time\":").then_some(8)?;
-    at = digits(at);
+    let time = (at, digits(at));
+    at = time.1;
     at += text[at..].starts_with(b",\"type\":\"").then_some(9)?;
     let end = at + text[at..].iter().position(|&b| b == b'"')?;
-    MESSAGE_TYPES.contains(&&text[at..end]).then_some((at, end))
+    Some(Written { seq: (seq_start, seq_end), time, event_type: (at, end) })
 }
+
+/// The type of a record written the way dshkit writes it, if it is that of a message event and
+/// `N` is `seq`: such a record goes straight to the parser.
+fn message_type(text: &[u8], written: &Written, seq: usize) -> Option<(usize, usize)> {
+    let digits = &text[written.seq.0..written.seq.1];
+    let value = digits
+        .iter()
+        .try_fold(0usize, |value, &digit| value.checked_mul(10)?.checked_add((digit - b'0') as usize))?;
+    let (start, end) = written.event_type;
+    (!digits.is_empty() && value == seq && MESSAGE_TYPES.contains(&&text[start..end])).then_some((start, end))
+}
+
+/// An integer as the scan reads it (at most 18 digits, no leading zero) from its digits.
+fn written_int(digits: &[u8]) -> Option<i64> {
+    if digits.is_empty() || digits.len() > 18 || digits.len() > 1 && digits[0] == b'0' {
+        return None;
+    }
+    Some(digits.iter().fold(0i64, |value, &digit| value * 10 + (digit - b'0') as i64))
+}
+
+/// A plain record written the way dshkit writes it (`{"seq":N,"time":T,"type":"...","data":{...}}`
+/// with `N`, `T` and the type as the scan reads them): the scan of its top object reduces to
+/// that of `data`. `None` when it is written otherwise or anything fails: the full scan decides.
+fn written_plain(text: &[u8], written: &Written, seq: usize) -> Option<Sorted> {
+    let (start, end) = written.event_type;
+    let event_type = &text[start..end];
+    if !PLAIN_TYPES.contains(&event_type)
+        || written_int(&text[written.seq.0..written.seq.1])? != seq as i64
+        || !text[end..].starts_with(DATA_KEY)
+    {
+        return None;
+    }
+    let time = written_int(&text[written.time.0..written.time.1])?;
+    let mut scanner = Scanner { bytes: text, pos: end + DATA_KEY.len(), non_ascii: false };
+    scanner.skip_whitespace();
+    if scanner.peek() != Some(b'{') {
+        return None;
+    }
+    let mut facts = Data::NONE;
+    scanner.data(1, &mut facts).ok()?;
+    scanner.expect(b'}').ok()?;
+    scanner.skip_whitespace();
+    if scanner.pos != text.len() || scanner.non_ascii && std::str::from_utf8(text).is_err() {
+        return None;
+    }
+    plain_data_passes(event_type, &facts).ok()?.then_some(Sorted::Plain((start, end), time))
+}
+
+/// What follows the type of a record written the way dshkit writes it.
+const DATA_KEY: &[u8] = b"\",\"data\":";
+
+const PLAIN_TYPES: [&[u8]; 10] = [
+    b"turn/start",
+    b"turn/end",
+    b"step/start",
+    b"step/end",
+    b"assistant/chunk",
+    b"tool/call",
+    b"compaction/start",
+    b"compaction/summary",
+    b"compaction/prune",
+    b"compaction/end",
+];
 
 const MESSAGE_TYPES: [&[u8]; 3] = [b"user/message", b"assistant/message", b"tool/result"];
 
@@ -455,11 +540,16 @@ pub(crate) enum Sorted {
 
 /// What `text`, the record of event `seq`, is; `Plain` and `Message` only for UTF-8 text.
 pub(crate) fn sort(text: &[u8], seq: usize) -> Sorted {
-    if let Some(span) = message_type(text, seq) {
-        return match std::str::from_utf8(text) {
-            Ok(_) => Sorted::Message(span),
-            Err(_) => Sorted::Other,
-        };
+    if let Some(written) = written(text) {
+        if let Some(span) = message_type(text, &written, seq) {
+            return match std::str::from_utf8(text) {
+                Ok(_) => Sorted::Message(span),
+                Err(_) => Sorted::Other,
+            };
+        }
+        if let Some(sorted) = written_plain(text, &written, seq) {
+            return sorted;
+        }
     }
     scanned(text, seq).unwrap_or(Sorted::Other)
 }
@@ -470,12 +560,24 @@ fn scanned(text: &[u8], seq: usize) -> Scan<Sorted> {
         return Err(());
     }
     scanner.pos -= 1;
-    let top = scanner.top()?;
+    let mut top = Top {
+        members: 0,
+        seq: Field::NONE,
+        time: Field::NONE,
+        event_type: Field::NONE,
+        type_span: (0, 0, true),
+        data: Field::NONE,
+        facts: Data::NONE,
+    };
+    scanner.top(&mut top)?;
     scanner.skip_whitespace();
     if scanner.pos != text.len() || scanner.non_ascii && std::str::from_utf8(text).is_err() {
         return Err(());
     }
-    let Some(Kind::Str(start, end, false)) = top.event_type.once() else { return Err(()) };
+    let (start, end, escaped) = top.type_span;
+    if top.event_type.once() != Some(Kind::Str) || escaped {
+        return Err(());
+    }
     let type_text = &text[start..end];
     if MESSAGE_TYPES.contains(&type_text) {
         return Ok(Sorted::Message((start, end)));

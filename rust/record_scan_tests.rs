@@ -5,6 +5,10 @@
 use super::*;
 use crate::record_scan_reference;
 
+fn written_message_type(text: &[u8], seq: usize) -> Option<(usize, usize)> {
+    message_type(text, &written(text)?, seq)
+}
+
 fn plain(text: &str, seq: usize) -> Option<i64> {
     match sort(text.as_bytes(), seq) {
         Sorted::Plain(_, time) => Some(time),
@@ -50,10 +54,10 @@ fn plain_events_are_vouched_for_only_when_every_rule_holds() {
     assert_eq!(plain(&deep, 0), None);
     assert!(matches!(sort(br#"{"seq":0,"type":"user/message"}"#, 0), Sorted::Message(_)));
     let written = br#"{"seq":12,"time":1764520000000,"type":"tool/result","data":{}}"#;
-    assert_eq!(message_type(written, 12).map(|(start, end)| &written[start..end]), Some(&b"tool/result"[..]));
-    assert_eq!(message_type(written, 11), None);
-    assert_eq!(message_type(br#"{"seq":0,"time":1,"type":"turn/start","data":{}}"#, 0), None);
-    assert_eq!(message_type(br#"{"seq":0,"time":1,"type":"user/message"#, 0), None);
+    assert_eq!(written_message_type(written, 12).map(|(start, end)| &written[start..end]), Some(&b"tool/result"[..]));
+    assert_eq!(written_message_type(written, 11), None);
+    assert_eq!(written_message_type(br#"{"seq":0,"time":1,"type":"turn/start","data":{}}"#, 0), None);
+    assert_eq!(written_message_type(br#"{"seq":0,"time":1,"type":"user/message"#, 0), None);
     assert!(matches!(sort(b"{\"seq\":0,\"time\":1,\"type\":\"turn/start\",\"data\":{\"turn\":1,\"x\":\"\xff\"}}", 0), Sorted::Other));
 }
 
@@ -193,5 +197,26 @@ fn members_past_the_limit_and_nesting_past_the_depth_take_the_full_path() {
         verdicts_agree(deep.as_bytes());
         let objects = format!(r#"{{"seq":0,"time":1,"type":"compaction/end","data":{}1{}}}"#, r#"{"a":"#.repeat(depth), "}".repeat(depth));
         verdicts_agree(objects.as_bytes());
+    }
+}
+
+#[test]
+fn records_written_the_way_dshkit_writes_them_are_vouched_for_without_the_full_scan() {
+    for sample in &SAMPLES[..7] {
+        let text = sample.as_bytes();
+        let written = written(text).expect("written the dshkit way");
+        assert!(matches!(written_plain(text, &written, 0), Some(Sorted::Plain(..))), "{sample}");
+    }
+    let spaced = br#"{"seq":0,"time":1,"type":"turn/start","data": {"turn":1} } "#;
+    assert!(written_plain(spaced, &written(spaced).unwrap(), 0).is_some());
+    for otherwise in [
+        &br#"{"seq":0,"time":01,"type":"turn/start","data":{"turn":1}}"#[..],
+        br#"{"seq":00,"time":1,"type":"turn/start","data":{"turn":1}}"#,
+        br#"{"seq":0,"time":1,"type":"turn/start","data":{"turn":1},"x":1}"#,
+        br#"{"seq":0,"time":1,"type":"turn/start","data":[]}"#,
+        br#"{"seq":0,"time":1,"type":"plugin/x","data":{}}"#,
+    ] {
+        assert_eq!(written_plain(otherwise, &written(otherwise).unwrap(), 0), None);
+        verdicts_agree(otherwise);
     }
 }
