@@ -19,6 +19,7 @@ mod json_strings;
 mod message;
 mod message_vouch;
 mod record_scan;
+mod record_scanner;
 #[cfg(test)]
 mod record_scan_reference;
 mod records;

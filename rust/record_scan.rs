@@ -6,7 +6,7 @@
 //! repeated key where a rule looks, a float with an exponent, deep nesting, an unknown type ...)
 //! is `Sorted::Other`, and the record takes the full Python path, which decides it as before.
 //!
-//! One pass over the text, a 16-byte block at a time inside strings (`json_scan.rs`): the keys a
+//! One pass over the text (`record_scanner.rs`, strings a 16-byte block at a time): the keys a
 //! rule looks at are matched as they are read and only what the rules need is kept (how often
 //! each such key occurs and what its value is), integers are read as they are scanned, and UTF-8
 //! is checked over the whole text only when a string held a byte that is not ASCII (any such
@@ -14,21 +14,10 @@
 //! scan, which collected members and looked keys up (`record_scan_reference.rs`, kept for the
 //! tests that compare the two).
 
-use crate::json_scan::{first_stop, load, load_tail, non_ascii, stops, BLOCK};
+use crate::record_scanner::{Kind, Scan, Scanner};
 
-/// Deeper records take the full path (the parser's own limit is higher).
-const MAX_SCAN_DEPTH: usize = 64;
 /// The top object, `data` and `data.reason` with more members than this take the full path.
 const MAX_MEMBERS: usize = 32;
-
-/// What a scanned value is.
-#[derive(Clone, Copy, PartialEq, Debug)]
-enum Kind {
-    Int(i64),
-    Str,
-    Object,
-    Other,
-}
 
 /// A key a rule looks at: how often it occurred, and its last value.
 #[derive(Clone, Copy, Debug)]
@@ -97,221 +86,7 @@ struct Top {
     facts: Data,
 }
 
-/// `Err(())`: not vouched for, take the full path.
-type Scan<T> = Result<T, ()>;
-
-struct Scanner<'a> {
-    bytes: &'a [u8],
-    pos: usize,
-    /// A string held a byte that is not ASCII: the whole text must be checked as UTF-8.
-    non_ascii: bool,
-}
-
 impl Scanner<'_> {
-    #[inline(always)]
-    fn peek(&self) -> Option<u8> {
-        self.bytes.get(self.pos).copied()
-    }
-
-    #[inline(always)]
-    fn skip_whitespace(&mut self) {
-        while let Some(b' ' | b'\n' | b'\r' | b'\t') = self.peek() {
-            self.pos += 1;
-        }
-    }
-
-    /// After whitespace, the byte `byte`.
-    #[inline(always)]
-    fn expect(&mut self, byte: u8) -> Scan<()> {
-        self.skip_whitespace();
-        if self.peek() != Some(byte) {
-            return Err(());
-        }
-        self.pos += 1;
-        Ok(())
-    }
-
-    fn value(&mut self, depth: usize) -> Scan<Kind> {
-        self.skip_whitespace();
-        match self.peek().ok_or(())? {
-            b'"' => self.string().map(|_| Kind::Str),
-            b'{' => {
-                self.object(depth, |scanner, _, depth| scanner.member_value(depth).map(drop))?;
-                Ok(Kind::Object)
-            }
-            b'[' => self.array(depth),
-            b'-' | b'0'..=b'9' => self.number(),
-            b't' => self.literal(b"true"),
-            b'f' => self.literal(b"false"),
-            b'n' => self.literal(b"null"),
-            _ => Err(()),
-        }
-    }
-
-    /// A member's value: strings and numbers (most values of a record) without a call.
-    #[inline(always)]
-    fn member_value(&mut self, depth: usize) -> Scan<Kind> {
-        self.skip_whitespace();
-        match self.peek() {
-            Some(b'"') => self.string().map(|_| Kind::Str),
-            Some(b'-' | b'0'..=b'9') => self.number(),
-            _ => self.value(depth),
-        }
-    }
-
-    fn literal(&mut self, word: &[u8]) -> Scan<Kind> {
-        if !self.bytes[self.pos..].starts_with(word) {
-            return Err(());
-        }
-        self.pos += word.len();
-        Ok(Kind::Other)
-    }
-
-    /// An object at its `{`: `member` scans each member's value (given the key's text, `None`
-    /// if it holds an escape: it could spell a key a rule looks at); the number of members.
-    #[inline(always)]
-    fn object(
-        &mut self,
-        depth: usize,
-        mut member: impl FnMut(&mut Self, Option<&[u8]>, usize) -> Scan<()>,
-    ) -> Scan<usize> {
-        if depth >= MAX_SCAN_DEPTH {
-            return Err(());
-        }
-        self.pos += 1; // '{'
-        self.skip_whitespace();
-        if self.peek() == Some(b'}') {
-            self.pos += 1;
-            return Ok(0);
-        }
-        let mut count = 0;
-        loop {
-            self.skip_whitespace();
-            if self.peek() != Some(b'"') {
-                return Err(());
-            }
-            let start = self.pos + 1;
-            let escaped = self.string()?;
-            let bytes = self.bytes;
-            let key = (!escaped).then(|| &bytes[start..self.pos - 1]);
-            self.expect(b':')?;
-            member(self, key, depth + 1)?;
-            count += 1;
-            self.skip_whitespace();
-            match self.peek() {
-                Some(b',') => self.pos += 1,
-                Some(b'}') => {
-                    self.pos += 1;
-                    return Ok(count);
-                }
-                _ => return Err(()),
-            }
-        }
-    }
-
-    fn array(&mut self, depth: usize) -> Scan<Kind> {
-        if depth >= MAX_SCAN_DEPTH {
-            return Err(());
-        }
-        self.pos += 1; // '['
-        self.skip_whitespace();
-        if self.peek() == Some(b']') {
-            self.pos += 1;
-            return Ok(Kind::Other);
-        }
-        loop {
-            self.value(depth + 1)?;
-            self.skip_whitespace();
-            match self.peek() {
-                Some(b',') => self.pos += 1,
-                Some(b']') => {
-                    self.pos += 1;
-                    return Ok(Kind::Other);
-                }
-                _ => return Err(()),
-            }
-        }
-    }
-
-    /// A string at its opening quote, a block at a time up to the first byte that is `"`, `\\`,
-    /// a control character or (until one is seen) not ASCII: whether it holds an escape.
-    #[inline(always)]
-    fn string(&mut self) -> Scan<bool> {
-        let bytes = self.bytes;
-        let mut at = self.pos + 1;
-        let mut escaped = false;
-        loop {
-            let block = if at + BLOCK <= bytes.len() {
-                load(bytes, at)
-            } else if at < bytes.len() {
-                load_tail(bytes, at) // padded with spaces: no stop past the end
-            } else {
-                return Err(());
-            };
-            let mask = if self.non_ascii { stops(block) } else { stops(block) | non_ascii(block) };
-            if mask == 0 {
-                at += BLOCK;
-                continue;
-            }
-            at += first_stop(mask);
-            match bytes[at] {
-                b'"' => {
-                    self.pos = at + 1;
-                    return Ok(escaped);
-                }
-                b'\\' => {
-                    escaped = true;
-                    at = escape_end(bytes, at)?;
-                }
-                0x80.. => {
-                    self.non_ascii = true;
-                    at += 1;
-                }
-                _ => return Err(()), // a control character
-            }
-        }
-    }
-
-    /// An integer of at most 18 digits (always in range, read as it is scanned), or a fraction
-    /// without exponent; no leading zero.
-    #[inline]
-    fn number(&mut self) -> Scan<Kind> {
-        let negative = self.peek() == Some(b'-');
-        if negative {
-            self.pos += 1;
-        }
-        let start = self.pos;
-        let mut magnitude: i64 = 0;
-        match self.peek().ok_or(())? {
-            b'0' => self.pos += 1,
-            b'1'..=b'9' => {
-                while let Some(digit @ b'0'..=b'9') = self.peek() {
-                    if self.pos - start == 18 {
-                        return Err(());
-                    }
-                    magnitude = magnitude * 10 + (digit - b'0') as i64;
-                    self.pos += 1;
-                }
-            }
-            _ => return Err(()),
-        }
-        match self.peek() {
-            Some(b'0'..=b'9' | b'e' | b'E') => Err(()),
-            Some(b'.') => {
-                self.pos += 1;
-                let fraction = self.pos;
-                while let Some(b'0'..=b'9') = self.peek() {
-                    self.pos += 1;
-                }
-                if self.pos == fraction || self.pos - fraction > 20 || matches!(self.peek(), Some(b'e' | b'E')) {
-                    return Err(());
-                }
-                Ok(Kind::Other)
-            }
-            _ => Ok(Kind::Int(if negative { -magnitude } else { magnitude })),
-        }
-    }
-
     /// The top object (at its `{`), keeping what the rules look at.
     fn top(&mut self, top: &mut Top) -> Scan<()> {
         let mut data_members = 0;
@@ -403,27 +178,6 @@ impl Scanner<'_> {
             Ok(())
         })?;
         Ok(plain_keys && members <= MAX_MEMBERS && kind.is_str())
-    }
-}
-
-/// The end of the escape at `at` (a `\\`): one of `"\/bfnrt`, or `u` and four hex digits that
-/// are not a surrogate (pairs take the full path too).
-#[inline(never)]
-fn escape_end(bytes: &[u8], at: usize) -> Scan<usize> {
-    match bytes.get(at + 1).ok_or(())? {
-        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => Ok(at + 2),
-        b'u' => {
-            let hex = bytes.get(at + 2..at + 6).ok_or(())?;
-            let mut code = 0u32;
-            for &digit in hex {
-                code = code * 16 + (digit as char).to_digit(16).ok_or(())?;
-            }
-            if (0xD800..=0xDFFF).contains(&code) {
-                return Err(());
-            }
-            Ok(at + 6)
-        }
-        _ => Err(()),
     }
 }
 
