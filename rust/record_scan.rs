@@ -39,12 +39,51 @@ impl Field {
         (self.count == 1).then_some(self.value)
     }
 
+}
+
+/// What a rule asks of a value: its kind without an integer's value.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Class {
+    Int,
+    Str,
+    Object,
+    Other,
+}
+
+/// A key of `data` a rule looks at: how often it occurred, and the class of its last value
+/// (two bytes: the slots of `data` are set up and read without a copy).
+#[derive(Clone, Copy, Debug)]
+struct Slot {
+    count: u8,
+    class: Class,
+}
+
+impl Slot {
+    const NONE: Slot = Slot { count: 0, class: Class::Other };
+
+    #[inline(always)]
+    fn set(&mut self, value: Kind) {
+        self.count = self.count.saturating_add(1);
+        self.class = match value {
+            Kind::Int(_) => Class::Int,
+            Kind::Str => Class::Str,
+            Kind::Object => Class::Object,
+            Kind::Other => Class::Other,
+        };
+    }
+
+    /// Present once, of class `class` (a repeated key is decided by the parser, which keeps the
+    /// last: full path).
+    fn once_is(&self, class: Class) -> bool {
+        self.count == 1 && self.class == class
+    }
+
     fn is_int(&self) -> bool {
-        matches!(self.once(), Some(Kind::Int(_)))
+        self.once_is(Class::Int)
     }
 
     fn is_str(&self) -> bool {
-        self.once() == Some(Kind::Str)
+        self.once_is(Class::Str)
     }
 }
 
@@ -52,23 +91,23 @@ impl Field {
 /// object) has exactly one string `kind` among at most `MAX_MEMBERS` keys without escapes.
 #[derive(Debug)]
 struct Data {
-    turn: Field,
-    step: Field,
-    call_id: Field,
-    name: Field,
-    arguments: Field,
-    reason: Field,
+    turn: Slot,
+    step: Slot,
+    call_id: Slot,
+    name: Slot,
+    arguments: Slot,
+    reason: Slot,
     reason_kind: bool,
 }
 
 impl Data {
     const NONE: Data = Data {
-        turn: Field::NONE,
-        step: Field::NONE,
-        call_id: Field::NONE,
-        name: Field::NONE,
-        arguments: Field::NONE,
-        reason: Field::NONE,
+        turn: Slot::NONE,
+        step: Slot::NONE,
+        call_id: Slot::NONE,
+        name: Slot::NONE,
+        arguments: Slot::NONE,
+        reason: Slot::NONE,
         reason_kind: false,
     };
 }
@@ -167,7 +206,7 @@ impl Scanner<'_> {
     /// `MAX_MEMBERS` members and no escape in a key (all a `turn/end` rule accepts).
     fn reason(&mut self, depth: usize) -> Scan<bool> {
         let mut plain_keys = true;
-        let mut kind = Field::NONE;
+        let mut kind = Slot::NONE;
         let members = self.object(depth, |scanner, key, depth| {
             let value = scanner.member_value(depth)?;
             match key {
@@ -190,7 +229,7 @@ fn plain_data_passes(event_type: &[u8], data: &Data) -> Scan<bool> {
         b"turn/start" => Ok(turn),
         b"step/start" | b"step/end" | b"assistant/chunk" => Ok(step),
         b"tool/call" => Ok(step && data.call_id.is_str() && data.name.is_str() && data.arguments.is_str()),
-        b"turn/end" => Ok(data.reason.once() == Some(Kind::Object) && turn && data.reason_kind),
+        b"turn/end" => Ok(data.reason.once_is(Class::Object) && turn && data.reason_kind),
         b"compaction/start" | b"compaction/summary" | b"compaction/prune" | b"compaction/end" => Ok(true),
         _ => Err(()),
     }

@@ -47,9 +47,11 @@ impl Scanner<'_> {
     /// After whitespace, the byte `byte`.
     #[inline(always)]
     pub(crate) fn expect(&mut self, byte: u8) -> Scan<()> {
-        self.skip_whitespace();
         if self.peek() != Some(byte) {
-            return Err(());
+            self.skip_whitespace(); // rare: dshkit writes none
+            if self.peek() != Some(byte) {
+                return Err(());
+            }
         }
         self.pos += 1;
         Ok(())
