@@ -172,7 +172,7 @@ mod block {
     }
 }
 
-pub(crate) use block::{first_stop, load, load_tail, non_ascii, stops, store, Block, BLOCK};
+pub(crate) use block::{first_stop, load, load_tail, non_ascii, stops, store, Block, Mask, BLOCK};
 
 /// Length of the leading run of `text` that a JSON string holds as it is (no `"`, `\\` or
 /// control character): whole blocks, then words, then bytes.

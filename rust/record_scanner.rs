@@ -7,7 +7,7 @@
 //! control character, and (until the first one) a byte that is not ASCII: the scanner then notes
 //! that the whole text must be checked as UTF-8 (any such byte outside a string fails the scan).
 
-use crate::json_scan::{first_stop, load, load_tail, non_ascii, stops, BLOCK};
+use crate::json_scan::{first_stop, load, load_tail, non_ascii, stops, Block, Mask, BLOCK};
 
 /// Deeper records take the full path (the parser's own limit is higher).
 pub(crate) const MAX_SCAN_DEPTH: usize = 64;
@@ -167,14 +167,7 @@ impl Scanner<'_> {
         let mut at = self.pos + 1;
         let mut escaped = false;
         loop {
-            let block = if at + BLOCK <= bytes.len() {
-                load(bytes, at)
-            } else if at < bytes.len() {
-                load_tail(bytes, at) // padded with spaces: no stop past the end
-            } else {
-                return Err(());
-            };
-            let mask = if self.non_ascii { stops(block) } else { stops(block) | non_ascii(block) };
+            let mask = if at + BLOCK <= bytes.len() { self.stops_in(load(bytes, at)) } else { self.tail_stops(at)? };
             if mask == 0 {
                 at += BLOCK;
                 continue;
@@ -196,6 +189,28 @@ impl Scanner<'_> {
                 _ => return Err(()), // a control character
             }
         }
+    }
+
+    /// The bytes of `block` a string stops at (`json_scan::stops`, and until one is seen, bytes
+    /// that are not ASCII).
+    #[inline(always)]
+    fn stops_in(&self, block: Block) -> Mask {
+        if self.non_ascii {
+            stops(block)
+        } else {
+            stops(block) | non_ascii(block)
+        }
+    }
+
+    /// `stops_in` for the last bytes of the text from `at` (fewer than a block), padded with
+    /// spaces (no stop past the end); `Err` at the end. Apart, so the loop over whole blocks
+    /// keeps its few variables in registers.
+    #[inline(never)]
+    fn tail_stops(&self, at: usize) -> Scan<Mask> {
+        if at >= self.bytes.len() {
+            return Err(());
+        }
+        Ok(self.stops_in(load_tail(self.bytes, at)))
     }
 
     /// An integer of at most 18 digits (always in range, read as it is scanned), or a fraction
