@@ -119,6 +119,13 @@ mod block {
         }
     }
 
+    /// Bit `k` set when byte `k` of the block is not ASCII (its high bit).
+    #[inline(always)]
+    pub(crate) fn non_ascii(block: Block) -> Mask {
+        // SAFETY: SSE2 is in the x86-64 baseline.
+        unsafe { _mm_movemask_epi8(block) as Mask }
+    }
+
     #[inline(always)]
     pub(crate) fn first_stop(mask: Mask) -> usize {
         mask.trailing_zeros() as usize
@@ -153,13 +160,19 @@ mod block {
         word_stops(block)
     }
 
+    /// The high bit of each lane holding a byte that is not ASCII.
+    #[inline(always)]
+    pub(crate) fn non_ascii(block: Block) -> Mask {
+        block & super::HIGHS
+    }
+
     #[inline(always)]
     pub(crate) fn first_stop(mask: Mask) -> usize {
         (mask.trailing_zeros() / 8) as usize
     }
 }
 
-pub(crate) use block::{first_stop, load, load_tail, stops, store, Block, BLOCK};
+pub(crate) use block::{first_stop, load, load_tail, non_ascii, stops, store, Block, Mask, BLOCK};
 
 /// Length of the leading run of `text` that a JSON string holds as it is (no `"`, `\\` or
 /// control character): whole blocks, then words, then bytes.

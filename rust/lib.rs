@@ -21,6 +21,9 @@ mod message;
 mod message_record;
 mod message_vouch;
 mod record_scan;
+mod record_scanner;
+#[cfg(test)]
+mod record_scan_reference;
 mod records;
 mod walk;
 

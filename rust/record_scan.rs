@@ -5,459 +5,386 @@
 //! `dshkit.session.events.check_plain_data` accepts its data; any doubt (an escape in a key, a
 //! repeated key where a rule looks, a float with an exponent, deep nesting, an unknown type ...)
 //! is `Sorted::Other`, and the record takes the full Python path, which decides it as before.
+//!
+//! One pass over the text (`record_scanner.rs`, strings a 16-byte block at a time): the keys a
+//! rule looks at are matched as they are read and only what the rules need is kept (how often
+//! each such key occurs and what its value is), integers are read as they are scanned, and UTF-8
+//! is checked over the whole text only when a string held a byte that is not ASCII (any such
+//! byte outside a string fails the scan anyway). Its verdicts are exactly those of the first
+//! scan, which collected members and looked keys up (`record_scan_reference.rs`, kept for the
+//! tests that compare the two).
 
-use crate::json_scan::plain_run_len;
+use crate::record_scanner::{Kind, Scan, Scanner};
 
-/// Deeper records take the full path (the parser's own limit is higher).
-const MAX_SCAN_DEPTH: usize = 64;
-/// Objects with more members than this take the full path (keeps duplicate detection cheap).
+/// The top object, `data` and `data.reason` with more members than this take the full path.
 const MAX_MEMBERS: usize = 32;
 
-
-/// What a scanned value is (spans are byte ranges of the scanned text).
-#[derive(Clone, Copy, PartialEq, Debug)]
-enum Kind {
-    Int(i64),
-    /// A string's text between its quotes (escapes left as written).
-    Str,
-    Object(usize, usize),
-    Other,
-}
-
+/// A key a rule looks at: how often it occurred, and its last value.
 #[derive(Clone, Copy, Debug)]
-struct Member {
-    key: (usize, usize),
+struct Field {
+    count: u8,
     value: Kind,
 }
 
-/// `Err(())`: not vouched for, take the full path.
-type Scan<T> = Result<T, ()>;
+impl Field {
+    const NONE: Field = Field { count: 0, value: Kind::Other };
 
-struct Scanner<'a> {
-    bytes: &'a [u8],
-    pos: usize,
+    fn set(&mut self, value: Kind) {
+        self.count = self.count.saturating_add(1);
+        self.value = value;
+    }
+
+    /// Present once (a repeated key is decided by the parser, which keeps the last: full path).
+    fn once(&self) -> Option<Kind> {
+        (self.count == 1).then_some(self.value)
+    }
+
+}
+
+/// What a rule asks of a value: its kind without an integer's value.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Class {
+    Int,
+    Str,
+    Object,
+    Other,
+}
+
+/// A key of `data` a rule looks at: how often it occurred, and the class of its last value
+/// (two bytes: the slots of `data` are set up and read without a copy).
+#[derive(Clone, Copy, Debug)]
+struct Slot {
+    count: u8,
+    class: Class,
+}
+
+impl Slot {
+    const NONE: Slot = Slot { count: 0, class: Class::Other };
+
+    #[inline(always)]
+    fn set(&mut self, value: Kind) {
+        self.count = self.count.saturating_add(1);
+        self.class = match value {
+            Kind::Int(_) => Class::Int,
+            Kind::Str => Class::Str,
+            Kind::Object => Class::Object,
+            Kind::Other => Class::Other,
+        };
+    }
+
+    /// Present once, of class `class` (a repeated key is decided by the parser, which keeps the
+    /// last: full path).
+    fn once_is(&self, class: Class) -> bool {
+        self.count == 1 && self.class == class
+    }
+
+    fn is_int(&self) -> bool {
+        self.once_is(Class::Int)
+    }
+
+    fn is_str(&self) -> bool {
+        self.once_is(Class::Str)
+    }
+}
+
+/// The keys of `data` the rules of plain types look at, and whether its `reason` (when an
+/// object) has exactly one string `kind` among at most `MAX_MEMBERS` keys without escapes.
+#[derive(Debug)]
+struct Data {
+    turn: Slot,
+    step: Slot,
+    call_id: Slot,
+    name: Slot,
+    arguments: Slot,
+    reason: Slot,
+    reason_kind: bool,
+}
+
+impl Data {
+    const NONE: Data = Data {
+        turn: Slot::NONE,
+        step: Slot::NONE,
+        call_id: Slot::NONE,
+        name: Slot::NONE,
+        arguments: Slot::NONE,
+        reason: Slot::NONE,
+        reason_kind: false,
+    };
+}
+
+/// The top-level keys, and what `data` holds.
+#[derive(Debug)]
+struct Top {
+    members: usize,
+    seq: Field,
+    time: Field,
+    event_type: Field,
+    /// The last `type` string's text, and whether it holds an escape.
+    type_span: (usize, usize, bool),
+    data: Field,
+    facts: Data,
 }
 
 impl Scanner<'_> {
-    fn peek(&self) -> Option<u8> {
-        self.bytes.get(self.pos).copied()
-    }
-
-    fn skip_whitespace(&mut self) {
-        while let Some(b' ' | b'\n' | b'\r' | b'\t') = self.peek() {
-            self.pos += 1;
-        }
-    }
-
-    fn expect(&mut self, byte: u8) -> Scan<()> {
-        self.skip_whitespace();
-        if self.peek() != Some(byte) {
+    /// The top object (at its `{`), keeping what the rules look at.
+    fn top(&mut self, top: &mut Top) -> Scan<()> {
+        let mut data_members = 0;
+        top.members = self.object(0, |scanner, key, depth| {
+            let key = key.ok_or(())?;
+            let value = if key == b"data" {
+                if data_members > 0 {
+                    return Err(()); // "data" twice
+                }
+                scanner.skip_whitespace();
+                if scanner.peek() == Some(b'{') {
+                    data_members = scanner.data(depth, &mut top.facts)?;
+                    Kind::Object
+                } else {
+                    scanner.value(depth)?
+                }
+            } else if key == b"type" {
+                scanner.skip_whitespace();
+                if scanner.peek() == Some(b'"') {
+                    let start = scanner.pos + 1;
+                    let escaped = scanner.string()?;
+                    top.type_span = (start, scanner.pos - 1, escaped);
+                    Kind::Str
+                } else {
+                    scanner.value(depth)?
+                }
+            } else {
+                scanner.value(depth)?
+            };
+            match key {
+                b"seq" => top.seq.set(value),
+                b"time" => top.time.set(value),
+                b"type" => top.event_type.set(value),
+                b"data" => top.data.set(value),
+                _ => {}
+            }
+            Ok(())
+        })?;
+        if top.members > MAX_MEMBERS {
             return Err(());
         }
-        self.pos += 1;
         Ok(())
     }
 
-    fn value(&mut self, depth: usize, members: Option<&mut Vec<Member>>) -> Scan<Kind> {
-        self.skip_whitespace();
-        match self.peek().ok_or(())? {
-            b'{' => self.object(depth, members),
-            b'[' => self.array(depth),
-            b'"' => {
-                self.string()?;
-                Ok(Kind::Str)
+    /// The object `data` (at its `{`), keeping in `facts` what the rules look at; its number of
+    /// members.
+    fn data(&mut self, depth: usize, facts: &mut Data) -> Scan<usize> {
+        let members = self.object(depth, |scanner, key, depth| {
+            let key = key.ok_or(())?;
+            if key == b"reason" {
+                scanner.skip_whitespace();
+                if scanner.peek() == Some(b'{') {
+                    facts.reason_kind = scanner.reason(depth)?;
+                    facts.reason.set(Kind::Object);
+                } else {
+                    facts.reason.set(scanner.member_value(depth)?);
+                }
+                return Ok(());
             }
-            b't' => self.literal(b"true"),
-            b'f' => self.literal(b"false"),
-            b'n' => self.literal(b"null"),
-            b'-' | b'0'..=b'9' => self.number(),
-            _ => Err(()),
-        }
-    }
-
-    fn literal(&mut self, word: &[u8]) -> Scan<Kind> {
-        if !self.bytes[self.pos..].starts_with(word) {
+            let value = scanner.member_value(depth)?;
+            match key {
+                b"turn" => facts.turn.set(value),
+                b"step" => facts.step.set(value),
+                b"call_id" => facts.call_id.set(value),
+                b"name" => facts.name.set(value),
+                b"arguments" => facts.arguments.set(value),
+                _ => {}
+            }
+            Ok(())
+        })?;
+        if members > MAX_MEMBERS {
             return Err(());
         }
-        self.pos += word.len();
-        Ok(Kind::Other)
+        Ok(members)
     }
 
-    /// An object; with `members`, its members are collected (keys must hold no escape), and with
-    /// `data` too, the members of its member `"data"` if that is an object.
-    fn object(&mut self, depth: usize, members: Option<&mut Vec<Member>>) -> Scan<Kind> {
-        self.object_with_data(depth, members, None)
-    }
-
-    fn object_with_data(
-        &mut self,
-        depth: usize,
-        mut members: Option<&mut Vec<Member>>,
-        mut data: Option<&mut Vec<Member>>,
-    ) -> Scan<Kind> {
-        if depth >= MAX_SCAN_DEPTH {
-            return Err(());
-        }
-        let start = self.pos;
-        self.pos += 1; // '{'
-        self.skip_whitespace();
-        if self.peek() == Some(b'}') {
-            self.pos += 1;
-            return Ok(Kind::Object(start, self.pos));
-        }
-        loop {
-            self.skip_whitespace();
-            if self.peek() != Some(b'"') {
-                return Err(());
+    /// The object `data.reason` (at its `{`): whether it has one string `kind`, at most
+    /// `MAX_MEMBERS` members and no escape in a key (all a `turn/end` rule accepts).
+    fn reason(&mut self, depth: usize) -> Scan<bool> {
+        let mut plain_keys = true;
+        let mut kind = Slot::NONE;
+        let members = self.object(depth, |scanner, key, depth| {
+            let value = scanner.member_value(depth)?;
+            match key {
+                Some(b"kind") => kind.set(value),
+                Some(_) => {}
+                None => plain_keys = false,
             }
-            let (key_start, key_end, escaped) = self.string()?;
-            self.expect(b':')?;
-            let inner = match data.as_deref_mut() {
-                Some(inner) if &self.bytes[key_start..key_end] == b"data" => {
-                    if !inner.is_empty() {
-                        return Err(()); // "data" twice
-                    }
-                    Some(inner)
-                }
-                _ => None,
-            };
-            let value = self.value(depth + 1, inner)?;
-            if let Some(members) = members.as_deref_mut() {
-                if escaped || members.len() >= MAX_MEMBERS {
-                    return Err(());
-                }
-                members.push(Member { key: (key_start, key_end), value });
-            }
-            self.skip_whitespace();
-            match self.peek() {
-                Some(b',') => self.pos += 1,
-                Some(b'}') => {
-                    self.pos += 1;
-                    return Ok(Kind::Object(start, self.pos));
-                }
-                _ => return Err(()),
-            }
-        }
+            Ok(())
+        })?;
+        Ok(plain_keys && members <= MAX_MEMBERS && kind.is_str())
     }
-
-    fn array(&mut self, depth: usize) -> Scan<Kind> {
-        if depth >= MAX_SCAN_DEPTH {
-            return Err(());
-        }
-        self.pos += 1; // '['
-        self.skip_whitespace();
-        if self.peek() == Some(b']') {
-            self.pos += 1;
-            return Ok(Kind::Other);
-        }
-        loop {
-            self.value(depth + 1, None)?;
-            self.skip_whitespace();
-            match self.peek() {
-                Some(b',') => self.pos += 1,
-                Some(b']') => {
-                    self.pos += 1;
-                    return Ok(Kind::Other);
-                }
-                _ => return Err(()),
-            }
-        }
-    }
-
-    /// A string at its opening quote: (text start, text end, whether it holds an escape).
-    fn string(&mut self) -> Scan<(usize, usize, bool)> {
-        self.pos += 1; // '"'
-        let start = self.pos;
-        let mut escaped = false;
-        loop {
-            // Most strings of a record are short keys and names: a byte loop, the long run by words.
-            while let Some(&byte) = self.bytes.get(self.pos) {
-                if byte == b'"' || byte == b'\\' || byte < 0x20 {
-                    break;
-                }
-                self.pos += 1;
-                if self.pos - start == 16 {
-                    self.pos += plain_run_len(&self.bytes[self.pos..]);
-                    break;
-                }
-            }
-            match self.peek().ok_or(())? {
-                b'"' => {
-                    self.pos += 1;
-                    return Ok((start, self.pos - 1, escaped));
-                }
-                b'\\' => {
-                    escaped = true;
-                    match self.bytes.get(self.pos + 1).ok_or(())? {
-                        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => self.pos += 2,
-                        b'u' => {
-                            let hex = self.bytes.get(self.pos + 2..self.pos + 6).ok_or(())?;
-                            let text = std::str::from_utf8(hex).map_err(|_| ())?;
-                            let code = u32::from_str_radix(text, 16).map_err(|_| ())?;
-                            if !hex.iter().all(u8::is_ascii_hexdigit) || (0xD800..=0xDFFF).contains(&code) {
-                                return Err(()); // surrogates (pairs included) take the full path
-                            }
-                            self.pos += 6;
-                        }
-                        _ => return Err(()),
-                    }
-                }
-                _ => return Err(()), // a control character
-            }
-        }
-    }
-
-    /// An integer of at most 18 digits, or a fraction without exponent: always in range.
-    fn number(&mut self) -> Scan<Kind> {
-        let negative = self.peek() == Some(b'-');
-        if negative {
-            self.pos += 1;
-        }
-        let start = self.pos;
-        match self.peek().ok_or(())? {
-            b'0' => self.pos += 1,
-            b'1'..=b'9' => {
-                while let Some(b'0'..=b'9') = self.peek() {
-                    self.pos += 1;
-                }
-            }
-            _ => return Err(()),
-        }
-        let digits = &self.bytes[start..self.pos];
-        if digits.len() > 18 || matches!(self.peek(), Some(b'0'..=b'9')) {
-            return Err(());
-        }
-        let mut kind = Kind::Int(0);
-        if self.peek() == Some(b'.') {
-            self.pos += 1;
-            let fraction = self.pos;
-            while let Some(b'0'..=b'9') = self.peek() {
-                self.pos += 1;
-            }
-            if self.pos == fraction || self.pos - fraction > 20 {
-                return Err(());
-            }
-            kind = Kind::Other;
-        }
-        if let Some(b'e' | b'E') = self.peek() {
-            return Err(());
-        }
-        if kind == Kind::Other {
-            return Ok(kind);
-        }
-        let magnitude = digits.iter().fold(0i64, |value, &digit| value * 10 + (digit - b'0') as i64);
-        Ok(Kind::Int(if negative { -magnitude } else { magnitude }))
-    }
-}
-
-/// The members of the object `text` if the scan vouches for it (a whole value, nothing after).
-fn scan_object(text: &[u8]) -> Scan<Vec<Member>> {
-    Ok(scan_record(text, false)?.0)
-}
-
-/// The members of the object `text` and (with `with_data`) of its member `"data"`, if the scan
-/// vouches for it.
-fn scan_record(text: &[u8], with_data: bool) -> Scan<(Vec<Member>, Vec<Member>)> {
-    let mut scanner = Scanner { bytes: text, pos: 0 };
-    let mut members = Vec::with_capacity(8);
-    let mut data = Vec::new();
-    scanner.skip_whitespace();
-    if scanner.peek() != Some(b'{') {
-        return Err(());
-    }
-    scanner.object_with_data(0, Some(&mut members), if with_data { Some(&mut data) } else { None })?;
-    scanner.skip_whitespace();
-    if scanner.pos != text.len() {
-        return Err(());
-    }
-    Ok((members, data))
-}
-
-/// The type of a record written the way dshkit writes it (`{"seq":N,"time":T,"type":"...",`),
-/// if it is that of a message event and `N` is `seq`: such a record goes straight to the parser.
-fn message_type(text: &[u8], seq: usize) -> Option<(usize, usize)> {
-    let digits = |at: usize| at + text[at..].iter().take_while(|b| b.is_ascii_digit()).count();
-    let rest = text.strip_prefix(b"{\"seq\":")?;
-    let mut at = text.len() - rest.len();
-    let seq_end = digits(at);
-    if std::str::from_utf8(&text[at..seq_end]).ok()?.parse::<usize>().ok()? != seq {
-        return None;
-    }
-    at = seq_end;
-    at += text[at..].starts_with(b",\"time\":").then_some(8)?;
-    at = digits(at);
-    at += text[at..].starts_with(b",\"type\":\"").then_some(9)?;
-    let end = at + text[at..].iter().position(|&b| b == b'"')?;
-    MESSAGE_TYPES.contains(&&text[at..end]).then_some((at, end))
-}
-
-/// The members of an object already scanned (at `start..end` of `text`), collected.
-fn members_of(text: &[u8], start: usize, end: usize) -> Scan<Vec<Member>> {
-    let members = scan_object(&text[start..end])?;
-    Ok(members
-        .into_iter()
-        .map(|m| Member { key: (m.key.0 + start, m.key.1 + start), value: shift(m.value, start) })
-        .collect())
-}
-
-fn shift(kind: Kind, by: usize) -> Kind {
-    match kind {
-        Kind::Object(start, end) => Kind::Object(start + by, end + by),
-        other => other,
-    }
-}
-
-/// The value under `key`; `Err` when the key repeats (the parser keeps the last: take the full path).
-fn lookup(text: &[u8], members: &[Member], key: &[u8]) -> Scan<Option<Kind>> {
-    let mut found = None;
-    for member in members {
-        if &text[member.key.0..member.key.1] == key {
-            if found.is_some() {
-                return Err(());
-            }
-            found = Some(member.value);
-        }
-    }
-    Ok(found)
-}
-
-fn has_int(text: &[u8], members: &[Member], key: &[u8]) -> Scan<bool> {
-    Ok(matches!(lookup(text, members, key)?, Some(Kind::Int(_))))
-}
-
-fn has_str(text: &[u8], members: &[Member], key: &[u8]) -> Scan<bool> {
-    Ok(lookup(text, members, key)? == Some(Kind::Str))
 }
 
 /// Whether the data of a plain event of type `event_type` passes the append rules of its type
 /// (`dshkit.session.events.check_plain_data`); `Err` for a type this scan does not vouch for.
-fn plain_data_passes(event_type: &[u8], text: &[u8], data: &[Member]) -> Scan<bool> {
-    let turn = || has_int(text, data, b"turn");
-    let step = || Ok::<_, ()>(turn()? && has_int(text, data, b"step")?);
+fn plain_data_passes(event_type: &[u8], data: &Data) -> Scan<bool> {
+    let turn = data.turn.is_int();
+    let step = turn && data.step.is_int();
     match event_type {
-        b"turn/start" => turn(),
-        b"step/start" | b"step/end" | b"assistant/chunk" => step(),
-        b"tool/call" => Ok(step()?
-            && has_str(text, data, b"call_id")?
-            && has_str(text, data, b"name")?
-            && has_str(text, data, b"arguments")?),
-        b"turn/end" => {
-            let Some(Kind::Object(start, end)) = lookup(text, data, b"reason")? else { return Ok(false) };
-            Ok(turn()? && has_str(text, &members_of(text, start, end)?, b"kind")?)
-        }
+        b"turn/start" => Ok(turn),
+        b"step/start" | b"step/end" | b"assistant/chunk" => Ok(step),
+        b"tool/call" => Ok(step && data.call_id.is_str() && data.name.is_str() && data.arguments.is_str()),
+        b"turn/end" => Ok(data.reason.once_is(Class::Object) && turn && data.reason_kind),
         b"compaction/start" | b"compaction/summary" | b"compaction/prune" | b"compaction/end" => Ok(true),
         _ => Err(()),
     }
 }
 
+/// Where the fields of a record written the way dshkit writes it (`{"seq":N,"time":T,"type":"`)
+/// lie: the digits of `N` and `T`, and the type up to the next `"`.
+struct Written {
+    seq: (usize, usize),
+    time: (usize, usize),
+    event_type: (usize, usize),
+}
+
+fn written(text: &[u8]) -> Option<Written> {
+    let digits = |at: usize| at + text[at..].iter().take_while(|b| b.is_ascii_digit()).count();
+    let rest = text.strip_prefix(b"{\"seq\":")?;
+    let seq_start = text.len() - rest.len();
+    let seq_end = digits(seq_start);
+    let mut at = seq_end;
+    at += text[at..].starts_with(b",\"time\":").then_some(8)?;
+    let time = (at, digits(at));
+    at = time.1;
+    at += text[at..].starts_with(b",\"type\":\"").then_some(9)?;
+    let end = at + text[at..].iter().position(|&b| b == b'"')?;
+    Some(Written { seq: (seq_start, seq_end), time, event_type: (at, end) })
+}
+
+/// The type of a record written the way dshkit writes it, if it is that of a message event and
+/// `N` is `seq`: such a record goes straight to the parser.
+fn message_type(text: &[u8], written: &Written, seq: usize) -> Option<(usize, usize)> {
+    let digits = &text[written.seq.0..written.seq.1];
+    let value = digits
+        .iter()
+        .try_fold(0usize, |value, &digit| value.checked_mul(10)?.checked_add((digit - b'0') as usize))?;
+    let (start, end) = written.event_type;
+    (!digits.is_empty() && value == seq && MESSAGE_TYPES.contains(&&text[start..end])).then_some((start, end))
+}
+
+/// An integer as the scan reads it (at most 18 digits, no leading zero) from its digits.
+fn written_int(digits: &[u8]) -> Option<i64> {
+    if digits.is_empty() || digits.len() > 18 || digits.len() > 1 && digits[0] == b'0' {
+        return None;
+    }
+    Some(digits.iter().fold(0i64, |value, &digit| value * 10 + (digit - b'0') as i64))
+}
+
+/// A plain record written the way dshkit writes it (`{"seq":N,"time":T,"type":"...","data":{...}}`
+/// with `N`, `T` and the type as the scan reads them): the scan of its top object reduces to
+/// that of `data`. `None` when it is written otherwise or anything fails: the full scan decides.
+fn written_plain(text: &[u8], written: &Written, seq: usize) -> Option<Sorted> {
+    let (start, end) = written.event_type;
+    let event_type = &text[start..end];
+    if !PLAIN_TYPES.contains(&event_type)
+        || written_int(&text[written.seq.0..written.seq.1])? != seq as i64
+        || !text[end..].starts_with(DATA_KEY)
+    {
+        return None;
+    }
+    let time = written_int(&text[written.time.0..written.time.1])?;
+    let mut scanner = Scanner { bytes: text, pos: end + DATA_KEY.len(), non_ascii: false };
+    scanner.skip_whitespace();
+    if scanner.peek() != Some(b'{') {
+        return None;
+    }
+    let mut facts = Data::NONE;
+    scanner.data(1, &mut facts).ok()?;
+    scanner.expect(b'}').ok()?;
+    scanner.skip_whitespace();
+    if scanner.pos != text.len() || scanner.non_ascii && std::str::from_utf8(text).is_err() {
+        return None;
+    }
+    plain_data_passes(event_type, &facts).ok()?.then_some(Sorted::Plain((start, end), time))
+}
+
+/// What follows the type of a record written the way dshkit writes it.
+const DATA_KEY: &[u8] = b"\",\"data\":";
+
+const PLAIN_TYPES: [&[u8]; 10] = [
+    b"turn/start",
+    b"turn/end",
+    b"step/start",
+    b"step/end",
+    b"assistant/chunk",
+    b"tool/call",
+    b"compaction/start",
+    b"compaction/summary",
+    b"compaction/prune",
+    b"compaction/end",
+];
+
 const MESSAGE_TYPES: [&[u8]; 3] = [b"user/message", b"assistant/message", b"tool/result"];
 
+#[derive(Debug, PartialEq)]
 pub(crate) enum Sorted {
     /// A plain event: its type (a span of the text) and time.
     Plain((usize, usize), i64),
-    /// A message event: its type's span.
+    /// A message event: its type's span. The text is UTF-8.
     Message((usize, usize)),
     Other,
 }
 
+/// What `text`, the record of event `seq`, is; `Plain` and `Message` only for UTF-8 text.
 pub(crate) fn sort(text: &[u8], seq: usize) -> Sorted {
-    let sorted = || -> Scan<Sorted> {
-        std::str::from_utf8(text).map_err(|_| ())?;
-        if let Some(span) = message_type(text, seq) {
-            return Ok(Sorted::Message(span));
+    if let Some(written) = written(text) {
+        if let Some(span) = message_type(text, &written, seq) {
+            return match std::str::from_utf8(text) {
+                Ok(_) => Sorted::Message(span),
+                Err(_) => Sorted::Other,
+            };
         }
-        let (top, data) = scan_record(text, true)?;
-        let event_type = match lookup(text, &top, b"type")? {
-            Some(Kind::Str) => {
-                let member = top.iter().find(|m| &text[m.key.0..m.key.1] == b"type").expect("found above");
-                // The value's span: after the key's closing quote, the colon, the opening quote.
-                let (start, end) = value_span(text, member.key.1)?;
-                (start, end)
-            }
-            _ => return Err(()),
-        };
-        let type_text = &text[event_type.0..event_type.1];
-        if type_text.contains(&b'\\') {
-            return Err(());
+        if let Some(sorted) = written_plain(text, &written, seq) {
+            return sorted;
         }
-        if MESSAGE_TYPES.contains(&type_text) {
-            return Ok(Sorted::Message(event_type));
-        }
-        if top.len() != 4 || lookup(text, &top, b"seq")? != Some(Kind::Int(seq as i64)) {
-            return Err(());
-        }
-        let Some(Kind::Int(time)) = lookup(text, &top, b"time")? else { return Err(()) };
-        let Some(Kind::Object(..)) = lookup(text, &top, b"data")? else { return Err(()) };
-        if !plain_data_passes(type_text, text, &data)? {
-            return Err(());
-        }
-        Ok(Sorted::Plain(event_type, time))
-    };
-    sorted().unwrap_or(Sorted::Other)
+    }
+    scanned(text, seq).unwrap_or(Sorted::Other)
 }
 
-/// The span of the string value following a key whose closing quote ends at `key_end`.
-fn value_span(text: &[u8], key_end: usize) -> Scan<(usize, usize)> {
-    let mut scanner = Scanner { bytes: text, pos: key_end + 1 };
-    scanner.expect(b':')?;
+fn scanned(text: &[u8], seq: usize) -> Scan<Sorted> {
+    let mut scanner = Scanner { bytes: text, pos: 0, non_ascii: false };
+    if scanner.expect(b'{').is_err() {
+        return Err(());
+    }
+    scanner.pos -= 1;
+    let mut top = Top {
+        members: 0,
+        seq: Field::NONE,
+        time: Field::NONE,
+        event_type: Field::NONE,
+        type_span: (0, 0, true),
+        data: Field::NONE,
+        facts: Data::NONE,
+    };
+    scanner.top(&mut top)?;
     scanner.skip_whitespace();
-    let (start, end, _) = scanner.string()?;
-    Ok((start, end))
+    if scanner.pos != text.len() || scanner.non_ascii && std::str::from_utf8(text).is_err() {
+        return Err(());
+    }
+    let (start, end, escaped) = top.type_span;
+    if top.event_type.once() != Some(Kind::Str) || escaped {
+        return Err(());
+    }
+    let type_text = &text[start..end];
+    if MESSAGE_TYPES.contains(&type_text) {
+        return Ok(Sorted::Message((start, end)));
+    }
+    if top.members != 4 || top.seq.once() != Some(Kind::Int(seq as i64)) || top.data.once() != Some(Kind::Object) {
+        return Err(());
+    }
+    let Some(Kind::Int(time)) = top.time.once() else { return Err(()) };
+    if !plain_data_passes(type_text, &top.facts)? {
+        return Err(());
+    }
+    Ok(Sorted::Plain((start, end), time))
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn plain(text: &str, seq: usize) -> Option<i64> {
-        match sort(text.as_bytes(), seq) {
-            Sorted::Plain(_, time) => Some(time),
-            _ => None,
-        }
-    }
-
-    #[test]
-    fn plain_events_are_vouched_for_only_when_every_rule_holds() {
-        let chunk = r#"{"seq":3,"time":17,"type":"assistant/chunk","data":{"turn":1,"step":1,"chunk":{"text":"a\"b\u00e9","n":[1.5,-0,null,true]}}}"#;
-        assert_eq!(plain(chunk, 3), Some(17));
-        assert_eq!(plain(chunk, 4), None, "seq must be the index");
-        for bad in [
-            r#"{"seq":0,"time":1,"type":"turn/start","data":{"turn":"1"}}"#,
-            r#"{"seq":0,"time":1,"type":"turn/start","data":{"turn":1,"turn":"x"}}"#,
-            r#"{"seq":0,"time":1,"type":"turn/start","data":{"turn":1},"surface_op":"append"}"#,
-            r#"{"seq":0,"time":1,"type":"turn/start","data":{"turn":1.0}}"#,
-            r#"{"seq":0,"time":1.5,"type":"turn/start","data":{"turn":1}}"#,
-            r#"{"seq":0,"time":1,"type":"turn/start","data":{"turn":1}} x"#,
-            r#"{"seq":0,"time":1,"type":"turn/start","data":{"turn":1,}}"#,
-            r#"{"seq":0,"time":1,"type":"turn/start","data":{"turn":1e3}}"#,
-            r#"{"seq":0,"time":1,"type":"turn/start","data":{"turn":1,"x":"\ud800"}}"#,
-            r#"{"seq":0,"time":1,"type":"turn/start","data":{"turn":1,"x":"a	b"}}"#,
-            r#"{"seq":0,"time":1,"type":"turn/start","data":{"turn":1,"x":01}}"#,
-            r#"{"seq":0,"time":1,"type":"turn/end","data":{"turn":1,"reason":{"kind":1}}}"#,
-            r#"{"seq":0,"time":1,"type":"tool/call","data":{"turn":1,"step":1,"call_id":"c","name":"n"}}"#,
-            r#"{"seq":0,"time":1,"type":"plugin/thing","data":{"ignorable":true}}"#,
-            r#"{"seq":0,"time":1,"type":"request/header","data":{}}"#,
-            r#"{"seq":0,"time":1,"type":"turn\/start","data":{"turn":1}}"#,
-            r#"{"seq":0,"time":12345678901234567890,"type":"turn/start","data":{"turn":1}}"#,
-        ] {
-            assert_eq!(plain(bad, 0), None, "{bad}");
-        }
-        let long = r#"{"seq":0,"time":1,"type":"step/end","data":{"turn":1,"step":2,"note":"a long text of many bytes \"quoted\" and \u00e9 and more"}}"#;
-        assert_eq!(plain(long, 0), Some(1));
-        let control = "{\"seq\":0,\"time\":1,\"type\":\"step/end\",\"data\":{\"turn\":1,\"step\":2,\"note\":\"a long text of many bytes\u{1}\"}}";
-        assert_eq!(plain(control, 0), None);
-        let end = r#"{"seq":0,"time":1,"type":"turn/end","data":{"turn":1,"reason":{"kind":"completed"}}}"#;
-        assert_eq!(plain(end, 0), Some(1));
-        let call = r#"{"seq":0,"time":-2,"type":"tool/call","data":{"turn":1,"step":1,"call_id":"c","name":"n","arguments":"{}"}}"#;
-        assert_eq!(plain(call, 0), Some(-2));
-        let deep = format!(r#"{{"seq":0,"time":1,"type":"compaction/end","data":{{"x":{}1{}}}}}"#, "[".repeat(70), "]".repeat(70));
-        assert_eq!(plain(&deep, 0), None);
-        assert!(matches!(sort(br#"{"seq":0,"type":"user/message"}"#, 0), Sorted::Message(_)));
-        let written = br#"{"seq":12,"time":1764520000000,"type":"tool/result","data":{}}"#;
-        assert_eq!(message_type(written, 12).map(|(start, end)| &written[start..end]), Some(&b"tool/result"[..]));
-        assert_eq!(message_type(written, 11), None);
-        assert_eq!(message_type(br#"{"seq":0,"time":1,"type":"turn/start","data":{}}"#, 0), None);
-        assert_eq!(message_type(br#"{"seq":0,"time":1,"type":"user/message"#, 0), None);
-        assert!(matches!(sort(b"{\"seq\":0,\"time\":1,\"type\":\"turn/start\",\"data\":{\"turn\":1,\"x\":\"\xff\"}}", 0), Sorted::Other));
-    }
-}
+#[path = "record_scan_tests.rs"]
+mod tests;
