@@ -18,6 +18,7 @@ mod json_scan;
 mod json_strings;
 mod message;
 mod message_vouch;
+mod plain_vouch;
 mod record_scan;
 mod records;
 mod walk;
@@ -36,5 +37,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     checksum::register(m)?;
     records::register(m)?;
     message_vouch::register(m)?;
+    plain_vouch::register(m)?;
     Ok(())
 }
