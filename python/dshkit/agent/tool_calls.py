@@ -73,7 +73,9 @@ class ToolCallRunner:
                     break  # no new call starts after a cancel
                 call_seqs = [self._log_call(turn, step, calls[index]) for index in segment]
                 # Durability point: every started call is on disk before its body runs.
-                await durability_point(self._session)
+                synced = durability_point(self._session)
+                if synced is not None:
+                    await synced
                 # Each body starts at once and is a task only if it has to wait (`start_eagerly`).
                 batch_wait = _BatchWait()
                 running = {
@@ -137,7 +139,8 @@ class ToolCallRunner:
         )
         if self._inbox.deferred_clear is not None:
             self._inbox.run_deferred_clear()  # an observer of this append cancelled the turn
-        self._hub.emit("tool_call", turn=turn, step=step, call_id=call["id"], name=call["name"], seq=event.seq)
+        if self._hub.maybe_listening:
+            self._hub.emit("tool_call", turn=turn, step=step, call_id=call["id"], name=call["name"], seq=event.seq)
         return int(event.seq)
 
     async def _run_call(
@@ -216,7 +219,8 @@ class ToolCallRunner:
         event = self._session.append(TOOL_RESULT, data, source_event_seqs=seqs)
         if self._inbox.deferred_clear is not None:
             self._inbox.run_deferred_clear()
-        self._hub.emit("message", turn=turn, step=step, message=message, event_type=TOOL_RESULT, seq=event.seq)
+        if self._hub.maybe_listening:
+            self._hub.emit("message", turn=turn, step=step, message=message, event_type=TOOL_RESULT, seq=event.seq)
 
 
 def _answer_every_call(

@@ -134,7 +134,8 @@ class TurnRunner:
         self._turn_number += 1
         turn = Turn(self._turn_number, token, steer)
         self._append(TURN_START, {"turn": turn.number})
-        self._hub.emit("turn_start", turn=turn.number)
+        if self._hub.maybe_listening:
+            self._hub.emit("turn_start", turn=turn.number)
         failure: BaseException | None = None
         try:
             await self._run_steps(turn)
@@ -150,7 +151,8 @@ class TurnRunner:
                 # The first cause wins, even over a hook that threw after the cancel.
                 turn.reason = {"kind": "aborted", "cause": token.cause}
             self._append(TURN_END, {"turn": turn.number, "reason": turn.reason})
-            self._hub.emit("turn_end", turn=turn.number, reason=turn.reason)
+            if self._hub.maybe_listening:
+                self._hub.emit("turn_end", turn=turn.number, reason=turn.reason)
         if failure is not None:
             raise failure
         kind = turn.reason["kind"]
@@ -275,11 +277,13 @@ class TurnRunner:
         """
         number, step = turn.number, turn.step
         self._append(STEP_START, {"turn": number, "step": step})
-        self._hub.emit("step_start", turn=number, step=step)
+        if self._hub.maybe_listening:
+            self._hub.emit("step_start", turn=number, step=step)
         try:
             for message, seqs in batch:
                 event = self._append(USER_MESSAGE, message, source_event_seqs=seqs)
-                self._hub.emit("message", turn=number, step=step, message=message, event_type=USER_MESSAGE, seq=event.seq)
+                if self._hub.maybe_listening:
+                    self._hub.emit("message", turn=number, step=step, message=message, event_type=USER_MESSAGE, seq=event.seq)
             return await self._call_model(turn)
         except BaseException:
             self._end_step(turn)
@@ -289,7 +293,8 @@ class TurnRunner:
         try:
             self._append(STEP_END, {"turn": turn.number, "step": turn.step})
         finally:
-            self._hub.emit("step_end", turn=turn.number, step=turn.step)
+            if self._hub.maybe_listening:
+                self._hub.emit("step_end", turn=turn.number, step=turn.step)
 
     def _log_header(self, config: Mapping[str, Any]) -> None:
         if config is self._logged_config:
@@ -330,9 +335,12 @@ class TurnRunner:
                 return StepResult("aborted")
             self._log_header(config)
             # Durability point: the log is on disk before the model sees the request.
-            await durability_point(self._session)
+            synced = durability_point(self._session)
+            if synced is not None:
+                await synced
             request = project_request(self._session)
-            self._hub.emit("request", turn=turn.number, step=turn.step, request=request)
+            if self._hub.maybe_listening:
+                self._hub.emit("request", turn=turn.number, step=turn.step, request=request)
             assembler = StreamAssembler()
             chunk_seqs: list[int] = []
             outcome = await self._stream(turn, request, assembler, chunk_seqs)
@@ -411,7 +419,7 @@ class TurnRunner:
 
     async def _read(self, turn: Turn, stream: Any, assembler: StreamAssembler, chunk_seqs: list[int]) -> None:
         number, step = turn.number, turn.step
-        emit = self._hub.emit if self._hub.active else None
+        emit = self._hub.emit if self._hub.maybe_listening else None
         try:
             async for chunk in stream:
                 used = assembler.add(chunk)
@@ -437,10 +445,11 @@ class TurnRunner:
             if assembler.usage is not None:
                 data["usage"] = assembler.usage
             event = self._append(ASSISTANT_MESSAGE, data, source_event_seqs=tuple(chunk_seqs))
-            self._hub.emit(
-                "message", turn=turn.number, step=turn.step, message=message,
-                event_type=ASSISTANT_MESSAGE, seq=event.seq, interrupted=True,
-            )
+            if self._hub.maybe_listening:
+                self._hub.emit(
+                    "message", turn=turn.number, step=turn.step, message=message,
+                    event_type=ASSISTANT_MESSAGE, seq=event.seq, interrupted=True,
+                )
         return StepResult("aborted")
 
     async def _complete_response(
@@ -459,7 +468,8 @@ class TurnRunner:
         if assembler.usage is not None:
             data["usage"] = assembler.usage
         event = self._append(ASSISTANT_MESSAGE, data, source_event_seqs=tuple(chunk_seqs))
-        self._hub.emit("message", turn=turn.number, step=turn.step, message=message, event_type=ASSISTANT_MESSAGE, seq=event.seq)
+        if self._hub.maybe_listening:
+            self._hub.emit("message", turn=turn.number, step=turn.step, message=message, event_type=ASSISTANT_MESSAGE, seq=event.seq)
         if assembler.finish_reason == "max_tokens":
             return StepResult("max_tokens")
         calls = message.tool_calls
