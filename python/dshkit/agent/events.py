@@ -53,7 +53,7 @@ class EventHub:
     def __init__(self) -> None:
         self._callbacks: list[Subscriber] = []
         self._streams: weakref.WeakSet[EventStream] = weakref.WeakSet()
-        # A hint read before each `emit` of the loop (an attribute, not a call: `emit` with its
+        # A hint read before each `emit` of a step (an attribute, not a call: `emit` with its
         # keyword arguments costs ~4k instructions even when it returns at once). False only when
         # nobody listens; set by `subscribe` and `stream`, cleared by an `emit` that finds nobody
         # (so a stream dropped by garbage collection costs one more call). `active` is exact.

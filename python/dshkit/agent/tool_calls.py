@@ -73,8 +73,7 @@ class ToolCallRunner:
                     break  # no new call starts after a cancel
                 call_seqs = [self._log_call(turn, step, calls[index]) for index in segment]
                 # Durability point: every started call is on disk before its body runs.
-                synced = durability_point(self._session)
-                if synced is not None:
+                if (synced := durability_point(self._session)) is not None:
                     await synced
                 # Each body starts at once and is a task only if it has to wait (`start_eagerly`).
                 batch_wait = _BatchWait()

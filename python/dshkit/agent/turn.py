@@ -134,8 +134,7 @@ class TurnRunner:
         self._turn_number += 1
         turn = Turn(self._turn_number, token, steer)
         self._append(TURN_START, {"turn": turn.number})
-        if self._hub.maybe_listening:
-            self._hub.emit("turn_start", turn=turn.number)
+        self._hub.emit("turn_start", turn=turn.number)
         failure: BaseException | None = None
         try:
             await self._run_steps(turn)
@@ -151,8 +150,7 @@ class TurnRunner:
                 # The first cause wins, even over a hook that threw after the cancel.
                 turn.reason = {"kind": "aborted", "cause": token.cause}
             self._append(TURN_END, {"turn": turn.number, "reason": turn.reason})
-            if self._hub.maybe_listening:
-                self._hub.emit("turn_end", turn=turn.number, reason=turn.reason)
+            self._hub.emit("turn_end", turn=turn.number, reason=turn.reason)
         if failure is not None:
             raise failure
         kind = turn.reason["kind"]
@@ -335,8 +333,7 @@ class TurnRunner:
                 return StepResult("aborted")
             self._log_header(config)
             # Durability point: the log is on disk before the model sees the request.
-            synced = durability_point(self._session)
-            if synced is not None:
+            if (synced := durability_point(self._session)) is not None:
                 await synced
             request = project_request(self._session)
             if self._hub.maybe_listening:
@@ -390,10 +387,9 @@ class TurnRunner:
             stream = self._model.stream(request, token)
         except Exception as exc:
             return exc
-        # The stream is read in a task of its own so that cancel() can cut it at once, even
-        # when the model never looks at its cancel signal. The loop runs what is ready first
-        # (as it did before a reader task's first step); the reader then starts at once and
-        # becomes a task only if the stream makes it wait (`start_eagerly`).
+        # The stream is read in a task of its own so that cancel() can cut it at once, even when the model never
+        # looks at its cancel signal. The loop runs what is ready first (as it did before a reader task's first
+        # step); the reader then starts at once and becomes a task only if the stream makes it wait (`start_eagerly`).
         if STARTS_EAGERLY:
             await asyncio.sleep(0)
             if token.cancelled:
@@ -445,11 +441,10 @@ class TurnRunner:
             if assembler.usage is not None:
                 data["usage"] = assembler.usage
             event = self._append(ASSISTANT_MESSAGE, data, source_event_seqs=tuple(chunk_seqs))
-            if self._hub.maybe_listening:
-                self._hub.emit(
-                    "message", turn=turn.number, step=turn.step, message=message,
-                    event_type=ASSISTANT_MESSAGE, seq=event.seq, interrupted=True,
-                )
+            self._hub.emit(
+                "message", turn=turn.number, step=turn.step, message=message,
+                event_type=ASSISTANT_MESSAGE, seq=event.seq, interrupted=True,
+            )
         return StepResult("aborted")
 
     async def _complete_response(
