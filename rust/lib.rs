@@ -20,6 +20,7 @@ mod json_strings;
 mod message;
 mod message_record;
 mod message_vouch;
+mod plain_vouch;
 mod record_scan;
 mod record_scanner;
 #[cfg(test)]
@@ -41,5 +42,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     checksum::register(m)?;
     records::register(m)?;
     message_vouch::register(m)?;
+    plain_vouch::register(m)?;
     Ok(())
 }

@@ -135,6 +135,11 @@ def vouch_new_append(
     every append rule that does not depend on the log (`rust/message_vouch.rs`; the tag as in
     `decode_records`' runs), else `None`: the full checks decide."""
 
+def vouch_plain_append(event_type: object, data: object, /) -> FrozenDict[Any] | None:
+    """`data` deep-frozen if `event_type` is a plain type of the agent loop (`rust/plain_vouch.rs`),
+    `data` a `dict` and the frozen data passes the type's rule of `PLAIN_DATA_CHECKS`, else `None`:
+    the Python rule decides. Raises what `freeze(data)` raises for data that cannot be frozen."""
+
 def freeze(value: object, /) -> _JSONValue:
     """Deep-freeze and detach a JSON-like tree."""
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 from types import CoroutineType
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 
 async def call_sync_or_async(fn: Callable[..., Any], *args: Any) -> Any:
@@ -16,12 +16,14 @@ async def call_sync_or_async(fn: Callable[..., Any], *args: Any) -> Any:
     return result
 
 
-async def durability_point(session: Any) -> None:
-    """`session.sync()`; a store that waits on the network (PostgreSQL) is waited on off the loop."""
+def durability_point(session: Any) -> Awaitable[None] | None:
+    """`session.sync()` now, or, for a store that waits on the network (PostgreSQL), an awaitable
+    that syncs off the loop (the caller awaits it). A plain call, not a coroutine: the usual case
+    (a local fsync, or none in memory) costs no coroutine, and never yields to the loop either way."""
     if getattr(session.store, "waits_on_network", False):
-        await asyncio.to_thread(session.sync)
-    else:
-        session.sync()  # a local fsync: cheaper than a hop to a worker thread
+        return asyncio.to_thread(session.sync)
+    session.sync()  # a local fsync: cheaper than a hop to a worker thread
+    return None
 
 
 __all__ = ["call_sync_or_async", "durability_point"]

@@ -122,7 +122,7 @@ class Inbox:
                 raise ValueError(f"message id {message.id} appears twice in one insert")
             ids.add(message.id)
         seq, _ = self._splice(target, len(self._lists[target]), 0, messages, "inserted", cause)
-        if self._hub.active:
+        if self._hub.maybe_listening:
             for message in messages:
                 self._hub.emit("inserted", message=message, target=target, seq=seq)
         return seq
@@ -145,7 +145,7 @@ class Inbox:
             claimed.extend((NEXT_TURN, seq, message) for message in removed)
         for target, seq, message in claimed:
             batch.append((message, seq))
-            if self._hub.active:
+            if self._hub.maybe_listening:
                 self._hub.emit("claimed", turn=turn, message=message, target=target, seq=seq)
         return batch
 
@@ -157,7 +157,7 @@ class Inbox:
             return False
         index = next(i for i, message in enumerate(self._lists[target]) if message.id == message_id)
         seq, removed = self._splice(target, index, 1, (), "discarded", cause)
-        if self._hub.active:
+        if self._hub.maybe_listening:
             self._hub.emit("discarded", message=removed[0], target=target, seq=seq, cause=cause)
         return True
 
@@ -178,7 +178,7 @@ class Inbox:
         if checked.id == message_id:
             check_rewrite(self._lists[target][index], checked, "inbox.replace", held="pending")
         seq, removed = self._splice(target, index, 1, (checked,), "replaced")
-        if self._hub.active:
+        if self._hub.maybe_listening:
             self._hub.emit("replaced", message=checked, target=target, seq=seq, previous=removed[0])
         return True
 
@@ -200,7 +200,7 @@ class Inbox:
             if not pending:
                 continue
             seq, removed = self._splice(target, 0, len(pending), (), "discarded", cause)
-            if self._hub.active:
+            if self._hub.maybe_listening:
                 for message in removed:
                     self._hub.emit("discarded", message=message, target=target, seq=seq, cause=cause)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,10 +73,12 @@ class ToolCallRunner:
                     break  # no new call starts after a cancel
                 call_seqs = [self._log_call(turn, step, calls[index]) for index in segment]
                 # Durability point: every started call is on disk before its body runs.
-                await durability_point(self._session)
+                if (synced := durability_point(self._session)) is not None:
+                    await synced
                 # Each body starts at once and is a task only if it has to wait (`start_eagerly`).
+                batch_wait = _BatchWait()
                 running = {
-                    start_eagerly(self._run_call(turn, step, token, calls[index], seq)): (index, seq)
+                    start_eagerly(self._run_call(turn, step, token, calls[index], seq, batch_wait.wake)): (index, seq)
                     for index, seq in zip(segment, call_seqs)
                 }
                 pending = set(running)
@@ -91,7 +93,7 @@ class ToolCallRunner:
                         # Waiting for a done callback, unlike awaiting the task, tells a body that
                         # raised CancelledError itself (the task is done) from this driver being
                         # cancelled (the wait raises), on Python 3.10 too.
-                        await _first_done(pending)
+                        await batch_wait.first_done(pending)
                         done = {task for task in pending if task.done()}
                         pending -= done
                     for task in done:
@@ -136,58 +138,66 @@ class ToolCallRunner:
         )
         if self._inbox.deferred_clear is not None:
             self._inbox.run_deferred_clear()  # an observer of this append cancelled the turn
-        self._hub.emit("tool_call", turn=turn, step=step, call_id=call["id"], name=call["name"], seq=event.seq)
+        if self._hub.maybe_listening:
+            self._hub.emit("tool_call", turn=turn, step=step, call_id=call["id"], name=call["name"], seq=event.seq)
         return int(event.seq)
 
-    async def _run_call(self, turn: int, step: int, token: CancelToken, call: Any, call_seq: int) -> _CallResult:
-        name = call["name"]
-        tool = self._tools.get(name)
-        if tool is None:
-            known = ", ".join(self._tools) or "none"
-            return _CallResult(
-                f"Unknown tool {name!r} (available: {known}).", is_error=True,
-                error={"name": "UnknownTool", "code": "unknown_tool"}, call_seq=call_seq,
-            )
-        raw = call["arguments"]
+    async def _run_call(
+        self, turn: int, step: int, token: CancelToken, call: Any, call_seq: int, ended: Callable[[], None]
+    ) -> _CallResult:
+        """Run one call's body; `ended()` runs as its last act, in the step that ends the body's task
+        (`_BatchWait`: the driver then wakes in the next loop iteration, not two later)."""
         try:
-            # "{}" (a call without arguments, the most common) needs no parser
-            arguments = {} if raw == "{}" else json.loads(raw) if raw.strip() else {}
-        except ValueError as exc:
-            return _CallResult(
-                f"Invalid arguments for {name}: not JSON ({exc}).", is_error=True,
-                error={"name": "InvalidArguments", "code": "invalid_arguments"}, call_seq=call_seq,
-            )
-        if not isinstance(arguments, dict):
-            return _CallResult(
-                f"Invalid arguments for {name}: expected a JSON object, got {type(arguments).__name__}.",
-                is_error=True, error={"name": "InvalidArguments", "code": "invalid_arguments"}, call_seq=call_seq,
-            )
-        ctx = ToolContext(call["id"], name, turn, step, token, self._session)
-        try:
-            output = await call_sync_or_async(tool.run, arguments, ctx)
-            if isinstance(output, ToolOutput):
-                for index, message in enumerate(output.context):
-                    if self._inbox.knows(message.id):
-                        raise ValueError(f"ToolOutput context[{index}]: message id {message.id} is not new to the session")
-                meta = output.meta
-                if meta is not None:
-                    try:
-                        meta = freeze(meta)
-                    except (TypeError, ValueError) as exc:
-                        return _CallResult(
-                            f"{type(exc).__name__}: tool returned invalid meta: {exc}", is_error=True,
-                            error={"name": type(exc).__name__, "code": "invalid_meta"}, call_seq=call_seq,
-                        )
+            name = call["name"]
+            tool = self._tools.get(name)
+            if tool is None:
+                known = ", ".join(self._tools) or "none"
                 return _CallResult(
-                    tool_content(output.content), output.is_error, None, meta, output.context,
-                    output.end_turn, call_seq,
+                    f"Unknown tool {name!r} (available: {known}).", is_error=True,
+                    error={"name": "UnknownTool", "code": "unknown_tool"}, call_seq=call_seq,
                 )
-            return _CallResult(tool_content(output), call_seq=call_seq)
-        except Exception as exc:
-            return _CallResult(
-                f"{type(exc).__name__}: {exc}", is_error=True,
-                error={"name": type(exc).__name__, "code": "tool_error"}, call_seq=call_seq,
-            )
+            raw = call["arguments"]
+            try:
+                # "{}" (a call without arguments, the most common) needs no parser
+                arguments = {} if raw == "{}" else json.loads(raw) if raw.strip() else {}
+            except ValueError as exc:
+                return _CallResult(
+                    f"Invalid arguments for {name}: not JSON ({exc}).", is_error=True,
+                    error={"name": "InvalidArguments", "code": "invalid_arguments"}, call_seq=call_seq,
+                )
+            if not isinstance(arguments, dict):
+                return _CallResult(
+                    f"Invalid arguments for {name}: expected a JSON object, got {type(arguments).__name__}.",
+                    is_error=True, error={"name": "InvalidArguments", "code": "invalid_arguments"}, call_seq=call_seq,
+                )
+            ctx = ToolContext(call["id"], name, turn, step, token, self._session)
+            try:
+                output = await call_sync_or_async(tool.run, arguments, ctx)
+                if isinstance(output, ToolOutput):
+                    for index, message in enumerate(output.context):
+                        if self._inbox.knows(message.id):
+                            raise ValueError(f"ToolOutput context[{index}]: message id {message.id} is not new to the session")
+                    meta = output.meta
+                    if meta is not None:
+                        try:
+                            meta = freeze(meta)
+                        except (TypeError, ValueError) as exc:
+                            return _CallResult(
+                                f"{type(exc).__name__}: tool returned invalid meta: {exc}", is_error=True,
+                                error={"name": type(exc).__name__, "code": "invalid_meta"}, call_seq=call_seq,
+                            )
+                    return _CallResult(
+                        tool_content(output.content), output.is_error, None, meta, output.context,
+                        output.end_turn, call_seq,
+                    )
+                return _CallResult(tool_content(output), call_seq=call_seq)
+            except Exception as exc:
+                return _CallResult(
+                    f"{type(exc).__name__}: {exc}", is_error=True,
+                    error={"name": type(exc).__name__, "code": "tool_error"}, call_seq=call_seq,
+                )
+        finally:
+            ended()
 
     def _commit_result(self, turn: int, step: int, call: Any, result: _CallResult, assistant_seq: int) -> None:
         try:
@@ -208,7 +218,8 @@ class ToolCallRunner:
         event = self._session.append(TOOL_RESULT, data, source_event_seqs=seqs)
         if self._inbox.deferred_clear is not None:
             self._inbox.run_deferred_clear()
-        self._hub.emit("message", turn=turn, step=step, message=message, event_type=TOOL_RESULT, seq=event.seq)
+        if self._hub.maybe_listening:
+            self._hub.emit("message", turn=turn, step=step, message=message, event_type=TOOL_RESULT, seq=event.seq)
 
 
 def _answer_every_call(
@@ -238,24 +249,41 @@ def _answer_every_call(
             )
 
 
-async def _first_done(tasks: set[asyncio.Future[_CallResult]]) -> None:
-    """Wait until one of `tasks` is done: `asyncio.wait(..., FIRST_COMPLETED)` without its set copies.
+class _BatchWait:
+    """The driver's wait for the first finished body of a batch: `asyncio.wait(..., FIRST_COMPLETED)`
+    without its set copies, woken one loop iteration sooner.
 
-    Cancelling the waiting task cancels the wait only, never the tasks.
+    A body calls `wake` as its last act (`_run_call`), in the very step that ends its task: the
+    driver's wake-up is then scheduled at once, where a done callback of the task would only run in
+    the next iteration and schedule it from there (the iteration saved). The tasks' done callbacks
+    stay, for a body that never ran (a task cancelled before its first step). Cancelling the
+    waiting task cancels the wait only, never the tasks.
     """
-    waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
-    def wake(_: object) -> None:
-        if not waiter.done():
+    __slots__ = ("_waiter",)
+
+    def __init__(self) -> None:
+        self._waiter: asyncio.Future[None] | None = None
+
+    def wake(self, _: object = None) -> None:
+        """End the current wait, if there is one (a body ended, or a task is done)."""
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
-    for task in tasks:
-        task.add_done_callback(wake)
-    try:
-        await waiter
-    finally:
+    async def first_done(self, tasks: set[asyncio.Future[_CallResult]]) -> None:
+        """Wait until one of `tasks` is done."""
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiter = waiter
+        wake = self.wake
         for task in tasks:
-            task.remove_done_callback(wake)
+            task.add_done_callback(wake)
+        try:
+            await waiter
+        finally:
+            self._waiter = None
+            for task in tasks:
+                task.remove_done_callback(wake)
 
 
 def _task_result(task: asyncio.Future[_CallResult], call_seq: int) -> _CallResult:

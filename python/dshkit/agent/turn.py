@@ -275,11 +275,13 @@ class TurnRunner:
         """
         number, step = turn.number, turn.step
         self._append(STEP_START, {"turn": number, "step": step})
-        self._hub.emit("step_start", turn=number, step=step)
+        if self._hub.maybe_listening:
+            self._hub.emit("step_start", turn=number, step=step)
         try:
             for message, seqs in batch:
                 event = self._append(USER_MESSAGE, message, source_event_seqs=seqs)
-                self._hub.emit("message", turn=number, step=step, message=message, event_type=USER_MESSAGE, seq=event.seq)
+                if self._hub.maybe_listening:
+                    self._hub.emit("message", turn=number, step=step, message=message, event_type=USER_MESSAGE, seq=event.seq)
             return await self._call_model(turn)
         except BaseException:
             self._end_step(turn)
@@ -289,7 +291,8 @@ class TurnRunner:
         try:
             self._append(STEP_END, {"turn": turn.number, "step": turn.step})
         finally:
-            self._hub.emit("step_end", turn=turn.number, step=turn.step)
+            if self._hub.maybe_listening:
+                self._hub.emit("step_end", turn=turn.number, step=turn.step)
 
     def _log_header(self, config: Mapping[str, Any]) -> None:
         if config is self._logged_config:
@@ -330,9 +333,11 @@ class TurnRunner:
                 return StepResult("aborted")
             self._log_header(config)
             # Durability point: the log is on disk before the model sees the request.
-            await durability_point(self._session)
+            if (synced := durability_point(self._session)) is not None:
+                await synced
             request = project_request(self._session)
-            self._hub.emit("request", turn=turn.number, step=turn.step, request=request)
+            if self._hub.maybe_listening:
+                self._hub.emit("request", turn=turn.number, step=turn.step, request=request)
             assembler = StreamAssembler()
             chunk_seqs: list[int] = []
             outcome = await self._stream(turn, request, assembler, chunk_seqs)
@@ -382,10 +387,9 @@ class TurnRunner:
             stream = self._model.stream(request, token)
         except Exception as exc:
             return exc
-        # The stream is read in a task of its own so that cancel() can cut it at once, even
-        # when the model never looks at its cancel signal. The loop runs what is ready first
-        # (as it did before a reader task's first step); the reader then starts at once and
-        # becomes a task only if the stream makes it wait (`start_eagerly`).
+        # The stream is read in a task of its own so that cancel() can cut it at once, even when the model never
+        # looks at its cancel signal. The loop runs what is ready first (as it did before a reader task's first
+        # step); the reader then starts at once and becomes a task only if the stream makes it wait (`start_eagerly`).
         if STARTS_EAGERLY:
             await asyncio.sleep(0)
             if token.cancelled:
@@ -411,7 +415,7 @@ class TurnRunner:
 
     async def _read(self, turn: Turn, stream: Any, assembler: StreamAssembler, chunk_seqs: list[int]) -> None:
         number, step = turn.number, turn.step
-        emit = self._hub.emit if self._hub.active else None
+        emit = self._hub.emit if self._hub.maybe_listening else None
         try:
             async for chunk in stream:
                 used = assembler.add(chunk)
@@ -459,7 +463,8 @@ class TurnRunner:
         if assembler.usage is not None:
             data["usage"] = assembler.usage
         event = self._append(ASSISTANT_MESSAGE, data, source_event_seqs=tuple(chunk_seqs))
-        self._hub.emit("message", turn=turn.number, step=turn.step, message=message, event_type=ASSISTANT_MESSAGE, seq=event.seq)
+        if self._hub.maybe_listening:
+            self._hub.emit("message", turn=turn.number, step=turn.step, message=message, event_type=ASSISTANT_MESSAGE, seq=event.seq)
         if assembler.finish_reason == "max_tokens":
             return StepResult("max_tokens")
         calls = message.tool_calls

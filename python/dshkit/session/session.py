@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from dshkit import Message, freeze, new_message_id
+from dshkit._core import vouch_plain_append
 
 from dshkit.session.errors import SessionClosedError
 from dshkit.session.event_log import EventLog
@@ -305,14 +306,20 @@ class Session:
             if self._closed or self._read_only:
                 raise SessionClosedError("the session is closed" if self._closed else "the session was opened read-only")
             event_type = type
-            check = PLAIN_DATA_CHECKS.get(event_type) if event_type.__class__ is str else None
-            if check is not None and data.__class__ is dict and surface_op is None and source_event_seqs.__class__ is tuple and not source_event_seqs:
-                # A known event without message, surface operation or sources, its data a dict (most
-                # events): what `Surface.admit` does for it (freeze, the type's rule), without its dispatch.
+            plain = surface_op is None and source_event_seqs.__class__ is tuple and not source_event_seqs
+            # A plain event (most of them: no message, surface operation or sources), its data a dict
+            # frozen and its type's rule proven natively in one call (`None`: not sure, see below).
+            frozen = vouch_plain_append(event_type, data) if plain else None
+            if frozen is not None:
+                op = None
+                source_seqs: tuple[int, ...] = ()
+            elif plain and data.__class__ is dict and (check := PLAIN_DATA_CHECKS.get(event_type) if event_type.__class__ is str else None) is not None:
+                # What `Surface.admit` does for it (freeze, the type's rule), without its dispatch;
+                # the rule raises the error that names what is wrong.
                 frozen = freeze(data)
                 check(event_type, frozen)
                 op = None
-                source_seqs: tuple[int, ...] = ()
+                source_seqs = ()
             else:
                 frozen, op, source_seqs, vouched = self._surface.admit_new(event_type, data, surface_op, source_event_seqs, self._events)
             seq = self._next_seq
