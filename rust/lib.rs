@@ -20,6 +20,7 @@ mod json_strings;
 mod message;
 mod message_record;
 mod message_vouch;
+mod plain_rules;
 mod plain_vouch;
 mod record_scan;
 mod record_scanner;

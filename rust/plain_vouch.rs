@@ -1,11 +1,11 @@
 //! `vouch_plain_append`: the data of a new plain event (one that carries no message) frozen and
 //! proven to pass its type's field rule in one call, for `Session.append`'s plain path.
 //!
-//! The rules are `dshkit.session.events.PLAIN_DATA_CHECKS` (`_check_turn`, `_check_step`,
-//! `_check_tool_call`, `_check_turn_end`, `_check_nothing`), the same ones the stored-record scan
-//! proves on open (`record_scan.rs`). Like that scan it answers only when sure: `None` means "take
-//! the Python path", whose check decides the event and names the rule it breaks. Only the freeze
-//! itself may raise here, with the very error `freeze(data)` raises on the Python path.
+//! The rules are `dshkit.session.events.PLAIN_DATA_CHECKS`; the table that proves them
+//! natively is `plain_rules.rs`, shared with the stored-record scan (`record_scan.rs`). Like that
+//! scan it answers only when sure: `None` means "take the Python path", whose check decides the
+//! event and names the rule it breaks. Only the freeze itself may raise here, with the very error
+//! `freeze(data)` raises on the Python path.
 
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -13,51 +13,40 @@ use pyo3::types::{PyDict, PyString};
 
 use crate::freeze::freeze_at;
 use crate::frozendict::FrozenDict;
+use crate::plain_rules::{plain_rule_holds, PlainData, PlainField, PLAIN_TYPES};
 
-/// The field rule of each plain type this vouches for (the types the agent loop logs).
-#[derive(Clone, Copy)]
-enum Rule {
-    Turn,
-    Step,
-    ToolCall,
-    TurnEnd,
-    Nothing,
+/// A new event's frozen data, as the plain rules read it (exact types only: anything else is
+/// the Python check's call).
+struct Frozen<'a, 'py>(Python<'py>, &'a FrozenDict);
+
+impl Frozen<'_, '_> {
+    fn field(&self, field: PlainField) -> Option<Bound<'_, PyAny>> {
+        let key = match field {
+            PlainField::Turn => "turn",
+            PlainField::Step => "step",
+            PlainField::CallId => "call_id",
+            PlainField::Name => "name",
+            PlainField::Arguments => "arguments",
+        };
+        self.1.get_str(self.0, key)
+    }
 }
 
-fn rule_of(event_type: &str) -> Option<Rule> {
-    Some(match event_type {
-        "turn/start" => Rule::Turn,
-        "step/start" | "step/end" | "assistant/chunk" => Rule::Step,
-        "tool/call" => Rule::ToolCall,
-        "turn/end" => Rule::TurnEnd,
-        "compaction/start" | "compaction/summary" | "compaction/prune" | "compaction/end" => Rule::Nothing,
-        _ => return None,
-    })
-}
+impl PlainData for Frozen<'_, '_> {
+    fn int(&self, field: PlainField) -> bool {
+        self.field(field).is_some_and(|v| unsafe { ffi::PyLong_CheckExact(v.as_ptr()) != 0 })
+    }
 
-fn exact_int(value: Option<Bound<'_, PyAny>>) -> bool {
-    value.is_some_and(|v| unsafe { ffi::PyLong_CheckExact(v.as_ptr()) != 0 })
-}
+    fn text(&self, field: PlainField) -> bool {
+        self.field(field).is_some_and(|v| v.is_exact_instance_of::<PyString>())
+    }
 
-fn exact_str(value: Option<Bound<'_, PyAny>>) -> bool {
-    value.is_some_and(|v| v.is_exact_instance_of::<PyString>())
-}
-
-/// Whether `data` passes `rule` for sure (exact types only: anything else is the Python check's call).
-fn passes(py: Python<'_>, rule: Rule, data: &FrozenDict) -> bool {
-    let int = |key| exact_int(data.get_str(py, key));
-    let text = |key| exact_str(data.get_str(py, key));
-    match rule {
-        Rule::Turn => int("turn"),
-        Rule::Step => int("turn") && int("step"),
-        Rule::ToolCall => int("turn") && int("step") && text("call_id") && text("name") && text("arguments"),
-        Rule::TurnEnd => {
-            int("turn")
-                && data.get_str(py, "reason").is_some_and(|reason| {
-                    reason.cast_exact::<FrozenDict>().is_ok_and(|reason| exact_str(reason.get().get_str(py, "kind")))
-                })
-        }
-        Rule::Nothing => true,
+    fn reason_with_kind(&self) -> bool {
+        self.1.get_str(self.0, "reason").is_some_and(|reason| {
+            reason.cast_exact::<FrozenDict>().is_ok_and(|reason| {
+                reason.get().get_str(self.0, "kind").is_some_and(|kind| kind.is_exact_instance_of::<PyString>())
+            })
+        })
     }
 }
 
@@ -74,17 +63,20 @@ pub(crate) fn vouch_plain_append<'py>(
     if !data.is_exact_instance_of::<PyDict>() {
         return Ok(None);
     }
-    let Some(rule) = event_type
+    let Some(event_type) = event_type
         .cast::<PyString>()
         .ok()
         .filter(|t| t.is_exact_instance_of::<PyString>())
         .and_then(|t| t.to_str().ok())
-        .and_then(rule_of)
+        .map(str::as_bytes)
+        .filter(|t| PLAIN_TYPES.contains(t))
     else {
         return Ok(None);
     };
     let frozen = freeze_at(data, "value")?; // the root `freeze(data)` names in its errors
-    let vouched = frozen.cast_exact::<FrozenDict>().is_ok_and(|dict| passes(py, rule, dict.get()));
+    let vouched = frozen
+        .cast_exact::<FrozenDict>()
+        .is_ok_and(|dict| plain_rule_holds(event_type, &Frozen(py, dict.get())) == Some(true));
     Ok(vouched.then_some(frozen))
 }
 

@@ -14,6 +14,7 @@
 //! scan, which collected members and looked keys up (`record_scan_reference.rs`, kept for the
 //! tests that compare the two).
 
+use crate::plain_rules::{plain_rule_holds, PlainData, PlainField, PLAIN_TYPES};
 use crate::record_scanner::{Kind, Scan, Scanner};
 
 /// The top object, `data` and `data.reason` with more members than this take the full path.
@@ -220,19 +221,36 @@ impl Scanner<'_> {
     }
 }
 
-/// Whether the data of a plain event of type `event_type` passes the append rules of its type
-/// (`dshkit.session.events.check_plain_data`); `Err` for a type this scan does not vouch for.
-fn plain_data_passes(event_type: &[u8], data: &Data) -> Scan<bool> {
-    let turn = data.turn.is_int();
-    let step = turn && data.step.is_int();
-    match event_type {
-        b"turn/start" => Ok(turn),
-        b"step/start" | b"step/end" | b"assistant/chunk" => Ok(step),
-        b"tool/call" => Ok(step && data.call_id.is_str() && data.name.is_str() && data.arguments.is_str()),
-        b"turn/end" => Ok(data.reason.once_is(Class::Object) && turn && data.reason_kind),
-        b"compaction/start" | b"compaction/summary" | b"compaction/prune" | b"compaction/end" => Ok(true),
-        _ => Err(()),
+impl PlainData for Data {
+    fn int(&self, field: PlainField) -> bool {
+        self.slot(field).is_int()
     }
+
+    fn text(&self, field: PlainField) -> bool {
+        self.slot(field).is_str()
+    }
+
+    fn reason_with_kind(&self) -> bool {
+        self.reason.once_is(Class::Object) && self.reason_kind
+    }
+}
+
+impl Data {
+    fn slot(&self, field: PlainField) -> &Slot {
+        match field {
+            PlainField::Turn => &self.turn,
+            PlainField::Step => &self.step,
+            PlainField::CallId => &self.call_id,
+            PlainField::Name => &self.name,
+            PlainField::Arguments => &self.arguments,
+        }
+    }
+}
+
+/// Whether the data of a plain event of type `event_type` passes the append rules of its type
+/// (`plain_rules.rs`); `Err` for a type this scan does not vouch for.
+fn plain_data_passes(event_type: &[u8], data: &Data) -> Scan<bool> {
+    plain_rule_holds(event_type, data).ok_or(())
 }
 
 /// Where the fields of a record written the way dshkit writes it (`{"seq":N,"time":T,"type":"`)
@@ -306,19 +324,6 @@ fn written_plain(text: &[u8], written: &Written, seq: usize) -> Option<Sorted> {
 
 /// What follows the type of a record written the way dshkit writes it.
 const DATA_KEY: &[u8] = b"\",\"data\":";
-
-const PLAIN_TYPES: [&[u8]; 10] = [
-    b"turn/start",
-    b"turn/end",
-    b"step/start",
-    b"step/end",
-    b"assistant/chunk",
-    b"tool/call",
-    b"compaction/start",
-    b"compaction/summary",
-    b"compaction/prune",
-    b"compaction/end",
-];
 
 const MESSAGE_TYPES: [&[u8]; 3] = [b"user/message", b"assistant/message", b"tool/result"];
 

@@ -21,7 +21,6 @@ from dshkit.session.events import (
     COMPACTION_START,
     REQUEST_HEADER,
     USER_MESSAGE,
-    PLAIN_DATA_CHECKS,
     Event,
     prepare_data,
     replace_op,
@@ -306,20 +305,16 @@ class Session:
             if self._closed or self._read_only:
                 raise SessionClosedError("the session is closed" if self._closed else "the session was opened read-only")
             event_type = type
-            plain = surface_op is None and source_event_seqs.__class__ is tuple and not source_event_seqs
-            # A plain event (most of them: no message, surface operation or sources), its data a dict
-            # frozen and its type's rule proven natively in one call (`None`: not sure, see below).
-            frozen = vouch_plain_append(event_type, data) if plain else None
+            # A plain event (most of them: no message, surface operation or sources), its data a
+            # dict, frozen and its type's rule proven natively in one call; `None` when not sure:
+            # then `admit_new` applies the rule, which names what is wrong.
+            if surface_op is None and source_event_seqs.__class__ is tuple and not source_event_seqs:
+                frozen = vouch_plain_append(event_type, data)
+            else:
+                frozen = None
             if frozen is not None:
                 op = None
                 source_seqs: tuple[int, ...] = ()
-            elif plain and data.__class__ is dict and (check := PLAIN_DATA_CHECKS.get(event_type) if event_type.__class__ is str else None) is not None:
-                # What `Surface.admit` does for it (freeze, the type's rule), without its dispatch;
-                # the rule raises the error that names what is wrong.
-                frozen = freeze(data)
-                check(event_type, frozen)
-                op = None
-                source_seqs = ()
             else:
                 frozen, op, source_seqs, vouched = self._surface.admit_new(event_type, data, surface_op, source_event_seqs, self._events)
             seq = self._next_seq
