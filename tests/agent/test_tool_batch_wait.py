@@ -6,7 +6,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from dshkit.agent import Agent, Tool
+from dshkit.agent.eager import STARTS_EAGERLY
 from dshkit.models import ScriptedModel
 
 
@@ -14,6 +17,9 @@ def _body_tasks() -> list[asyncio.Task[Any]]:
     return [task for task in asyncio.all_tasks() if task.get_coro().__qualname__ == "ToolCallRunner._run_call"]
 
 
+@pytest.mark.skipif(
+    STARTS_EAGERLY, reason="from 3.12 a body runs its first step when started: there is no task to cancel before it"
+)
 def test_a_body_task_cancelled_before_its_first_step_still_wakes_the_driver(kit: Any) -> None:
     ran: list[str] = []
 
