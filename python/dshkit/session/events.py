@@ -222,7 +222,7 @@ def _check_nothing(event_type: str, data: FrozenDict[Any]) -> None:
     pass
 
 
-_KNOWN_CHECKS = {
+PLAIN_DATA_CHECKS: Mapping[str, Callable[[str, FrozenDict[Any]], None]] = {
     TURN_START: _check_turn,
     TURN_END: _check_turn_end,
     STEP_START: _check_step,
@@ -236,9 +236,6 @@ _KNOWN_CHECKS = {
     COMPACTION_PRUNE: _check_nothing,
     COMPACTION_END: _check_nothing,
 }
-
-
-PLAIN_DATA_CHECKS: Mapping[str, Callable[[str, FrozenDict[Any]], None]] = _KNOWN_CHECKS
 """The field rule of each known event type that carries no message (what `check_plain_data` applies)."""
 
 
@@ -267,7 +264,7 @@ def prepare_data(event_type: object, data: object) -> Any:
 def check_plain_data(event_type: str, frozen: FrozenDict[Any]) -> None:
     """The rules for the frozen data of an event that carries no message (its known fields, or an
     unknown type's `ignorable` mark). Raises `TypeError`/`ValueError` naming the key at fault."""
-    check = _KNOWN_CHECKS.get(event_type)
+    check = PLAIN_DATA_CHECKS.get(event_type)
     if check is not None:
         check(event_type, frozen)
     elif blocks_derivation(event_type, frozen):
