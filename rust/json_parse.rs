@@ -344,19 +344,25 @@ impl<'a, 'py> Parser<'a, 'py> {
             let float = unsafe { Bound::from_owned_ptr(self.py, ffi::PyFloat_FromDouble(value)) };
             return Ok(Value(float, 0));
         }
-        // Accumulate the magnitude as a negative number: i64::MIN has no positive counterpart.
-        let mut value: i64 = 0;
-        for &byte in &self.bytes[start + negative as usize..int_end] {
-            value = match value.checked_mul(10).and_then(|v| v.checked_sub((byte - b'0') as i64)) {
-                Some(v) => v,
-                None => return Err(out_of_range(text, start)),
-            };
-        }
-        if !negative {
-            value = value.checked_neg().ok_or_else(|| out_of_range(text, start))?;
-        }
+        let value = integer_value(&self.bytes[start + negative as usize..int_end], negative)
+            .ok_or_else(|| out_of_range(text, start))?;
         let int = unsafe { Bound::from_owned_ptr(self.py, ffi::PyLong_FromLongLong(value)) };
         Ok(Value(int, 0))
+    }
+}
+
+/// The value of an integer literal's `digits` (ASCII digits only), negated when `negative`, if
+/// it fits in 64 signed bits.
+#[inline]
+pub(crate) fn integer_value(digits: &[u8], negative: bool) -> Option<i64> {
+    // Accumulate the magnitude as a negative number: i64::MIN has no positive counterpart.
+    let magnitude = digits
+        .iter()
+        .try_fold(0i64, |value, &digit| value.checked_mul(10)?.checked_sub((digit - b'0') as i64))?;
+    if negative {
+        Some(magnitude)
+    } else {
+        magnitude.checked_neg()
     }
 }
 

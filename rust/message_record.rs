@@ -19,7 +19,7 @@ use pyo3::types::{PyDict, PyTuple};
 
 use crate::creation::{message_from_fields, FIELDS};
 use crate::freeze::freeze_at;
-use crate::json_parse::{run, Parsed, Parser, Span, Value};
+use crate::json_parse::{integer_value, run, Parsed, Parser, Span, Value};
 use crate::message::Message;
 use crate::message_vouch::envelope_field_passes;
 
@@ -211,9 +211,7 @@ impl<'a, 'py> Parser<'a, 'py> {
         if count == 0 || leading_zero || matches!(self.bytes.get(end), Some(b'.' | b'e' | b'E')) {
             return Ok(None);
         }
-        // As the parser: the magnitude accumulates as a negative number (i64::MIN has no positive).
-        let magnitude = digits[..count].iter().try_fold(0i64, |value, &digit| value.checked_mul(10)?.checked_sub((digit - b'0') as i64));
-        let value = if negative { magnitude } else { magnitude.and_then(i64::checked_neg) };
+        let value = integer_value(&digits[..count], negative);
         if value.is_some() {
             self.pos = end;
         }

@@ -286,12 +286,13 @@ fn message_type(text: &[u8], written: &Written, seq: usize) -> Option<(usize, us
     (!digits.is_empty() && value == seq && MESSAGE_TYPES.contains(&&text[start..end])).then_some((start, end))
 }
 
-/// An integer as the scan reads it (at most 18 digits, no leading zero) from its digits.
+/// `digits`, when they are exactly an integer as the scan reads one (`Scanner::number`).
 fn written_int(digits: &[u8]) -> Option<i64> {
-    if digits.is_empty() || digits.len() > 18 || digits.len() > 1 && digits[0] == b'0' {
-        return None;
+    let mut scanner = Scanner { bytes: digits, pos: 0, non_ascii: false };
+    match scanner.number() {
+        Ok(Kind::Int(value)) if scanner.pos == digits.len() => Some(value),
+        _ => None,
     }
-    Some(digits.iter().fold(0i64, |value, &digit| value * 10 + (digit - b'0') as i64))
 }
 
 /// A plain record written the way dshkit writes it (`{"seq":N,"time":T,"type":"...","data":{...}}`
