@@ -136,7 +136,9 @@ class Surface:
             return
         self._replace(message, seq, op)
 
-    def fold_appends(self, seqs: Sequence[int], tags: Sequence[Any], messages: Sequence[Any] | Mapping[int, Any], start: int) -> int:
+    def fold_appends(
+        self, seqs: list[int] | tuple[int, ...], tags: list[Any] | tuple[Any, ...], messages: list[Any] | dict[int, Any], start: int
+    ) -> int:
         """Admit and fold a run of stored appends the native pass vouched for, from `seqs[start]` on.
 
         `decode_records` (`rust/message_vouch.rs`) proved each passes every append rule that does
