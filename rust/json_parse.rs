@@ -235,7 +235,7 @@ impl<'a, 'py> Parser<'a, 'py> {
     /// The `str` of a string just read: from the cache when its text is at most `max_len`
     /// bytes, so that the keys and short values (a block type, a role, a source kind) a log
     /// repeats on every line are built once per process instead of once per occurrence.
-    #[inline]
+    #[inline(always)]
     fn cached_str(&mut self, span: Span, max_len: usize) -> Bound<'py, PyString> {
         let text = match span {
             // SAFETY: spans start and end next to ASCII bytes: char boundaries.
@@ -250,7 +250,9 @@ impl<'a, 'py> Parser<'a, 'py> {
     }
 
     /// Read a string (the opening quote consumed): its text is in the input when it holds no
-    /// escape, else decoded into the scratch buffer.
+    /// escape, else decoded into the scratch buffer. Inlined: most strings (every key) are a
+    /// plain run and its quote, a few instructions next to the cost of a call.
+    #[inline(always)]
     pub(crate) fn string(&mut self) -> Parsed<Span> {
         let start = self.pos;
         self.skip_plain_run();
@@ -258,6 +260,13 @@ impl<'a, 'py> Parser<'a, 'py> {
             self.pos += 1;
             return Ok(Span::Input(start, self.pos - 1));
         }
+        self.escaped_string(start)
+    }
+
+    /// The rest of a string from `start` that holds an escape (or is malformed), decoded into
+    /// the scratch buffer; the parser is at the first byte that is not plain.
+    #[inline(never)]
+    fn escaped_string(&mut self, start: usize) -> Parsed<Span> {
         let mut scratch = std::mem::take(&mut self.scratch);
         scratch.clear();
         // Decoded text is never longer than its JSON: one allocation instead of a doubling chain.

@@ -25,6 +25,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyList, PyString, PyTuple};
 
 use crate::checksum::crc32c_of_parts;
+use crate::json_scan::find_byte;
 use crate::message_record::read_message_record;
 use crate::message_vouch::{vouch_message_append, Append};
 use crate::record_scan::{sort, Sorted};
@@ -55,20 +56,9 @@ fn unseal(line: &[u8]) -> Option<&[u8]> {
     (suffix == sealing_suffix(crc32c_of_parts(&[body, b"}"]))).then_some(body)
 }
 
-/// Offset of the first `\n` in `data`, 8 bytes at a time.
+/// Offset of the first `\n` in `data`.
 fn find_newline(data: &[u8]) -> Option<usize> {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGHS: u64 = 0x8080_8080_8080_8080;
-    let mut words = data.chunks_exact(8);
-    let mut offset = 0;
-    for word in &mut words {
-        let value = u64::from_le_bytes(word.try_into().expect("8 bytes")) ^ (ONES * b'\n' as u64);
-        if value.wrapping_sub(ONES) & !value & HIGHS != 0 {
-            break;
-        }
-        offset += 8;
-    }
-    data[offset..].iter().position(|&b| b == b'\n').map(|i| offset + i)
+    find_byte(data, b'\n')
 }
 
 /// The event records of a JSON Lines log, as spans of the file's bytes.
