@@ -217,6 +217,7 @@ impl<'a, 'py> Parser<'a, 'py> {
 
     /// The value next, when it is an integer literal that fits in an `i64` (as `parse` reads
     /// one): `None` for any other value, read no further.
+    #[inline(always)]
     fn int_literal(&mut self) -> Parsed<Option<i64>> {
         self.skip_whitespace();
         let start = self.pos;
@@ -262,6 +263,7 @@ impl<'a, 'py> Parser<'a, 'py> {
     }
 
     /// An object key's span in the text (the key next), or `None` for a key with an escape.
+    #[inline(always)]
     fn plain_key(&mut self) -> Parsed<Option<(usize, usize)>> {
         self.key_start()?;
         Ok(match self.string()? {
