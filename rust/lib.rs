@@ -27,6 +27,7 @@ mod record_scanner;
 #[cfg(test)]
 mod record_scan_reference;
 mod records;
+mod surface_fold;
 mod walk;
 
 use pyo3::prelude::*;
@@ -44,5 +45,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     records::register(m)?;
     message_vouch::register(m)?;
     plain_vouch::register(m)?;
+    surface_fold::register(m)?;
     Ok(())
 }

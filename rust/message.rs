@@ -59,6 +59,11 @@ impl Message {
         self.depth as usize
     }
 
+    /// The id (for the native fold of vouched appends, `surface_fold.rs`).
+    pub(crate) fn id_ref<'a, 'py>(&'a self, py: Python<'py>) -> &'a Bound<'py, PyString> {
+        self.id.bind(py)
+    }
+
     /// The role, content blocks and source (for the native append checks, `message_vouch.rs`).
     pub(crate) fn parts<'a, 'py>(
         &'a self,

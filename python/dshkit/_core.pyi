@@ -135,6 +135,23 @@ def vouch_new_append(
     every append rule that does not depend on the log (`rust/message_vouch.rs`; the tag as in
     `decode_records`' runs), else `None`: the full checks decide."""
 
+def fold_vouched_appends(
+    seen: dict[str, int],
+    nodes: list[Message],
+    node_seqs: list[int],
+    positions: dict[str, int],
+    pending: dict[str, int],
+    pairs: list[list[Any]],
+    seqs: list[int] | tuple[int, ...],
+    tags: list[Any] | tuple[Any, ...],
+    messages: list[Any] | dict[int, Any],
+    start: int,
+    /,
+) -> int:
+    """Check and fold the vouched appends `seqs[start:]` into a surface's state (`Surface.fold_appends`,
+    `rust/surface_fold.rs`): the index of the first append breaking a stateful rule, nothing of it
+    folded, or `len(seqs)`. Raises `TypeError` for arguments of the wrong shape."""
+
 def vouch_plain_append(event_type: object, data: object, /) -> FrozenDict[Any] | None:
     """`data` deep-frozen if `event_type` is a plain type of the agent loop (`rust/plain_vouch.rs`),
     `data` a `dict` and the frozen data passes the type's rule of `PLAIN_DATA_CHECKS`, else `None`:

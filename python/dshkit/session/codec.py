@@ -178,7 +178,7 @@ def decode_stored(
     records: Sequence[str | bytes],
     describe: Callable[[int], str],
     fold: Callable[[Event], object],
-    fold_appends: Callable[[Sequence[int], Sequence[Any], Sequence[Any], int], int],
+    fold_appends: Callable[[list[int], list[Any], list[Any], int], int],
     *,
     into: EventLog | None = None,
 ) -> EventLog:

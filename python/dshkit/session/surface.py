@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dshkit import FrozenDict, Message
-from dshkit._core import vouch_new_append
+from dshkit._core import fold_vouched_appends, vouch_new_append
 
 from dshkit.session.errors import UnknownEventError
 from dshkit.session.history import History
@@ -136,46 +136,27 @@ class Surface:
             return
         self._replace(message, seq, op)
 
-    def fold_appends(self, seqs: Sequence[int], tags: Sequence[Any], messages: Sequence[Any] | Mapping[int, Any], start: int) -> int:
+    def fold_appends(
+        self, seqs: list[int] | tuple[int, ...], tags: list[Any] | tuple[Any, ...], messages: list[Any] | dict[int, Any], start: int
+    ) -> int:
         """Admit and fold a run of stored appends the native pass vouched for, from `seqs[start]` on.
 
         `decode_records` (`rust/message_vouch.rs`) proved each passes every append rule that does
         not depend on the log before it; what is left of `_check_append` (the id not yet logged,
-        the pending tool calls) is checked here, then `fold`'s append, in one loop. `messages[seq]`
-        is event `seq`'s `Message`; `tags[i]` is what it does to the surface: `None` a node, a
-        tuple of call ids a node with calls, a str a node answering that call, `False` no node.
-        Returns the index of the first append that breaks a rule (`len(seqs)` if none): the
-        caller takes that one the full way (`admit`, `fold`), which names the rule it breaks.
+        the pending tool calls) is checked here, then `fold`'s append, one append after the other,
+        in one native loop (`fold_vouched_appends`, `rust/surface_fold.rs`) on this surface's own
+        dicts and lists. `messages[seq]` is event `seq`'s `Message` (a list indexed by seq or a
+        dict keyed by seq); `tags[i]` is what it does to the surface: `None` a node, a tuple of
+        call ids a node with calls, a str a node answering that call, `False` no node.
+        Returns the index of the first append that breaks a rule (`len(seqs)` if none), nothing of
+        it folded: the caller takes that one the full way (`admit`, `fold`), which names the rule
+        it breaks.
         """
-        seen, nodes, node_seqs, positions = self._seen, self._nodes, self._node_seqs, self._positions
         pairing = self.pairing()
-        pending, pairs = pairing.pending, pairing.pairs
         self._cache = None
-        for index in range(start, len(seqs)):
-            seq, tag = seqs[index], tags[index]
-            message = messages[seq]
-            message_id = message.id
-            if message_id in seen:
-                return index
-            position = len(nodes)
-            if type(tag) is str:
-                if tag not in pending:
-                    return index
-                pairs[pending.pop(tag)][1] = position
-            elif pending:
-                return index
-            elif tag is False:
-                seen[message_id] = seq
-                continue
-            elif tag is not None:
-                for call_id in tag:
-                    pending[call_id] = len(pairs)
-                    pairs.append([position, None, call_id])
-            seen[message_id] = seq
-            positions[message_id] = position
-            nodes.append(message)
-            node_seqs.append(seq)
-        return len(seqs)
+        return fold_vouched_appends(
+            self._seen, self._nodes, self._node_seqs, self._positions, pairing.pending, pairing.pairs, seqs, tags, messages, start
+        )
 
     def fold_new(self, event: Event, vouched: Any) -> None:
         """Fold a message event `admit_new` admitted (`vouched` is what it said of it)."""
