@@ -20,6 +20,7 @@ const PLUGIN_FORMS: [&str; 6] = ["instructions", "catalog", "snapshot", "notice"
 // Validation of frozen parts
 
 /// The value under `key` when it is a `str`; a clear error when missing or of another type.
+#[inline(always)]
 fn required_str<'py>(block: &Bound<'py, FrozenDict>, key: &str, what: &str) -> Result<Bound<'py, PyAny>, PathError> {
     let py = block.py();
     match block.get().get_str(py, key) {
@@ -29,6 +30,7 @@ fn required_str<'py>(block: &Bound<'py, FrozenDict>, key: &str, what: &str) -> R
     }
 }
 
+#[inline(always)]
 fn optional_str(block: &Bound<'_, FrozenDict>, key: &str) -> Result<bool, PathError> {
     let py = block.py();
     match block.get().get_str(py, key) {

@@ -1,5 +1,5 @@
-//! Object keys while parsing JSON: the process-wide cache of key strings, and the table that
-//! finds a repeated key in the object being parsed.
+//! Object keys while parsing JSON: the process-wide cache of key strings (which short string
+//! values share), and the table that finds a repeated key in the object being parsed.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -88,6 +88,9 @@ impl SeenKeys {
 
 const KEY_CACHE_SLOTS: usize = 512;
 pub(crate) const KEY_CACHE_MAX_LEN: usize = 32;
+/// String values this short share the cache with keys: long ones (texts, ids) are mostly
+/// unique and would only push the keys out.
+pub(crate) const SHORT_VALUE_MAX_LEN: usize = 16;
 
 /// A cached key: the text and a strong reference to its `str`.
 struct CachedKey {
@@ -95,7 +98,8 @@ struct CachedKey {
     string: *mut ffi::PyObject,
 }
 
-/// Process-wide cache of object keys, because logs repeat the same few keys on every line: a
+/// Process-wide cache of object keys and short string values, because logs repeat the same few
+/// keys and words (`"text"`, `"user"`, `"tool_call"` ...) on every line: a
 /// fixed number of slots, so it never grows, and held for a whole parse (one lock per
 /// document, not per key). A slot is chosen by FNV-1a of the text: keys made to collide only
 /// share a slot and miss the cache, each then costing what an uncached key costs.

@@ -14,7 +14,7 @@ use pyo3::types::{PyAny, PyString};
 use crate::frozendict::EntriesBuilder;
 use crate::json_scan::plain_run_len;
 use crate::json_strings::decode_escaped;
-use crate::json_keys::{KeySlots, SeenKeys, KEY_CACHE, KEY_CACHE_MAX_LEN};
+use crate::json_keys::{KeySlots, SeenKeys, KEY_CACHE, KEY_CACHE_MAX_LEN, SHORT_VALUE_MAX_LEN};
 use crate::walk::{on_enough_stack, untrack, MAX_DEPTH};
 
 /// Room reserved up front for the decoded text of strings with escapes, at most.
@@ -125,7 +125,7 @@ impl<'a, 'py> Parser<'a, 'py> {
             Some(b'"') => {
                 self.pos += 1;
                 let span = self.string()?;
-                Ok(Value(new_str(self.py, self.span_text(span)), 0))
+                Ok(Value(self.cached_str(span, SHORT_VALUE_MAX_LEN).into_any(), 0))
             }
             Some(b't') => self.literal("true", unsafe { ffi::Py_True() }),
             Some(b'f') => self.literal("false", unsafe { ffi::Py_False() }),
@@ -224,16 +224,7 @@ impl<'a, 'py> Parser<'a, 'py> {
     /// An object key (the opening quote consumed) and its Python hash.
     fn key(&mut self) -> Parsed<(Bound<'py, PyString>, isize)> {
         let span = self.string()?;
-        let text = match span {
-            // SAFETY: spans start and end next to ASCII bytes: char boundaries.
-            Span::Input(start, end) => unsafe { self.text.get_unchecked(start..end) },
-            Span::Scratch => self.scratch.as_str(),
-        };
-        let key = match self.keys.as_deref_mut() {
-            Some(cache) if text.len() <= KEY_CACHE_MAX_LEN => cache.get(self.py, text),
-            // SAFETY: `new_str` makes a `str`.
-            _ => unsafe { new_str(self.py, text).cast_into_unchecked::<PyString>() },
-        };
+        let key = self.cached_str(span, KEY_CACHE_MAX_LEN);
         // Python's own str hash (SipHash, keyed per process): keys chosen to collide under a
         // fixed hash cannot make an object quadratic. Computed once and kept in the str object,
         // so a cached key has it already, and a large FrozenDict's lookup dict reuses it.
@@ -241,8 +232,27 @@ impl<'a, 'py> Parser<'a, 'py> {
         Ok((key, hash))
     }
 
+    /// The `str` of a string just read: from the cache when its text is at most `max_len`
+    /// bytes, so that the keys and short values (a block type, a role, a source kind) a log
+    /// repeats on every line are built once per process instead of once per occurrence.
+    #[inline(always)]
+    fn cached_str(&mut self, span: Span, max_len: usize) -> Bound<'py, PyString> {
+        let text = match span {
+            // SAFETY: spans start and end next to ASCII bytes: char boundaries.
+            Span::Input(start, end) => unsafe { self.text.get_unchecked(start..end) },
+            Span::Scratch => self.scratch.as_str(),
+        };
+        match self.keys.as_deref_mut() {
+            Some(cache) if text.len() <= max_len => cache.get(self.py, text),
+            // SAFETY: `new_str` makes a `str`.
+            _ => unsafe { new_str(self.py, text).cast_into_unchecked::<PyString>() },
+        }
+    }
+
     /// Read a string (the opening quote consumed): its text is in the input when it holds no
-    /// escape, else decoded into the scratch buffer.
+    /// escape, else decoded into the scratch buffer. Inlined: most strings (every key) are a
+    /// plain run and its quote, a few instructions next to the cost of a call.
+    #[inline(always)]
     pub(crate) fn string(&mut self) -> Parsed<Span> {
         let start = self.pos;
         self.skip_plain_run();
@@ -250,6 +260,13 @@ impl<'a, 'py> Parser<'a, 'py> {
             self.pos += 1;
             return Ok(Span::Input(start, self.pos - 1));
         }
+        self.escaped_string(start)
+    }
+
+    /// The rest of a string from `start` that holds an escape (or is malformed), decoded into
+    /// the scratch buffer; the parser is at the first byte that is not plain.
+    #[inline(never)]
+    fn escaped_string(&mut self, start: usize) -> Parsed<Span> {
         let mut scratch = std::mem::take(&mut self.scratch);
         scratch.clear();
         // Decoded text is never longer than its JSON: one allocation instead of a doubling chain.

@@ -6,6 +6,9 @@
 //! detection); elsewhere it is 8 bytes in a `u64`, tested with word arithmetic. Either way
 //! `stops` gives a mask whose lowest set bit, through `first_stop`, is the index of the first
 //! byte to stop at.
+//!
+//! The same blocks find one given byte (`find_byte`), and the same word arithmetic the end of a
+//! run of digits (`digit_run_len`): a stored record's line end, and its `seq`, `time` and type.
 
 /// The escape class of every byte: true for those a JSON string cannot hold as they are.
 static STOPS: [bool; 256] = {
@@ -126,6 +129,13 @@ mod block {
         unsafe { _mm_movemask_epi8(block) as Mask }
     }
 
+    /// Bit `k` set when byte `k` of the block is `byte`.
+    #[inline(always)]
+    pub(crate) fn equals(block: Block, byte: u8) -> Mask {
+        // SAFETY: SSE2 is in the x86-64 baseline.
+        unsafe { _mm_movemask_epi8(_mm_cmpeq_epi8(block, _mm_set1_epi8(byte as i8))) as Mask }
+    }
+
     #[inline(always)]
     pub(crate) fn first_stop(mask: Mask) -> usize {
         mask.trailing_zeros() as usize
@@ -166,13 +176,20 @@ mod block {
         block & super::HIGHS
     }
 
+    /// The high bit of each lane holding `byte` (exact up to the first such lane).
+    #[inline(always)]
+    pub(crate) fn equals(block: Block, byte: u8) -> Mask {
+        let word = block ^ (super::ONES * byte as u64);
+        word.wrapping_sub(super::ONES) & !word & super::HIGHS
+    }
+
     #[inline(always)]
     pub(crate) fn first_stop(mask: Mask) -> usize {
         (mask.trailing_zeros() / 8) as usize
     }
 }
 
-pub(crate) use block::{first_stop, load, load_tail, non_ascii, stops, store, Block, Mask, BLOCK};
+pub(crate) use block::{equals, first_stop, load, load_tail, non_ascii, stops, store, Block, Mask, BLOCK};
 
 /// Length of the leading run of `text` that a JSON string holds as it is (no `"`, `\\` or
 /// control character): whole blocks, then words, then bytes.
@@ -205,9 +222,71 @@ fn plain_tail_len(text: &[u8], mut at: usize) -> usize {
     at
 }
 
+/// Offset of the first `byte` in `data`, a block at a time.
+#[inline]
+pub(crate) fn find_byte(data: &[u8], byte: u8) -> Option<usize> {
+    let mut at = 0;
+    while at + BLOCK <= data.len() {
+        let mask = equals(load(data, at), byte);
+        if mask != 0 {
+            return Some(at + first_stop(mask));
+        }
+        at += BLOCK;
+    }
+    data[at..].iter().position(|&b| b == byte).map(|i| at + i)
+}
+
+/// Length of the run of ASCII digits `data` starts with, a word at a time.
+#[inline]
+pub(crate) fn digit_run_len(data: &[u8]) -> usize {
+    let mut at = 0;
+    while at + 8 <= data.len() {
+        let word = read_word(data, at);
+        // A digit is 0x30..=0x39: high nibble 3, and adding 6 leaves it 3. A lane that is not
+        // a digit is non-zero here; a carry out of such a lane only reaches later lanes, so
+        // the lowest non-zero lane is exactly the first byte that is not a digit.
+        let high = (word & (ONES * 0xf0)) ^ (ONES * 0x30);
+        let low = (word.wrapping_add(ONES * 0x06) & (ONES * 0xf0)) ^ (ONES * 0x30);
+        let others = high | low;
+        if others != 0 {
+            return at + (others.trailing_zeros() / 8) as usize;
+        }
+        at += 8;
+    }
+    at + data[at..].iter().take_while(|b| b.is_ascii_digit()).count()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn find_byte_and_digit_run_len_agree_with_a_byte_scan_at_every_lane() {
+        for length in 0..40 {
+            for lane in 0..length {
+                for byte in 0..=255u8 {
+                    let mut digits = vec![b'7'; length];
+                    digits[lane] = byte;
+                    let run = digits.iter().take_while(|b| b.is_ascii_digit()).count();
+                    assert_eq!(digit_run_len(&digits), run, "{byte:#x} at {lane} of {length}");
+                    let mut other = vec![b'x'; length];
+                    other[lane] = byte;
+                    let first = other.iter().position(|&b| b == byte);
+                    assert_eq!(find_byte(&other, byte), first, "{byte:#x} at {lane} of {length}");
+                    // After a lane that carries (0xfa..=0xff) or borrows (0x00), the result holds.
+                    let mut two = vec![b'1'; length];
+                    two[lane] = byte;
+                    if lane + 1 < length {
+                        two[lane + 1] = b'/';
+                    }
+                    let run = two.iter().take_while(|b| b.is_ascii_digit()).count();
+                    assert_eq!(digit_run_len(&two), run, "{byte:#x} at {lane} of {length}");
+                }
+            }
+            assert_eq!(digit_run_len(&vec![b'0'; length]), length);
+            assert_eq!(find_byte(&vec![b'x'; length], b'"'), None);
+        }
+    }
 
     #[test]
     fn every_byte_to_stop_at_is_found_in_any_lane_of_a_word_or_a_block() {

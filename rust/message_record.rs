@@ -20,6 +20,7 @@ use pyo3::types::{PyDict, PyTuple};
 use crate::creation::{message_from_fields, FIELDS};
 use crate::freeze::freeze_at;
 use crate::json_parse::{integer_value, run, Parsed, Parser, Span, Value};
+use crate::json_scan::digit_run_len;
 use crate::message::Message;
 use crate::message_vouch::envelope_field_passes;
 
@@ -31,6 +32,22 @@ const TYPE: usize = 2;
 const DATA: usize = 3;
 const SURFACE_OP: usize = 4;
 const SOURCE_SEQS: usize = 5;
+
+/// The slot of `ENVELOPE` a key names (a `match`: compared by length and a load or two, not
+/// by a `memcmp` call per name).
+fn envelope_slot(key: &[u8]) -> Option<usize> {
+    let slot = match key {
+        b"seq" => SEQ,
+        b"time" => TIME,
+        b"type" => TYPE,
+        b"data" => DATA,
+        b"surface_op" => SURFACE_OP,
+        b"source_event_seqs" => SOURCE_SEQS,
+        _ => return None,
+    };
+    debug_assert_eq!(ENVELOPE[slot].as_bytes(), key);
+    Some(slot)
+}
 
 /// The data of an assistant/message or tool/result beside its message.
 struct Envelope<'py> {
@@ -102,7 +119,7 @@ impl<'a, 'py> Parser<'a, 'py> {
         loop {
             let Some((start, end)) = self.plain_key()? else { return Ok(None) };
             self.colon()?;
-            let slot = ENVELOPE.iter().position(|name| name.as_bytes() == &self.bytes[start..end]);
+            let slot = envelope_slot(&self.bytes[start..end]);
             if let Some(slot) = slot {
                 if std::mem::replace(&mut seen[slot], true) {
                     return Ok(None); // a repeated key: the Python decoder takes the last
@@ -200,12 +217,13 @@ impl<'a, 'py> Parser<'a, 'py> {
 
     /// The value next, when it is an integer literal that fits in an `i64` (as `parse` reads
     /// one): `None` for any other value, read no further.
+    #[inline(always)]
     fn int_literal(&mut self) -> Parsed<Option<i64>> {
         self.skip_whitespace();
         let start = self.pos;
         let negative = self.peek() == Some(b'-');
         let digits = &self.bytes[start + negative as usize..];
-        let count = digits.iter().take_while(|b| b.is_ascii_digit()).count();
+        let count = digit_run_len(digits);
         let end = start + negative as usize + count;
         let leading_zero = count > 1 && digits[0] == b'0';
         if count == 0 || leading_zero || matches!(self.bytes.get(end), Some(b'.' | b'e' | b'E')) {
@@ -245,11 +263,27 @@ impl<'a, 'py> Parser<'a, 'py> {
     }
 
     /// An object key's span in the text (the key next), or `None` for a key with an escape.
+    #[inline(always)]
     fn plain_key(&mut self) -> Parsed<Option<(usize, usize)>> {
         self.key_start()?;
         Ok(match self.string()? {
             Span::Input(start, end) => Some((start, end)),
             Span::Scratch => None,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn envelope_slots_are_the_envelope_names() {
+        for (slot, name) in ENVELOPE.iter().enumerate() {
+            assert_eq!(envelope_slot(name.as_bytes()), Some(slot));
+        }
+        for other in [&b""[..], b"se", b"seqs", b"Seq", b"message", b"source_event_seq", b"crc"] {
+            assert_eq!(envelope_slot(other), None);
+        }
     }
 }

@@ -97,19 +97,19 @@ pub(crate) fn envelope_field_passes(py: Python<'_>, key: &str, value: &Bound<'_,
     }
 }
 
-/// The content blocks of `content` whose `type` is the `str` `kind`; `None` if a block is no
-/// `FrozenDict` (the full path decides).
-fn blocks_of_type<'py>(content: &Bound<'py, PyTuple>, kind: &str) -> Option<Vec<Bound<'py, FrozenDict>>> {
+/// The content blocks of `content` whose `type` is the `str` `kind`, in order; `None` if a block
+/// is no `FrozenDict` (the full path decides). An iterator: nothing is collected.
+fn blocks_of_type<'a, 'py>(
+    content: &'a Bound<'py, PyTuple>,
+    kind: &'a str,
+) -> Option<impl Iterator<Item = Bound<'py, FrozenDict>> + 'a> {
     let py = content.py();
-    let mut found = Vec::new();
-    for block in content.iter() {
-        let block = block.cast_into::<FrozenDict>().ok()?;
+    content.iter().all(|block| block.is_instance_of::<FrozenDict>()).then_some(())?;
+    Some(content.iter().filter_map(move |block| {
+        let block = block.cast_into::<FrozenDict>().ok()?; // each is (checked above)
         let block_type = block.get().get_str(py, "type");
-        if block_type.as_ref().and_then(|t| text(t)) == Some(kind) {
-            found.push(block);
-        }
-    }
-    Some(found)
+        (block_type.as_ref().and_then(|t| text(t)) == Some(kind)).then_some(block)
+    }))
 }
 
 /// `surface.is_model_visible` for an assistant message's content.
@@ -129,12 +129,11 @@ fn visible(content: &Bound<'_, PyTuple>) -> Option<bool> {
 /// The distinct call ids of an assistant message's `tool_call` blocks (`surface._call_ids`).
 fn distinct_call_ids<'py>(content: &Bound<'py, PyTuple>) -> Option<Vec<Bound<'py, PyString>>> {
     let py = content.py();
-    let calls = blocks_of_type(content, "tool_call")?;
-    if calls.len() > MAX_CALLS {
-        return None;
-    }
-    let mut ids: Vec<Bound<'py, PyString>> = Vec::with_capacity(calls.len());
-    for call in calls {
+    let mut ids: Vec<Bound<'py, PyString>> = Vec::new();
+    for call in blocks_of_type(content, "tool_call")? {
+        if ids.len() == MAX_CALLS {
+            return None;
+        }
         let id = call.get().get_str(py, "id")?;
         let id_text = text(&id)?;
         if ids.iter().any(|seen| seen.to_str().ok() == Some(id_text)) {
@@ -189,8 +188,8 @@ pub(crate) fn vouch_message_append<'py>(
         "tool/result" if role == "user" && kind == "tool" => {
             let call_id = source.get().get_str(py, "call_id")?;
             let call_id_text = text(&call_id)?;
-            let answers = blocks_of_type(content, "tool_result")?;
-            let [answer] = answers.as_slice() else { return None };
+            let mut answers = blocks_of_type(content, "tool_result")?;
+            let (Some(answer), None) = (answers.next(), answers.next()) else { return None };
             let answered = answer.get().get_str(py, "tool_call_id")?;
             (text(&answered)? == call_id_text).then_some(())?;
             Some(Append::Answer(call_id.cast_into::<PyString>().ok()?))

@@ -14,6 +14,7 @@
 //! scan, which collected members and looked keys up (`record_scan_reference.rs`, kept for the
 //! tests that compare the two).
 
+use crate::json_scan::{digit_run_len, find_byte};
 use crate::plain_rules::{plain_rule_holds, PlainData, PlainField, PLAIN_TYPES};
 use crate::record_scanner::{Kind, Scan, Scanner};
 
@@ -262,7 +263,7 @@ struct Written {
 }
 
 fn written(text: &[u8]) -> Option<Written> {
-    let digits = |at: usize| at + text[at..].iter().take_while(|b| b.is_ascii_digit()).count();
+    let digits = |at: usize| at + digit_run_len(&text[at..]);
     let rest = text.strip_prefix(b"{\"seq\":")?;
     let seq_start = text.len() - rest.len();
     let seq_end = digits(seq_start);
@@ -271,19 +272,23 @@ fn written(text: &[u8]) -> Option<Written> {
     let time = (at, digits(at));
     at = time.1;
     at += text[at..].starts_with(b",\"type\":\"").then_some(9)?;
-    let end = at + text[at..].iter().position(|&b| b == b'"')?;
+    let end = at + find_byte(&text[at..], b'"')?;
     Some(Written { seq: (seq_start, seq_end), time, event_type: (at, end) })
 }
 
 /// The type of a record written the way dshkit writes it, if it is that of a message event and
 /// `N` is `seq`: such a record goes straight to the parser.
 fn message_type(text: &[u8], written: &Written, seq: usize) -> Option<(usize, usize)> {
+    let (start, end) = written.event_type;
+    // The type first: most records are not message events, and their seq is read later.
+    if !MESSAGE_TYPES.contains(&&text[start..end]) {
+        return None;
+    }
     let digits = &text[written.seq.0..written.seq.1];
     let value = digits
         .iter()
         .try_fold(0usize, |value, &digit| value.checked_mul(10)?.checked_add((digit - b'0') as usize))?;
-    let (start, end) = written.event_type;
-    (!digits.is_empty() && value == seq && MESSAGE_TYPES.contains(&&text[start..end])).then_some((start, end))
+    (!digits.is_empty() && value == seq).then_some((start, end))
 }
 
 /// `digits`, when they are exactly an integer as the scan reads one (`Scanner::number`).

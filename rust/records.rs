@@ -25,6 +25,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyList, PyString, PyTuple};
 
 use crate::checksum::crc32c_of_parts;
+use crate::json_scan::find_byte;
 use crate::message_record::read_message_record;
 use crate::message_vouch::{vouch_message_append, Append};
 use crate::record_scan::{sort, Sorted};
@@ -55,20 +56,9 @@ fn unseal(line: &[u8]) -> Option<&[u8]> {
     (suffix == sealing_suffix(crc32c_of_parts(&[body, b"}"]))).then_some(body)
 }
 
-/// Offset of the first `\n` in `data`, 8 bytes at a time.
+/// Offset of the first `\n` in `data`.
 fn find_newline(data: &[u8]) -> Option<usize> {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGHS: u64 = 0x8080_8080_8080_8080;
-    let mut words = data.chunks_exact(8);
-    let mut offset = 0;
-    for word in &mut words {
-        let value = u64::from_le_bytes(word.try_into().expect("8 bytes")) ^ (ONES * b'\n' as u64);
-        if value.wrapping_sub(ONES) & !value & HIGHS != 0 {
-            break;
-        }
-        offset += 8;
-    }
-    data[offset..].iter().position(|&b| b == b'\n').map(|i| offset + i)
+    find_byte(data, b'\n')
 }
 
 /// The event records of a JSON Lines log, as spans of the file's bytes.
@@ -255,8 +245,9 @@ fn decode_records<'py>(
     records: &Bound<'py, PyAny>,
     event_class: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyTuple>> {
-    let types = PyList::empty(py);
-    let messages = PyList::empty(py);
+    // Gathered in vectors and made lists once, at their final size: no list regrown per record.
+    let mut types: Vec<Bound<'py, PyAny>> = Vec::new();
+    let mut messages: Vec<Bound<'py, PyAny>> = Vec::new();
     let mut pending = Pending { list: PyList::empty(py), seqs: Vec::new(), tags: Vec::new() };
     let mut times: Vec<i64> = Vec::new();
     let mut ends: Vec<u64> = Vec::new();
@@ -264,6 +255,17 @@ fn decode_records<'py>(
     let mut type_names: Vec<(Vec<u8>, Bound<'py, PyString>)> = Vec::new();
     let tuple_new = py.get_type::<PyTuple>().getattr("__new__")?;
     let none = py.None().into_bound(py);
+    let block = records.cast::<Records>().ok();
+    if let Some(block) = block {
+        // Sized up front: a kind byte and the closing `}` per record beside its text.
+        let spans = &block.get().spans;
+        let count = spans.len();
+        blob.reserve(spans.iter().map(|(start, end)| end - start).sum::<usize>() + 2 * count);
+        times.reserve(count);
+        ends.reserve(count);
+        types.reserve(count);
+        messages.reserve(count);
+    }
 
     let mut add = |seq: usize, parts: [&[u8]; 2]| -> PyResult<()> {
         let kind_at = blob.len();
@@ -284,9 +286,9 @@ fn decode_records<'py>(
         let mut kind = KIND_RECORD;
         match sort(text, seq) {
             Sorted::Plain(span, time) => {
-                types.append(intern(span))?;
+                types.push(intern(span).into_any());
                 times.push(time);
-                messages.append(&none)?;
+                messages.push(none.clone());
             }
             sorted => {
                 let decoded = match sorted {
@@ -301,9 +303,9 @@ fn decode_records<'py>(
                 };
                 match decoded {
                     Some((decoded, time, message, event_type)) => {
-                        types.append(event_type)?;
+                        types.push(event_type.into_any());
                         times.push(time);
-                        messages.append(message)?;
+                        messages.push(message);
                         match decoded {
                             Decoded::Vouched(append) => pending.vouched(seq, append)?,
                             Decoded::Event(event) => pending.other(event)?,
@@ -311,9 +313,9 @@ fn decode_records<'py>(
                         kind = KIND_MESSAGE_RECORD;
                     }
                     None => {
-                        types.append(&none)?;
+                        types.push(none.clone());
                         times.push(0);
-                        messages.append(&none)?;
+                        messages.push(none.clone());
                         pending.other(seq)?;
                     }
                 }
@@ -324,7 +326,7 @@ fn decode_records<'py>(
         Ok(())
     };
 
-    if let Ok(block) = records.cast::<Records>() {
+    if let Some(block) = block {
         let block = block.get();
         let content = block.content.bind(py).as_bytes();
         for seq in 0..block.spans.len() {
@@ -341,10 +343,12 @@ fn decode_records<'py>(
             }
         }
     }
-    let as_bytes = |words: Vec<u8>| PyBytes::new(py, &words);
-    let times_bytes = as_bytes(times.iter().flat_map(|t| t.to_ne_bytes()).collect());
-    let ends_bytes = as_bytes(ends.iter().flat_map(|e| e.to_ne_bytes()).collect());
+    let as_bytes = |words: Vec<[u8; 8]>| PyBytes::new(py, words.as_flattened());
+    let times_bytes = as_bytes(times.iter().map(|t| t.to_ne_bytes()).collect());
+    let ends_bytes = as_bytes(ends.iter().map(|e| e.to_ne_bytes()).collect());
     let blob = PyByteArray::new(py, &blob);
+    let types = PyList::new(py, types)?;
+    let messages = PyList::new(py, messages)?;
     pending.flush()?;
     let pending = pending.list;
     PyTuple::new(py, [types.into_any(), times_bytes.into_any(), messages.into_any(), blob.into_any(), ends_bytes.into_any(), pending.into_any()])

@@ -365,6 +365,58 @@ def test_keys_sharing_one_fnv1a_hash_are_kept_apart_and_repeats_still_found(roun
     assert [from_json(text)[key] for key in keys] == [value[key] for key in keys]  # through the key cache again
 
 
+SHORT_VALUES = [
+    "",
+    "a",
+    "text",
+    "tool_call",
+    "sixteen_bytes_ab",  # the longest string value the parser's cache holds
+    "seventeen_bytes_a",  # the shortest it does not
+    "é",
+    "€uro",
+    "😀",
+    "tab\there",
+    'quote"d',
+    "back\\slash",
+    "nul\x00",
+    "\x1f",
+    "\U0001f600x",
+    "\u2028",
+]
+
+
+@pytest.mark.parametrize("value", SHORT_VALUES)
+def test_from_json_short_string_values_read_as_json_loads_reads_them(value: str) -> None:
+    """Short string values come from the parser's key cache (issue 15): escaped, non-ASCII or
+    plain, as a value, as a key and as both, in every place they occur, escaped for the text
+    as `json.dumps` escapes (`\\u` escapes, surrogate pairs included) or not."""
+    for text in (
+        json.dumps({"k": value, "l": [value, {value: value}], value: "x"}),
+        json.dumps({"k": value, "l": [value, {value: value}], value: "x"}, ensure_ascii=False),
+    ):
+        for _ in range(2):  # the second time from the cache
+            parsed = from_json(text)
+            assert thaw(parsed) == json.loads(text)
+            assert type(parsed["k"]) is str
+            assert parsed["l"][0] == value and len(parsed["l"][0]) == len(value)
+
+
+def test_from_json_short_string_values_sharing_a_cache_slot_stay_distinct() -> None:
+    """Values chosen to share one cache slot (the same FNV-1a hash, 16 characters: cached) each
+    read back as themselves, as keys too, in turn and interleaved."""
+    values = fnv1a_colliding_keys(4)
+    assert len({fnv1a_32(value.encode()) for value in values}) == 1 and len(values[0]) == 16
+    text = json.dumps([[value, {value: value}] for value in values + values[::-1]])
+    for _ in range(2):
+        assert thaw(from_json(text)) == json.loads(text)
+
+
+def test_from_json_lone_surrogate_escapes_in_short_values_are_refused() -> None:
+    for text in ['"\\ud800"', '"\\udc00"', '["\\ud800x"]', '{"k":"\\ud83dA"}']:
+        with pytest.raises(ValueError, match="surrogate"):
+            from_json(text)
+
+
 def test_from_json_depth_limit() -> None:
     assert from_json("[" * 256 + "]" * 256) is not None
     with pytest.raises(ValueError, match="256"):
