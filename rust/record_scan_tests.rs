@@ -269,3 +269,29 @@ fn turn_and_step_read_without_a_key_scan_get_the_verdict_of_any_member() {
     let end = r#"{"seq":0,"time":1,"type":"turn/end","data":{"turn":1,"reason":{"kind":"done"}}}"#;
     assert_eq!(plain(end, 0), Some(1));
 }
+
+#[test]
+fn integers_of_every_length_up_to_a_word_past_the_limit_get_the_first_scans_verdict() {
+    // The digits are found a word at a time: every length across the word edges, with what may
+    // follow a number, signed and not, at the text's end and before more text.
+    for length in 1..=20 {
+        for first in [b'0', b'1', b'9'] {
+            let digits: String = std::iter::once(first as char).chain((1..length).map(|i| (b'0' + (i % 10) as u8) as char)).collect();
+            for sign in ["", "-"] {
+                for after in ["", ".5", "e3", "E3", ".", ".5e1", "x"] {
+                    let number = format!("{sign}{digits}{after}");
+                    let turn = format!(r#"{{"seq":0,"time":1,"type":"turn/start","data":{{"turn":{number}}}}}"#);
+                    verdicts_agree(turn.as_bytes());
+                    let time = format!(r#"{{"seq":0,"time":{number},"type":"turn/start","data":{{"turn":1}}}}"#);
+                    verdicts_agree(time.as_bytes());
+                    verdicts_agree(&time.as_bytes()[..time.find(',').unwrap() + 8 + number.len()]);
+                    let last = format!(r#"{{"type":"turn/start","seq":0,"data":{{"turn":1}},"time":{number}}}"#);
+                    verdicts_agree(last.as_bytes());
+                }
+            }
+            let expected = (first != b'0' || length == 1) && length <= 18;
+            let turn = format!(r#"{{"seq":0,"time":1,"type":"turn/start","data":{{"turn":{digits}}}}}"#);
+            assert_eq!(matches!(sort(turn.as_bytes(), 0), Sorted::Plain(..)), expected, "{digits}");
+        }
+    }
+}
