@@ -16,7 +16,7 @@
 
 use crate::json_scan::{digit_run_len, find_byte};
 use crate::plain_rules::{plain_rule_holds, PlainData, PlainField, PLAIN_TYPES};
-use crate::record_scanner::{Kind, Scan, Scanner};
+use crate::record_scanner::{Kind, Scan, Scanner, MAX_SCAN_DEPTH};
 
 /// The top object, `data` and `data.reason` with more members than this take the full path.
 const MAX_MEMBERS: usize = 32;
@@ -175,33 +175,64 @@ impl Scanner<'_> {
     /// The object `data` (at its `{`), keeping in `facts` what the rules look at; its number of
     /// members.
     fn data(&mut self, depth: usize, facts: &mut Data) -> Scan<usize> {
-        let members = self.object(depth, |scanner, key, depth| {
-            let key = key.ok_or(())?;
-            if key == b"reason" {
-                scanner.skip_whitespace();
-                if scanner.peek() == Some(b'{') {
-                    facts.reason_kind = scanner.reason(depth)?;
-                    facts.reason.set(Kind::Object);
-                } else {
-                    facts.reason.set(scanner.member_value(depth)?);
-                }
-                return Ok(());
-            }
-            let value = scanner.member_value(depth)?;
-            match key {
-                b"turn" => facts.turn.set(value),
-                b"step" => facts.step.set(value),
-                b"call_id" => facts.call_id.set(value),
-                b"name" => facts.name.set(value),
-                b"arguments" => facts.arguments.set(value),
-                _ => {}
-            }
-            Ok(())
-        })?;
+        let (count, more) = self.turn_and_step(depth, facts)?;
+        let members = match (count, more) {
+            (count, false) => count,
+            (0, true) => self.object(depth, |scanner, key, depth| scanner.data_member(key, depth, facts))?,
+            (count, true) => self.members(depth, count, |scanner, key, depth| scanner.data_member(key, depth, facts))?,
+        };
         if members > MAX_MEMBERS {
             return Err(());
         }
         Ok(members)
+    }
+
+    /// The leading members of `data` (at its `{`) as dshkit writes them, `{"turn":N` and then
+    /// `,"step":M`, read as `data_member` reads them but without the scan of their keys: how many
+    /// it read (0 when `data` starts otherwise, the scanner still at the `{`), and whether more
+    /// follow (after a `,`; else the closing `}` is passed).
+    #[inline(always)]
+    fn turn_and_step(&mut self, depth: usize, facts: &mut Data) -> Scan<(usize, bool)> {
+        if depth >= MAX_SCAN_DEPTH || !self.bytes[self.pos..].starts_with(b"{\"turn\":") {
+            return Ok((0, true));
+        }
+        self.pos += 8;
+        facts.turn.set(self.member_value(depth + 1)?);
+        if !self.member_end()? {
+            return Ok((1, false));
+        }
+        if !self.bytes[self.pos..].starts_with(b"\"step\":") {
+            return Ok((1, true));
+        }
+        self.pos += 7;
+        facts.step.set(self.member_value(depth + 1)?);
+        Ok((2, self.member_end()?))
+    }
+
+    /// A member of `data` (after its key's `:`), kept in `facts` when a rule looks at it.
+    #[inline(always)]
+    fn data_member(&mut self, key: Option<&[u8]>, depth: usize, facts: &mut Data) -> Scan<()> {
+        let key = key.ok_or(())?;
+        if key == b"reason" {
+            self.skip_whitespace();
+            if self.peek() == Some(b'{') {
+                facts.reason_kind = self.reason(depth)?;
+                facts.reason.set(Kind::Object);
+            } else {
+                facts.reason.set(self.member_value(depth)?);
+            }
+            return Ok(());
+        }
+        let value = self.member_value(depth)?;
+        match key {
+            b"turn" => facts.turn.set(value),
+            b"step" => facts.step.set(value),
+            b"call_id" => facts.call_id.set(value),
+            b"name" => facts.name.set(value),
+            b"arguments" => facts.arguments.set(value),
+            _ => {}
+        }
+        Ok(())
     }
 
     /// The object `data.reason` (at its `{`): whether it has one string `kind`, at most
@@ -255,32 +286,47 @@ fn plain_data_passes(event_type: &[u8], data: &Data) -> Scan<bool> {
 }
 
 /// Where the fields of a record written the way dshkit writes it (`{"seq":N,"time":T,"type":"`)
-/// lie: the digits of `N` and `T`, and the type up to the next `"`.
+/// lie: the digits of `N` and `T`, and the type up to the next `"`; and `N` and `T` when they
+/// are integers as the scan reads them (`Scanner::number`), read as the digits are passed over.
 struct Written {
     seq: (usize, usize),
-    time: (usize, usize),
+    seq_value: Option<i64>,
+    time_value: Option<i64>,
     event_type: (usize, usize),
 }
 
 fn written(text: &[u8]) -> Option<Written> {
-    let digits = |at: usize| at + digit_run_len(&text[at..]);
     let rest = text.strip_prefix(b"{\"seq\":")?;
     let seq_start = text.len() - rest.len();
-    let seq_end = digits(seq_start);
+    let (seq_end, seq_value) = digit_run(text, seq_start);
     let mut at = seq_end;
     at += text[at..].starts_with(b",\"time\":").then_some(8)?;
-    let time = (at, digits(at));
-    at = time.1;
+    let (time_end, time_value) = digit_run(text, at);
+    at = time_end;
     at += text[at..].starts_with(b",\"type\":\"").then_some(9)?;
     let end = at + find_byte(&text[at..], b'"')?;
-    Some(Written { seq: (seq_start, seq_end), time, event_type: (at, end) })
+    Some(Written { seq: (seq_start, seq_end), seq_value, time_value, event_type: (at, end) })
+}
+
+/// The end of the run of digits at `at`, and its value when the run is exactly an integer as the
+/// scan reads one (`Scanner::number`, which then stops at the run's end: it reads every digit of
+/// an integer and fails on a digit after a leading zero or past the eighteenth).
+#[inline(always)]
+fn digit_run(text: &[u8], at: usize) -> (usize, Option<i64>) {
+    if let Some(b'0'..=b'9') = text.get(at) {
+        let mut scanner = Scanner { bytes: text, pos: at, non_ascii: false };
+        if let Ok(Kind::Int(value)) = scanner.number() {
+            return (scanner.pos, Some(value));
+        }
+    }
+    (at + digit_run_len(&text[at..]), None)
 }
 
 /// The type of a record written the way dshkit writes it, if it is that of a message event and
 /// `N` is `seq`: such a record goes straight to the parser.
 fn message_type(text: &[u8], written: &Written, seq: usize) -> Option<(usize, usize)> {
     let (start, end) = written.event_type;
-    // The type first: most records are not message events, and their seq is read later.
+    // The type first: most records are not message events.
     if !MESSAGE_TYPES.contains(&&text[start..end]) {
         return None;
     }
@@ -291,28 +337,17 @@ fn message_type(text: &[u8], written: &Written, seq: usize) -> Option<(usize, us
     (!digits.is_empty() && value == seq).then_some((start, end))
 }
 
-/// `digits`, when they are exactly an integer as the scan reads one (`Scanner::number`).
-fn written_int(digits: &[u8]) -> Option<i64> {
-    let mut scanner = Scanner { bytes: digits, pos: 0, non_ascii: false };
-    match scanner.number() {
-        Ok(Kind::Int(value)) if scanner.pos == digits.len() => Some(value),
-        _ => None,
-    }
-}
-
 /// A plain record written the way dshkit writes it (`{"seq":N,"time":T,"type":"...","data":{...}}`
 /// with `N`, `T` and the type as the scan reads them): the scan of its top object reduces to
 /// that of `data`. `None` when it is written otherwise or anything fails: the full scan decides.
 fn written_plain(text: &[u8], written: &Written, seq: usize) -> Option<Sorted> {
     let (start, end) = written.event_type;
     let event_type = &text[start..end];
-    if !PLAIN_TYPES.contains(&event_type)
-        || written_int(&text[written.seq.0..written.seq.1])? != seq as i64
-        || !text[end..].starts_with(DATA_KEY)
-    {
+    // `N` and `T` are followed by `,` (`written`): integers there as they are in the text alone.
+    if !PLAIN_TYPES.contains(&event_type) || written.seq_value? != seq as i64 || !text[end..].starts_with(DATA_KEY) {
         return None;
     }
-    let time = written_int(&text[written.time.0..written.time.1])?;
+    let time = written.time_value?;
     let mut scanner = Scanner { bytes: text, pos: end + DATA_KEY.len(), non_ascii: false };
     scanner.skip_whitespace();
     if scanner.peek() != Some(b'{') {

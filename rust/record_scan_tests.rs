@@ -220,3 +220,78 @@ fn records_written_the_way_dshkit_writes_them_are_vouched_for_without_the_full_s
         verdicts_agree(otherwise);
     }
 }
+
+#[test]
+fn the_seq_and_time_written_are_read_once_as_the_scan_reads_integers() {
+    let values = |text: &[u8]| written(text).map(|w| (w.seq_value, w.time_value));
+    assert_eq!(values(br#"{"seq":12,"time":1796132627541,"type":"turn/start","data":{}}"#), Some((Some(12), Some(1796132627541))));
+    assert_eq!(values(br#"{"seq":0,"time":0,"type":"x"}"#), Some((Some(0), Some(0))));
+    // Digits the scan does not read as an integer: a leading zero, a nineteenth digit.
+    assert_eq!(values(br#"{"seq":01,"time":1,"type":"x"}"#), Some((None, Some(1))));
+    assert_eq!(values(br#"{"seq":1,"time":1234567890123456789,"type":"x"}"#), Some((Some(1), None)));
+    assert_eq!(values(br#"{"seq":1,"time":123456789012345678,"type":"x"}"#), Some((Some(1), Some(123456789012345678))));
+    assert_eq!(values(br#"{"seq":,"time":,"type":"x"}"#), Some((None, None)));
+    // Not written the dshkit way: the full scan decides.
+    for otherwise in [&br#"{"seq":1.0,"time":1,"type":"x"}"#[..], br#"{"seq":1,"time":1e3,"type":"x"}"#, br#"{"seq":-1,"time":1,"type":"x"}"#] {
+        assert!(written(otherwise).is_none(), "{}", String::from_utf8_lossy(otherwise));
+    }
+}
+
+#[test]
+fn turn_and_step_read_without_a_key_scan_get_the_verdict_of_any_member() {
+    let record = |data: &str| format!(r#"{{"seq":0,"time":1,"type":"step/end","data":{data}}}"#);
+    for (data, vouched) in [
+        (r#"{"turn":1,"step":2}"#, true),
+        (r#"{"turn":1,"step":2,"note":"x"}"#, true),
+        (r#"{"step":2,"turn":1}"#, true),
+        (r#"{"turn": 1 , "step": 2 }"#, true),
+        (r#"{ "turn":1,"step":2}"#, true),
+        (r#"{"turn":1,"step":2,"turn":3}"#, false),
+        (r#"{"turn":1,"step":2,"step":2}"#, false),
+        (r#"{"turn":1,"turn":1,"step":2}"#, false),
+        (r#"{"turn":1}"#, false),
+        (r#"{"turn":1,"step":"2"}"#, false),
+        (r#"{"turn":"1","step":2}"#, false),
+        (r#"{"turn":1,"step":2,}"#, false),
+        (r#"{"turn":1,,"step":2}"#, false),
+        (r#"{"turn":1"step":2}"#, false),
+        (r#"{"turn":,"step":2}"#, false),
+        (r#"{"turn":1,"step":2"#, false),
+        (r#"{"turn":01,"step":2}"#, false),
+        (r#"{"turn":1,"step":2.5}"#, false),
+    ] {
+        let text = record(data);
+        assert_eq!(matches!(sort(text.as_bytes(), 0), Sorted::Plain(..)), vouched, "{data}");
+        verdicts_agree(text.as_bytes());
+    }
+    let start = r#"{"seq":0,"time":1,"type":"turn/start","data":{"turn":1}}"#;
+    assert_eq!(plain(start, 0), Some(1));
+    let end = r#"{"seq":0,"time":1,"type":"turn/end","data":{"turn":1,"reason":{"kind":"done"}}}"#;
+    assert_eq!(plain(end, 0), Some(1));
+}
+
+#[test]
+fn integers_of_every_length_up_to_a_word_past_the_limit_get_the_first_scans_verdict() {
+    // The digits are found a word at a time: every length across the word edges, with what may
+    // follow a number, signed and not, at the text's end and before more text.
+    for length in 1..=20 {
+        for first in [b'0', b'1', b'9'] {
+            let digits: String = std::iter::once(first as char).chain((1..length).map(|i| (b'0' + (i % 10) as u8) as char)).collect();
+            for sign in ["", "-"] {
+                for after in ["", ".5", "e3", "E3", ".", ".5e1", "x"] {
+                    let number = format!("{sign}{digits}{after}");
+                    let turn = format!(r#"{{"seq":0,"time":1,"type":"turn/start","data":{{"turn":{number}}}}}"#);
+                    verdicts_agree(turn.as_bytes());
+                    let time = format!(r#"{{"seq":0,"time":{number},"type":"turn/start","data":{{"turn":1}}}}"#);
+                    verdicts_agree(time.as_bytes());
+                    verdicts_agree(&time.as_bytes()[..time.find(',').unwrap() + 8 + number.len()]);
+                    let last = format!(r#"{{"type":"turn/start","seq":0,"data":{{"turn":1}},"time":{number}}}"#);
+                    verdicts_agree(last.as_bytes());
+                }
+            }
+            let expected = (first != b'0' || length == 1) && length <= 18;
+            let turn = format!(r#"{{"seq":0,"time":1,"type":"turn/start","data":{{"turn":{digits}}}}}"#);
+            assert_eq!(matches!(sort(turn.as_bytes(), 0), Sorted::Plain(..)), expected, "{digits}");
+        }
+    }
+}

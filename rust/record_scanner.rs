@@ -99,7 +99,7 @@ impl Scanner<'_> {
     pub(crate) fn object(
         &mut self,
         depth: usize,
-        mut member: impl FnMut(&mut Self, Option<&[u8]>, usize) -> Scan<()>,
+        member: impl FnMut(&mut Self, Option<&[u8]>, usize) -> Scan<()>,
     ) -> Scan<usize> {
         if depth >= MAX_SCAN_DEPTH {
             return Err(());
@@ -110,7 +110,18 @@ impl Scanner<'_> {
             self.pos += 1;
             return Ok(0);
         }
-        let mut count = 0;
+        self.members(depth, 0, member)
+    }
+
+    /// The members of an object from the next key on (after its `{` or a `,`), `count` members
+    /// already read: as `object`, the number of members in all.
+    #[inline(always)]
+    pub(crate) fn members(
+        &mut self,
+        depth: usize,
+        mut count: usize,
+        mut member: impl FnMut(&mut Self, Option<&[u8]>, usize) -> Scan<()>,
+    ) -> Scan<usize> {
         loop {
             self.skip_whitespace();
             if self.peek() != Some(b'"') {
@@ -123,15 +134,27 @@ impl Scanner<'_> {
             self.expect(b':')?;
             member(self, key, depth + 1)?;
             count += 1;
-            self.skip_whitespace();
-            match self.peek() {
-                Some(b',') => self.pos += 1,
-                Some(b'}') => {
-                    self.pos += 1;
-                    return Ok(count);
-                }
-                _ => return Err(()),
+            if !self.member_end()? {
+                return Ok(count);
             }
+        }
+    }
+
+    /// After a member's value: `true` past a `,` (another member follows), `false` past the
+    /// closing `}`.
+    #[inline(always)]
+    pub(crate) fn member_end(&mut self) -> Scan<bool> {
+        self.skip_whitespace();
+        match self.peek() {
+            Some(b',') => {
+                self.pos += 1;
+                Ok(true)
+            }
+            Some(b'}') => {
+                self.pos += 1;
+                Ok(false)
+            }
+            _ => Err(()),
         }
     }
 

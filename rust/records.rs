@@ -271,7 +271,11 @@ fn decode_records<'py>(
         let kind_at = blob.len();
         blob.push(KIND_RECORD);
         blob.extend_from_slice(parts[0]);
-        blob.extend_from_slice(parts[1]);
+        // The closing `}` of a sealed record: one byte, not a copy call.
+        match parts[1] {
+            [byte] => blob.push(*byte),
+            tail => blob.extend_from_slice(tail),
+        }
         let text = &blob[kind_at + 1..];
         let mut intern = |span: (usize, usize)| {
             let name = &text[span.0..span.1];
