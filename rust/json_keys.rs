@@ -145,7 +145,7 @@ impl CachedKey {
 /// document, not per key). A slot is chosen from the text's length and first and last 8 bytes
 /// (`KeyWords::slot`): keys made to collide only share a slot and miss the cache, each then
 /// costing what an uncached key costs.
-pub(crate) struct KeySlots(Vec<Option<CachedKey>>);
+pub(crate) struct KeySlots(Box<[Option<CachedKey>; KEY_CACHE_SLOTS]>);
 
 // SAFETY: the strings are only touched while the mutex is held by a thread attached to Python.
 unsafe impl Send for KeySlots {}
@@ -154,10 +154,13 @@ pub(crate) static KEY_CACHE: std::sync::Mutex<Option<KeySlots>> = std::sync::Mut
 
 impl KeySlots {
     pub(crate) fn new() -> Self {
-        KeySlots((0..KEY_CACHE_SLOTS).map(|_| None).collect())
+        let slots: Box<[Option<CachedKey>]> = (0..KEY_CACHE_SLOTS).map(|_| None).collect();
+        KeySlots(slots.try_into().unwrap_or_else(|_| unreachable!("KEY_CACHE_SLOTS slots")))
     }
 
-    #[inline]
+    /// The `str` of `key`, from the cache. Inlined into the parser: a hit is a few loads and a
+    /// compare, the rest (`fill`) is out of line.
+    #[inline(always)]
     pub(crate) fn get<'py>(&mut self, py: Python<'py>, key: &str) -> Bound<'py, PyString> {
         let words = KeyWords::of(key.as_bytes());
         let slot = words.slot(key.len());
@@ -166,6 +169,13 @@ impl KeySlots {
                 return unsafe { Bound::from_borrowed_ptr(py, entry.string).cast_into_unchecked::<PyString>() };
             }
         }
+        self.fill(py, slot, key, words)
+    }
+
+    /// A miss: a new `str` of `key`, which takes over `slot`.
+    #[cold]
+    #[inline(never)]
+    fn fill<'py>(&mut self, py: Python<'py>, slot: usize, key: &str, words: KeyWords) -> Bound<'py, PyString> {
         // SAFETY: `new_str` makes a `str`.
         let string = unsafe { crate::json_parse::new_str(py, key).cast_into_unchecked::<PyString>() };
         let entry = CachedKey { words, text: key.into(), string: string.clone().into_ptr() };
