@@ -8,6 +8,8 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyString;
 
+use crate::json_scan::{read_tail, read_word};
+
 /// Hashes that are already well mixed (Python's keyed `str` hash) are used as they are.
 #[derive(Default)]
 struct PassThrough(u64);
@@ -86,56 +88,98 @@ impl SeenKeys {
     }
 }
 
-const KEY_CACHE_SLOTS: usize = 512;
+/// log2 of the cache's slot count.
+const KEY_CACHE_BITS: u32 = 9;
+const KEY_CACHE_SLOTS: usize = 1 << KEY_CACHE_BITS;
 pub(crate) const KEY_CACHE_MAX_LEN: usize = 32;
 /// String values this short share the cache with keys: long ones (texts, ids) are mostly
 /// unique and would only push the keys out.
 pub(crate) const SHORT_VALUE_MAX_LEN: usize = 16;
+/// Texts this short are told apart by their length and `KeyWords` alone.
+const WORDS_COVER_LEN: usize = 16;
 
-/// A cached key: the text and a strong reference to its `str`.
+/// A text's first and last 8 bytes as little-endian words (overlapping when it is shorter than
+/// 16 bytes; under 8 bytes, the text padded with spaces and 0). With the length they are the
+/// whole of a text of up to `WORDS_COVER_LEN` bytes: two loads where a byte loop was.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+struct KeyWords([u64; 2]);
+
+impl KeyWords {
+    #[inline(always)]
+    fn of(text: &[u8]) -> Self {
+        let len = text.len();
+        KeyWords(match len {
+            8.. => [read_word(text, 0), read_word(text, len - 8)],
+            1.. => [read_tail(text, 0), 0],
+            0 => [0, 0],
+        })
+    }
+
+    /// The cache slot of a text with these words and length `len`: a collision costs a miss.
+    #[inline(always)]
+    fn slot(self, len: usize) -> usize {
+        let [first, last] = self.0;
+        let mixed = (first ^ last.rotate_left(29) ^ len as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        (mixed >> (64 - KEY_CACHE_BITS)) as usize
+    }
+}
+
+/// A cached key: the text (its words, and all of it when longer than the words cover) and a
+/// strong reference to its `str`.
 struct CachedKey {
+    words: KeyWords,
     text: Box<str>,
     string: *mut ffi::PyObject,
+}
+
+impl CachedKey {
+    #[inline(always)]
+    fn holds(&self, key: &str, words: KeyWords) -> bool {
+        self.words == words && self.text.len() == key.len() && (key.len() <= WORDS_COVER_LEN || &*self.text == key)
+    }
 }
 
 /// Process-wide cache of object keys and short string values, because logs repeat the same few
 /// keys and words (`"text"`, `"user"`, `"tool_call"` ...) on every line: a
 /// fixed number of slots, so it never grows, and held for a whole parse (one lock per
-/// document, not per key). A slot is chosen by FNV-1a of the text: keys made to collide only
-/// share a slot and miss the cache, each then costing what an uncached key costs.
-pub(crate) struct KeySlots(Vec<Option<CachedKey>>);
+/// document, not per key). A slot is chosen from the text's length and first and last 8 bytes
+/// (`KeyWords::slot`): keys made to collide only share a slot and miss the cache, each then
+/// costing what an uncached key costs.
+pub(crate) struct KeySlots(Box<[Option<CachedKey>; KEY_CACHE_SLOTS]>);
 
 // SAFETY: the strings are only touched while the mutex is held by a thread attached to Python.
 unsafe impl Send for KeySlots {}
 
 pub(crate) static KEY_CACHE: std::sync::Mutex<Option<KeySlots>> = std::sync::Mutex::new(None);
 
-/// FNV-1a of a key's text: only picks a cache slot (a collision costs a cache miss).
-fn fnv1a(key: &str) -> u32 {
-    let mut hash: u32 = 0x811c_9dc5;
-    for byte in key.bytes() {
-        hash = (hash ^ byte as u32).wrapping_mul(0x0100_0193);
-    }
-    hash
-}
-
 impl KeySlots {
     pub(crate) fn new() -> Self {
-        KeySlots((0..KEY_CACHE_SLOTS).map(|_| None).collect())
+        let slots: Box<[Option<CachedKey>]> = (0..KEY_CACHE_SLOTS).map(|_| None).collect();
+        KeySlots(slots.try_into().unwrap_or_else(|_| unreachable!("KEY_CACHE_SLOTS slots")))
     }
 
-    #[inline]
+    /// The `str` of `key`, from the cache. Inlined into the parser: a hit is a few loads and a
+    /// compare, the rest (`fill`) is out of line.
+    #[inline(always)]
     pub(crate) fn get<'py>(&mut self, py: Python<'py>, key: &str) -> Bound<'py, PyString> {
-        let slot = fnv1a(key) as usize % KEY_CACHE_SLOTS;
+        let words = KeyWords::of(key.as_bytes());
+        let slot = words.slot(key.len());
         if let Some(entry) = &self.0[slot] {
-            if &*entry.text == key {
+            if entry.holds(key, words) {
                 return unsafe { Bound::from_borrowed_ptr(py, entry.string).cast_into_unchecked::<PyString>() };
             }
         }
+        self.fill(py, slot, key, words)
+    }
+
+    /// A miss: a new `str` of `key`, which takes over `slot`.
+    #[cold]
+    #[inline(never)]
+    fn fill<'py>(&mut self, py: Python<'py>, slot: usize, key: &str, words: KeyWords) -> Bound<'py, PyString> {
         // SAFETY: `new_str` makes a `str`.
         let string = unsafe { crate::json_parse::new_str(py, key).cast_into_unchecked::<PyString>() };
-        let previous = self.0[slot].replace(CachedKey { text: key.into(), string: string.clone().into_ptr() });
-        if let Some(previous) = previous {
+        let entry = CachedKey { words, text: key.into(), string: string.clone().into_ptr() };
+        if let Some(previous) = self.0[slot].replace(entry) {
             unsafe { ffi::Py_DECREF(previous.string) };
         }
         string
@@ -146,10 +190,67 @@ impl KeySlots {
 mod tests {
     use super::*;
 
+    fn slot_of(text: &str) -> usize {
+        KeyWords::of(text.as_bytes()).slot(text.len())
+    }
+
     #[test]
-    fn fnv1a_matches_the_reference_vectors() {
-        assert_eq!(fnv1a(""), 0x811c_9dc5);
-        assert_eq!(fnv1a("a"), 0xe40c_292c);
-        assert_eq!(fnv1a("foobar"), 0xbf9c_f968);
+    fn slots_match_the_reference_vectors() {
+        // `tests/support.py::key_cache_slot` computes the same: these pin both.
+        for (text, slot) in REFERENCE_SLOTS {
+            assert_eq!(slot_of(text), slot, "{text:?}");
+        }
+    }
+
+    const REFERENCE_SLOTS: [(&str, usize); 7] = [
+        ("", 0),
+        ("a", 13),
+        ("text", 294),
+        ("tool_call", 190),
+        ("sixteen_bytes_ab", 191),
+        ("seventeen_bytes_a", 172),
+        ("xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx", 307),
+    ];
+
+    #[test]
+    fn texts_the_words_cover_are_told_apart_by_words_and_length() {
+        // Each byte of a text of up to 16 bytes shows in its words: one byte changed (to a
+        // space or a 0 byte too, what the padding holds) changes them.
+        for len in 1..=WORDS_COVER_LEN {
+            let text = vec![b'x'; len];
+            for at in 0..len {
+                for byte in [b' ', 0, b'a', 0xff] {
+                    let mut changed = text.clone();
+                    changed[at] = byte;
+                    assert_ne!(KeyWords::of(&changed), KeyWords::of(&text), "len {len}, byte {byte} at {at}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn an_entry_holds_only_its_own_text() {
+        let entry = |text: &str| CachedKey { words: KeyWords::of(text.as_bytes()), text: text.into(), string: std::ptr::null_mut() };
+        let holds = |entry: &CachedKey, text: &str| entry.holds(text, KeyWords::of(text.as_bytes()));
+        // The padding of a short text is told apart by the length.
+        assert_eq!(KeyWords::of(b"ab"), KeyWords::of(b"ab "));
+        assert!(holds(&entry("ab"), "ab") && !holds(&entry("ab"), "ab ") && !holds(&entry("ab "), "ab"));
+        // Beyond 16 bytes the words miss the middle: the whole text is compared.
+        let (x, y) = ("aaaaaaaaXaaaaaaaa", "aaaaaaaaYaaaaaaaa");
+        assert_eq!(KeyWords::of(x.as_bytes()), KeyWords::of(y.as_bytes()));
+        assert!(holds(&entry(x), x) && !holds(&entry(x), y));
+        assert!(holds(&entry(""), "") && !holds(&entry(""), " "));
+    }
+
+    #[test]
+    fn words_are_the_first_and_last_eight_bytes() {
+        assert_eq!(KeyWords::of(b""), KeyWords([0, 0]));
+        assert_eq!(KeyWords::of(b"ab"), KeyWords([u64::from_le_bytes(*b"ab      "), 0]));
+        assert_eq!(KeyWords::of(b"abcdefgh"), KeyWords([u64::from_le_bytes(*b"abcdefgh"); 2]));
+        assert_eq!(
+            KeyWords::of(b"abcdefghijk"),
+            KeyWords([u64::from_le_bytes(*b"abcdefgh"), u64::from_le_bytes(*b"defghijk")])
+        );
+        assert!(slot_of("") < KEY_CACHE_SLOTS && slot_of(&"x".repeat(32)) < KEY_CACHE_SLOTS);
     }
 }

@@ -40,7 +40,7 @@ fn word_stops(word: u64) -> u64 {
 }
 
 #[inline(always)]
-fn read_word(bytes: &[u8], at: usize) -> u64 {
+pub(crate) fn read_word(bytes: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"))
 }
 

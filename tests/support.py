@@ -82,3 +82,38 @@ def fnv1a_colliding_keys(rounds: int) -> list[str]:
         first, second, state = _fnv1a_block_pair(state)
         keys = [key + block for key in keys for block in (first, second)]
     return [key.decode("ascii") for key in keys]
+
+
+def key_cache_slot(text: bytes) -> int:
+    """The slot of the parser's key cache that `text` goes to (`json_keys.rs`, `KeyWords`): its
+    length and its first and last 8 bytes as little-endian words (under 8 bytes, padded with
+    spaces), mixed by one multiplication, top 9 bits."""
+    words = [0, 0]
+    if len(text) >= 8:
+        words = [int.from_bytes(text[:8], "little"), int.from_bytes(text[-8:], "little")]
+    elif text:
+        words = [int.from_bytes(text.ljust(8, b" "), "little"), 0]
+    mask = 0xFFFFFFFFFFFFFFFF
+    last = ((words[1] << 29) | (words[1] >> 35)) & mask
+    mixed = ((words[0] ^ last ^ len(text)) * 0x9E3779B97F4A7C15) & mask
+    return mixed >> 55
+
+
+def key_cache_colliding_keys(count: int, length: int) -> list[str]:
+    """`count` distinct alphanumeric texts of `length` characters that share one slot of the
+    parser's key cache (`key_cache_slot`)."""
+    by_slot: dict[int, list[str]] = {}
+    for n in range(1, 1_000_000):
+        digits = ""
+        while n:
+            n, digit = divmod(n, len(KEY_ALPHABET))
+            digits += chr(KEY_ALPHABET[digit])
+        if len(digits) > length:
+            break
+        text = digits.rjust(length, "a")
+        group = by_slot.setdefault(key_cache_slot(text.encode()), [])
+        if text not in group:
+            group.append(text)
+        if len(group) == count:
+            return group
+    raise AssertionError("too few texts of that length")  # pragma: no cover

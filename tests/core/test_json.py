@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 import pytest
 
-from support import PlainMapping, fnv1a_32, fnv1a_colliding_keys
+from support import PlainMapping, fnv1a_32, fnv1a_colliding_keys, key_cache_colliding_keys, key_cache_slot
 from dshkit import (
     FrozenDict,
     Message,
@@ -409,6 +409,31 @@ def test_from_json_short_string_values_sharing_a_cache_slot_stay_distinct() -> N
     text = json.dumps([[value, {value: value}] for value in values + values[::-1]])
     for _ in range(2):
         assert thaw(from_json(text)) == json.loads(text)
+
+
+def test_key_cache_slot_matches_the_native_reference_vectors() -> None:
+    """`support.key_cache_slot` is the native slot function (`json_keys.rs` pins the same)."""
+    for text, slot in [("", 0), ("a", 13), ("text", 294), ("tool_call", 190), ("sixteen_bytes_ab", 191),
+                       ("seventeen_bytes_a", 172), ("x" * 32, 307)]:
+        assert key_cache_slot(text.encode()) == slot
+
+
+@pytest.mark.parametrize("length", [2, 3, 7, 8, 9, 12, 15, 16, 17, 24, 32, 33])
+def test_from_json_strings_sharing_a_key_cache_slot_stay_distinct(length: int) -> None:
+    """Keys and short values chosen to share one slot of the parser's key cache (its own slot
+    function: length, first and last 8 bytes) each read back as themselves, in turn and
+    interleaved; so do texts of over 16 bytes whose first and last 8 bytes are the same."""
+    groups = [key_cache_colliding_keys(4, length)]
+    if length > 16:
+        groups.append(["a" * 8 + middle.rjust(length - 16, "m") + "a" * 8 for middle in "wxyz"])
+    for texts in groups:
+        assert len(set(texts)) == len(texts) == 4 and all(len(text) == length for text in texts)
+        assert len({key_cache_slot(text.encode()) for text in texts}) == 1
+        text = json.dumps([[value, {value: value, "k": [value]}] for value in texts + texts[::-1] + texts])
+        for _ in range(2):
+            assert thaw(from_json(text)) == json.loads(text)
+        as_keys = json.dumps({key: i for i, key in enumerate(texts)})
+        assert list(from_json(as_keys).items()) == list(json.loads(as_keys).items())
 
 
 def test_from_json_lone_surrogate_escapes_in_short_values_are_refused() -> None:
