@@ -20,7 +20,7 @@ import orjson
 import pytest
 
 import workloads
-from support import fnv1a_colliding_keys  # tests/support.py (pytest's `pythonpath`)
+from support import KEY_ALPHABET, fnv1a_colliding_keys, key_cache_colliding_keys  # tests/support.py (pytest's `pythonpath`)
 from dshkit import (
     Message,
     create_assistant_message,
@@ -58,6 +58,13 @@ TARGETS = [
         "name": "from_json of 65,536 keys sharing one 32-bit FNV-1a hash within 3x of random keys (issue 9)",
         "group": "json-loads-65536-colliding-keys",
         "versus": "random_keys",
+        "max_ratio": 3.0,
+    },
+    {
+        "name": "from_json of 65,536 keys sharing one slot of the parser's key cache within 3x of random keys of their length",
+        "group": "json-loads-65536-colliding-keys",
+        "row": "key_cache_colliding",
+        "versus": "random_keys_32",
         "max_ratio": 3.0,
     },
 ]
@@ -156,19 +163,28 @@ def test_json_loads_200_rows(benchmark, load: Callable[[str], Any]) -> None:
 
 @functools.cache
 def many_keys_objects() -> dict[str, str]:
-    """One object of 65,536 keys that share a 32-bit FNV-1a hash, and one of as many random keys
-    of the same length (64 alphanumeric characters)."""
-    colliding = fnv1a_colliding_keys(16)
+    """Objects of 65,536 keys each: keys sharing a 32-bit FNV-1a hash (64 characters), keys
+    sharing one slot of the parser's key cache (32 characters, the longest it caches), and random
+    keys of each length."""
+    fnv1a = fnv1a_colliding_keys(16)
+    one_slot = key_cache_colliding_keys(65_536, 32)
     rng = random.Random(9)
-    alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
-    random_keys = ["".join(rng.choices(alphabet, k=len(colliding[0]))) for _ in colliding]
+    alphabet = KEY_ALPHABET.decode()
+    random_keys = lambda like: ["".join(rng.choices(alphabet, k=len(like[0]))) for _ in like]  # noqa: E731
     as_object = lambda keys: "{" + ",".join(f'"{key}":{i}' for i, key in enumerate(keys)) + "}"  # noqa: E731
-    return {"colliding": as_object(colliding), "random": as_object(random_keys)}
+    return {
+        "colliding": as_object(fnv1a),
+        "random": as_object(random_keys(fnv1a)),
+        "one_slot": as_object(one_slot),
+        "random_32": as_object(random_keys(one_slot)),
+    }
 
 
 COLLIDING_KEYS_ROWS: dict[str, tuple[Callable[[str], Any], str]] = {
     "dshkit": (from_json, "colliding"),
     "random_keys": (from_json, "random"),
+    "key_cache_colliding": (from_json, "one_slot"),
+    "random_keys_32": (from_json, "random_32"),
     "json_loads_floor": (json.loads, "colliding"),
 }
 

@@ -102,6 +102,20 @@ def key_cache_slot(text: bytes) -> int:
 def key_cache_colliding_keys(count: int, length: int) -> list[str]:
     """`count` distinct alphanumeric texts of `length` characters that share one slot of the
     parser's key cache (`key_cache_slot`)."""
+    if length > 16:
+        # By construction: beyond 16 bytes the slot sees only the length and the first and last
+        # 8 bytes, so texts that differ only between them share it.
+        middle = length - 16
+        if count > len(KEY_ALPHABET) ** middle:
+            raise AssertionError("too few texts of that length")
+        texts = []
+        for n in range(count):
+            digits = ""
+            for _ in range(middle):
+                n, digit = divmod(n, len(KEY_ALPHABET))
+                digits += chr(KEY_ALPHABET[digit])
+            texts.append(f"aaaaaaaa{digits}zzzzzzzz")
+        return texts
     by_slot: dict[int, list[str]] = {}
     for n in range(1, 1_000_000):
         digits = ""
