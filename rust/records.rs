@@ -22,7 +22,7 @@
 use pyo3::exceptions::PyIndexError;
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyByteArray, PyBytes, PyList, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 
 use crate::checksum::crc32c_of_parts;
 use crate::json_scan::find_byte;
@@ -245,112 +245,118 @@ fn decode_records<'py>(
     records: &Bound<'py, PyAny>,
     event_class: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyTuple>> {
+    // Every record's text first (borrowed, not copied), so that the blob is the bytearray itself,
+    // allocated once at its size: a log's records are most of its memory, and a second copy of
+    // them costs a page fault per 4 KiB.
+    let block = records.cast::<Records>().ok().map(|block| block.get());
+    let items: Vec<Bound<'py, PyAny>> = match block {
+        Some(_) => Vec::new(),
+        None => records.try_iter()?.collect::<PyResult<_>>()?,
+    };
+    let mut texts: Vec<[&[u8]; 2]> = Vec::with_capacity(block.map_or(items.len(), |block| block.spans.len()));
+    if let Some(block) = block {
+        let content = block.content.bind(py).as_bytes();
+        texts.extend((0..block.spans.len()).map(|seq| block.parts(content, seq)));
+    } else {
+        for item in &items {
+            let text = match item.cast::<PyBytes>() {
+                Ok(bytes) => bytes.as_bytes(),
+                Err(_) => item.cast::<PyString>()?.to_str()?.as_bytes(),
+            };
+            texts.push([text, b""]);
+        }
+    }
+    let count = texts.len();
     // Gathered in vectors and made lists once, at their final size: no list regrown per record.
-    let mut types: Vec<Bound<'py, PyAny>> = Vec::new();
-    let mut messages: Vec<Bound<'py, PyAny>> = Vec::new();
+    let mut types: Vec<Bound<'py, PyAny>> = Vec::with_capacity(count);
+    let mut messages: Vec<Bound<'py, PyAny>> = Vec::with_capacity(count);
     let mut pending = Pending { list: PyList::empty(py), seqs: Vec::new(), tags: Vec::new() };
-    let mut times: Vec<i64> = Vec::new();
-    let mut ends: Vec<u64> = Vec::new();
-    let mut blob: Vec<u8> = Vec::new();
+    let mut times: Vec<i64> = Vec::with_capacity(count);
+    let mut ends: Vec<u64> = Vec::with_capacity(count);
     let mut type_names: Vec<(Vec<u8>, Bound<'py, PyString>)> = Vec::new();
     let tuple_new = py.get_type::<PyTuple>().getattr("__new__")?;
     let none = py.None().into_bound(py);
-    let block = records.cast::<Records>().ok();
-    if let Some(block) = block {
-        // Sized up front: a kind byte and the closing `}` per record beside its text.
-        let spans = &block.get().spans;
-        let count = spans.len();
-        blob.reserve(spans.iter().map(|(start, end)| end - start).sum::<usize>() + 2 * count);
-        times.reserve(count);
-        ends.reserve(count);
-        types.reserve(count);
-        messages.reserve(count);
-    }
 
-    let mut add = |seq: usize, parts: [&[u8]; 2]| -> PyResult<()> {
-        let kind_at = blob.len();
-        blob.push(KIND_RECORD);
-        blob.extend_from_slice(parts[0]);
-        // The closing `}` of a sealed record: one byte, not a copy call.
-        match parts[1] {
-            [byte] => blob.push(*byte),
-            tail => blob.extend_from_slice(tail),
-        }
-        let text = &blob[kind_at + 1..];
-        let mut intern = |span: (usize, usize)| {
-            let name = &text[span.0..span.1];
-            if let Some((_, value)) = type_names.iter().find(|(known, _)| known == name) {
-                return value.clone();
-            }
-            // SAFETY: `sort` checked the record is UTF-8 and the span lies between ASCII quotes.
-            let value = PyString::intern(py, unsafe { std::str::from_utf8_unchecked(name) });
-            type_names.push((name.to_vec(), value.clone()));
-            value
-        };
-        let mut kind = KIND_RECORD;
-        match sort(text, seq) {
-            Sorted::Plain(span, time) => {
-                types.push(intern(span).into_any());
-                times.push(time);
-                messages.push(none.clone());
-            }
-            sorted => {
-                let decoded = match sorted {
-                    Sorted::Message(span) => {
-                        let event_type = intern(span);
-                        // SAFETY: `sort` checked the record is UTF-8.
-                        let text = unsafe { std::str::from_utf8_unchecked(text) };
-                        message_event(py, text, seq, &event_type, event_class, &tuple_new)
-                            .map(|(decoded, time, message)| (decoded, time, message, event_type))
-                    }
-                    _ => None,
-                };
-                match decoded {
-                    Some((decoded, time, message, event_type)) => {
-                        types.push(event_type.into_any());
-                        times.push(time);
-                        messages.push(message);
-                        match decoded {
-                            Decoded::Vouched(append) => pending.vouched(seq, append)?,
-                            Decoded::Event(event) => pending.other(event)?,
+    // A kind byte, then the record's text, per event.
+    let blob_len = texts.iter().map(|[body, tail]| 1 + body.len() + tail.len()).sum();
+    // SAFETY: a new bytearray of `blob_len` bytes, not yet seen by Python code; every byte of it
+    // is written below (a kind byte and the text, record after record) before `blob` is returned,
+    // and `text` is read only from bytes already written. On an error it is dropped unread.
+    // Not `PyByteArray::new_with`: that zeroes the whole buffer first, one more pass over it.
+    let blob = unsafe {
+        Bound::from_owned_ptr_or_err(py, ffi::PyByteArray_FromStringAndSize(std::ptr::null(), blob_len as ffi::Py_ssize_t))?
+    };
+    let buffer: *mut u8 = unsafe { ffi::PyByteArray_AsString(blob.as_ptr()) }.cast();
+    {
+        let mut at = 0;
+        for (seq, [body, tail]) in texts.iter().enumerate() {
+            let kind_at = at;
+            let end = kind_at + 1 + body.len() + tail.len();
+            debug_assert!(end <= blob_len);
+            // SAFETY: `kind_at + 1..end` lies inside the buffer (the sizes summed into `blob_len`).
+            let text = unsafe {
+                let text_at = buffer.add(kind_at + 1);
+                std::ptr::copy_nonoverlapping(body.as_ptr(), text_at, body.len());
+                std::ptr::copy_nonoverlapping(tail.as_ptr(), text_at.add(body.len()), tail.len());
+                std::slice::from_raw_parts(text_at, end - kind_at - 1)
+            };
+            at = end;
+            let mut intern = |span: (usize, usize)| {
+                let name = &text[span.0..span.1];
+                if let Some((_, value)) = type_names.iter().find(|(known, _)| known == name) {
+                    return value.clone();
+                }
+                // SAFETY: `sort` checked the record is UTF-8 and the span lies between ASCII quotes.
+                let value = PyString::intern(py, unsafe { std::str::from_utf8_unchecked(name) });
+                type_names.push((name.to_vec(), value.clone()));
+                value
+            };
+            let mut kind = KIND_RECORD;
+            match sort(text, seq) {
+                Sorted::Plain(span, time) => {
+                    types.push(intern(span).into_any());
+                    times.push(time);
+                    messages.push(none.clone());
+                }
+                sorted => {
+                    let decoded = match sorted {
+                        Sorted::Message(span) => {
+                            let event_type = intern(span);
+                            // SAFETY: `sort` checked the record is UTF-8.
+                            let text = unsafe { std::str::from_utf8_unchecked(text) };
+                            message_event(py, text, seq, &event_type, event_class, &tuple_new)
+                                .map(|(decoded, time, message)| (decoded, time, message, event_type))
                         }
-                        kind = KIND_MESSAGE_RECORD;
-                    }
-                    None => {
-                        types.push(none.clone());
-                        times.push(0);
-                        messages.push(none.clone());
-                        pending.other(seq)?;
+                        _ => None,
+                    };
+                    match decoded {
+                        Some((decoded, time, message, event_type)) => {
+                            types.push(event_type.into_any());
+                            times.push(time);
+                            messages.push(message);
+                            match decoded {
+                                Decoded::Vouched(append) => pending.vouched(seq, append)?,
+                                Decoded::Event(event) => pending.other(event)?,
+                            }
+                            kind = KIND_MESSAGE_RECORD;
+                        }
+                        None => {
+                            types.push(none.clone());
+                            times.push(0);
+                            messages.push(none.clone());
+                            pending.other(seq)?;
+                        }
                     }
                 }
             }
-        }
-        blob[kind_at] = kind;
-        ends.push(blob.len() as u64);
-        Ok(())
-    };
-
-    if let Some(block) = block {
-        let block = block.get();
-        let content = block.content.bind(py).as_bytes();
-        for seq in 0..block.spans.len() {
-            add(seq, block.parts(content, seq))?;
-        }
-    } else {
-        for (seq, item) in records.try_iter()?.enumerate() {
-            let item = item?;
-            if let Ok(bytes) = item.cast::<PyBytes>() {
-                add(seq, [bytes.as_bytes(), b""])?;
-            } else {
-                let text = item.cast::<PyString>()?.to_str()?;
-                add(seq, [text.as_bytes(), b""])?;
-            }
+            // SAFETY: `kind_at` lies inside the buffer, before this record's text.
+            unsafe { buffer.add(kind_at).write(kind) };
+            ends.push(end as u64);
         }
     }
     let as_bytes = |words: Vec<[u8; 8]>| PyBytes::new(py, words.as_flattened());
     let times_bytes = as_bytes(times.iter().map(|t| t.to_ne_bytes()).collect());
     let ends_bytes = as_bytes(ends.iter().map(|e| e.to_ne_bytes()).collect());
-    let blob = PyByteArray::new(py, &blob);
     let types = PyList::new(py, types)?;
     let messages = PyList::new(py, messages)?;
     pending.flush()?;
