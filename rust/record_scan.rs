@@ -285,11 +285,10 @@ fn plain_data_passes(event_type: &[u8], data: &Data) -> Scan<bool> {
     plain_rule_holds(event_type, data).ok_or(())
 }
 
-/// Where the fields of a record written the way dshkit writes it (`{"seq":N,"time":T,"type":"`)
-/// lie: the digits of `N` and `T`, and the type up to the next `"`; and `N` and `T` when they
-/// are integers as the scan reads them (`Scanner::number`), read as the digits are passed over.
+/// What a record written the way dshkit writes it (`{"seq":N,"time":T,"type":"`) holds: `N` and
+/// `T` when they are integers as the scan reads them (`Scanner::number`), read as the digits are
+/// passed over, and where the type lies (up to the next `"`).
 struct Written {
-    seq: (usize, usize),
     seq_value: Option<i64>,
     time_value: Option<i64>,
     event_type: (usize, usize),
@@ -297,15 +296,14 @@ struct Written {
 
 fn written(text: &[u8]) -> Option<Written> {
     let rest = text.strip_prefix(b"{\"seq\":")?;
-    let seq_start = text.len() - rest.len();
-    let (seq_end, seq_value) = digit_run(text, seq_start);
+    let (seq_end, seq_value) = digit_run(text, text.len() - rest.len());
     let mut at = seq_end;
     at += text[at..].starts_with(b",\"time\":").then_some(8)?;
     let (time_end, time_value) = digit_run(text, at);
     at = time_end;
     at += text[at..].starts_with(b",\"type\":\"").then_some(9)?;
     let end = at + find_byte(&text[at..], b'"')?;
-    Some(Written { seq: (seq_start, seq_end), seq_value, time_value, event_type: (at, end) })
+    Some(Written { seq_value, time_value, event_type: (at, end) })
 }
 
 /// The end of the run of digits at `at`, and its value when the run is exactly an integer as the
@@ -323,18 +321,17 @@ fn digit_run(text: &[u8], at: usize) -> (usize, Option<i64>) {
 }
 
 /// The type of a record written the way dshkit writes it, if it is that of a message event and
-/// `N` is `seq`: such a record goes straight to the parser.
+/// `N` is `seq` as the scan reads integers: such a record goes straight to the parser. Digits
+/// the scan does not read as an integer (a leading zero, a nineteenth digit) are never `seq`
+/// (the parser refuses a leading zero, and no index has nineteen digits): the full scan, which
+/// refuses them too, leaves such a record to the Python decoder, as the parser would have.
 fn message_type(text: &[u8], written: &Written, seq: usize) -> Option<(usize, usize)> {
     let (start, end) = written.event_type;
     // The type first: most records are not message events.
     if !MESSAGE_TYPES.contains(&&text[start..end]) {
         return None;
     }
-    let digits = &text[written.seq.0..written.seq.1];
-    let value = digits
-        .iter()
-        .try_fold(0usize, |value, &digit| value.checked_mul(10)?.checked_add((digit - b'0') as usize))?;
-    (!digits.is_empty() && value == seq).then_some((start, end))
+    (written.seq_value? == seq as i64).then_some((start, end))
 }
 
 /// A plain record written the way dshkit writes it (`{"seq":N,"time":T,"type":"...","data":{...}}`

@@ -1,6 +1,8 @@
 //! The first validating scan of `decode_records` (vouching through `Vec`s of members and
 //! lookups), kept for the tests only: the single-pass scan of `record_scan.rs` must give exactly
-//! its verdicts (`record_scan::tests` compare the two on many generated records).
+//! its verdicts (`record_scan::tests` compare the two on many generated records). One rule was
+//! changed since, in both: a written seq sends a message record to the parser only when it is an
+//! integer as the scan reads one (`message_type`).
 
 use crate::json_scan::plain_run_len;
 use crate::record_scan::Sorted;
@@ -272,12 +274,18 @@ fn scan_record(text: &[u8], with_data: bool) -> Scan<(Vec<Member>, Vec<Member>)>
 
 /// The type of a record written the way dshkit writes it (`{"seq":N,"time":T,"type":"...",`),
 /// if it is that of a message event and `N` is `seq`: such a record goes straight to the parser.
+/// `N` must be a plain JSON integer as this scan reads one (no leading zero, at most 18 digits):
+/// a record whose written seq is anything else is never sent to the parser by its prefix.
 fn message_type(text: &[u8], seq: usize) -> Option<(usize, usize)> {
     let digits = |at: usize| at + text[at..].iter().take_while(|b| b.is_ascii_digit()).count();
     let rest = text.strip_prefix(b"{\"seq\":")?;
     let mut at = text.len() - rest.len();
     let seq_end = digits(at);
-    if std::str::from_utf8(&text[at..seq_end]).ok()?.parse::<usize>().ok()? != seq {
+    let written_seq = &text[at..seq_end];
+    if written_seq.len() > 18 || written_seq.len() > 1 && written_seq[0] == b'0' {
+        return None;
+    }
+    if std::str::from_utf8(written_seq).ok()?.parse::<usize>().ok()? != seq {
         return None;
     }
     at = seq_end;

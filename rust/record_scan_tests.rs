@@ -222,6 +222,42 @@ fn records_written_the_way_dshkit_writes_them_are_vouched_for_without_the_full_s
 }
 
 #[test]
+fn a_written_seq_sends_a_message_record_to_the_parser_only_as_an_integer_the_scan_reads() {
+    let record = |seq: &str| {
+        format!(r#"{{"seq":{seq},"time":1,"type":"user/message","data":{{"id":"x","role":"user","content":[]}},"surface_op":"append","source_event_seqs":[]}}"#)
+    };
+    for (written_seq, seq, routed) in [
+        ("7", 7, true),
+        ("0", 0, true),
+        ("999999999999999999", 999_999_999_999_999_999, true),
+        // Digits whose value is `seq` but which the scan does not read as an integer: the full
+        // scan refuses them too, so the record takes the Python path.
+        ("07", 7, false),
+        ("00", 0, false),
+        ("0000000000000000007", 7, false),
+        ("1000000000000000000", 1_000_000_000_000_000_000, false),
+        ("10000000000000000000", 10_000_000_000_000_000_000, false),
+    ] {
+        let text = record(written_seq);
+        assert_eq!(written_message_type(text.as_bytes(), seq).is_some(), routed, "{written_seq} as {seq}");
+        let sorted = sort(text.as_bytes(), seq);
+        let routed_as = match sorted {
+            Sorted::Message((start, end)) => Some(&text.as_bytes()[start..end]),
+            _ => None,
+        };
+        assert_eq!(routed_as, routed.then_some(&b"user/message"[..]), "{written_seq} as {seq}");
+        assert!(routed || sorted == Sorted::Other, "{written_seq} as {seq}");
+        assert_eq!(sorted, record_scan_reference::sort(text.as_bytes(), seq), "{written_seq} as {seq}");
+    }
+    // Another integer is not `seq`, but the full scan still sends a message record it accepts to
+    // the parser, which compares the seq itself (and refuses this one).
+    let text = record("7");
+    assert_eq!(written_message_type(text.as_bytes(), 8), None);
+    assert!(matches!(sort(text.as_bytes(), 8), Sorted::Message(_)));
+    assert_eq!(sort(text.as_bytes(), 8), record_scan_reference::sort(text.as_bytes(), 8));
+}
+
+#[test]
 fn the_seq_and_time_written_are_read_once_as_the_scan_reads_integers() {
     let values = |text: &[u8]| written(text).map(|w| (w.seq_value, w.time_value));
     assert_eq!(values(br#"{"seq":12,"time":1796132627541,"type":"turn/start","data":{}}"#), Some((Some(12), Some(1796132627541))));

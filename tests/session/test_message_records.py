@@ -103,6 +103,19 @@ CASES: dict[str, tuple[int, str, bool]] = {
     "time an exponent": (4, user(head='"seq":4,"time":8e0,"type":"user/message"'), False),
     "seq a float": (4, user(head='"seq":4.0,"time":8,"type":"user/message"'), False),
     "seq wrong": (4, user(head='"seq":5,"time":8,"type":"user/message"'), False),
+    # a seq that is not a plain JSON integer, though its digits may read as the index
+    "seq with a leading zero": (4, user(head='"seq":04,"time":8,"type":"user/message"'), False),
+    "seq of 19 digits, the index's value": (4, user(head='"seq":0000000000000000004,"time":8,"type":"user/message"'), False),
+    "seq of 20 digits, the index's value": (4, user(head='"seq":00000000000000000004,"time":8,"type":"user/message"'), False),
+    "seq of 25 digits, the index's value": (4, user(head='"seq":%s4,"time":8,"type":"user/message"' % ("0" * 24)), False),
+    "seq of 19 digits": (4, user(head='"seq":1000000000000000004,"time":8,"type":"user/message"'), False),
+    "seq of 20 digits": (4, user(head='"seq":10000000000000000004,"time":8,"type":"user/message"'), False),
+    "seq of 25 digits": (4, user(head='"seq":1%s4,"time":8,"type":"user/message"' % ("0" * 23)), False),
+    "seq negative": (4, user(head='"seq":-4,"time":8,"type":"user/message"'), False),
+    "seq negative zero": (0, OTHERS[0].replace('"seq":0', '"seq":-0'), True),
+    "seq a fraction": (4, user(head='"seq":4.5,"time":8,"type":"user/message"'), False),
+    "seq an exponent": (4, user(head='"seq":4e0,"time":8,"type":"user/message"'), False),
+    "seq a fraction with an exponent": (4, user(head='"seq":4.0e0,"time":8,"type":"user/message"'), False),
     "source seqs an object": (4, user(rest='"surface_op":"append","source_event_seqs":{}'), False),
     "source seqs a string": (4, user(rest='"surface_op":"append","source_event_seqs":"3"'), False),
     "repeated seq": (4, user(head='"seq":0,"seq":4,"time":8,"type":"user/message"'), False),
@@ -195,6 +208,28 @@ def test_a_message_record_opens_as_the_python_decoder_opens_it(tmp_path: Path, m
     got = opened(path)
     every_message_the_python_way(monkeypatch)
     assert got == opened(path)
+
+
+@pytest.mark.parametrize(
+    ("written_seq", "error"),
+    [
+        ("04", "line 6: not valid JSON"),
+        ("0" * 18 + "4", "line 6: not valid JSON"),
+        ("1" + "0" * 17 + "4", "line 6: seq 1000000000000000004 where 4 was expected (seqs are contiguous from 0)"),
+        ("1" + "0" * 18 + "4", "line 6: not valid JSON"),
+        ("-4", "line 6: seq -4 where 4 was expected (seqs are contiguous from 0)"),
+        ("4.5", "line 6: 'seq' must be an int"),
+    ],
+)
+def test_a_message_record_whose_seq_is_no_plain_integer_is_named_by_the_python_decoder(tmp_path: Path, written_seq: str, error: str):
+    # The native pass reads a seq only as a plain integer of at most 18 digits: any other seq,
+    # whatever its digits' value, leaves the record to the Python decoder, which names it.
+    path = tmp_path / "log.jsonl"
+    records = write_log(path, 4, user(head='"seq":%s,"time":8,"type":"user/message"' % written_seq))
+    assert 4 in decode_records(records, Event)[5]
+    with pytest.raises(SessionCorruptError) as raised:
+        Session.open(path, read_only=True)
+    assert str(raised.value) == f"{path}: {error}"
 
 
 def test_a_record_naming_a_message_type_first_and_another_last_is_the_last(tmp_path: Path):
