@@ -219,6 +219,10 @@ def test_a_message_record_opens_as_the_python_decoder_opens_it(tmp_path: Path, m
         ("1" + "0" * 18 + "4", "line 6: not valid JSON"),
         ("-4", "line 6: seq -4 where 4 was expected (seqs are contiguous from 0)"),
         ("4.5", "line 6: 'seq' must be an int"),
+        # equal to 4 in Python, but no int: refused by type
+        ("4.0", "line 6: 'seq' must be an int"),
+        ("4e0", "line 6: 'seq' must be an int"),
+        ("4.0e0", "line 6: 'seq' must be an int"),
     ],
 )
 def test_a_message_record_whose_seq_is_no_plain_integer_is_named_by_the_python_decoder(tmp_path: Path, written_seq: str, error: str):
@@ -230,6 +234,18 @@ def test_a_message_record_whose_seq_is_no_plain_integer_is_named_by_the_python_d
     with pytest.raises(SessionCorruptError) as raised:
         Session.open(path, read_only=True)
     assert str(raised.value) == f"{path}: {error}"
+
+
+@pytest.mark.parametrize("record", [GOOD[1], '{"seq":1,"time":5,"type":"turn/start","data":{"turn":1}}'])
+@pytest.mark.parametrize("written_seq", ["true", "1.0", "1e0"])
+def test_a_record_whose_seq_only_equals_its_index_is_refused(tmp_path: Path, written_seq: str, record: str):
+    # `true == 1` and `1.0 == 1` in Python: the decoder checks the seq's type as well as its value.
+    path = tmp_path / "log.jsonl"
+    records = write_log(path, 1, record.replace('"seq":1', '"seq":%s' % written_seq))
+    assert '"seq":%s,' % written_seq in records[1]
+    with pytest.raises(SessionCorruptError) as raised:
+        Session.open(path, read_only=True)
+    assert str(raised.value) == f"{path}: line 3: 'seq' must be an int"
 
 
 def test_a_record_naming_a_message_type_first_and_another_last_is_the_last(tmp_path: Path):

@@ -109,7 +109,9 @@ def decode_record(text: str | bytes, seq: int, describe: Callable[[int], str]) -
         event_type = record["type"]
         time = record["time"]
         data = record["data"]
-        if record["seq"] != seq or type(time) is not int:
+        stored_seq = record["seq"]
+        # By type too: 4.0 and true equal 4 and 1, and no writer of this format writes them.
+        if stored_seq != seq or type(stored_seq) is not int or type(time) is not int:
             raise ValueError
         if event_type == USER_MESSAGE:
             data = freeze_message(data)

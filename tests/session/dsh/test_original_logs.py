@@ -281,6 +281,16 @@ def test_a_corrupt_line_names_its_line(tmp_path: Path) -> None:
     (tmp_path / "gap.jsonl").write_text("\n".join(lines) + "\n")
     with pytest.raises(SessionCorruptError, match=r"gap.jsonl: line 6: .*seq 40 where 4 was expected"):
         Session.open(tmp_path / "gap.jsonl")
+    for equal_but_no_int in ("4.0", "4e0"):
+        lines = log.write(tmp_path / "float.jsonl").read_text().splitlines()
+        lines[5] = lines[5].replace('"seq":4', '"seq":' + equal_but_no_int)
+        (tmp_path / "float.jsonl").write_text("\n".join(lines) + "\n")
+        with pytest.raises(SessionCorruptError, match=r"float.jsonl: line 6: .*seq 4.0 where 4 was expected"):
+            Session.open(tmp_path / "float.jsonl")
+    bool_row = OriginalLog()
+    bool_row.records.append({"type": "text-chunks", "seq0": False, "time0": 1, "data": {"turn": 1, "step": 1, "index": 0, "dt": [1, 1], "texts": ["a", "b", "c"]}})
+    with pytest.raises(SessionCorruptError, match=r"line 2: .*seq0 False where 0 was expected"):
+        Session.open(bool_row.write(tmp_path / "bool_row.jsonl"))
     bad_row = OriginalLog()
     bad_row.records.append({"type": "text-chunks", "seq0": 0, "time0": 1, "data": {"turn": 1, "step": 1, "index": 0, "dt": [1], "texts": ["a", "b", "c"]}})
     with pytest.raises(SessionCorruptError, match=r"line 2: .*dt must hold 2 int gaps"):

@@ -105,15 +105,16 @@ def decode_records(
             record = from_json(text)
             event_type = record["type"]
             if event_type in row_types:
-                if record.get("seq0") != next_seq:
-                    raise ValueError(f"seq0 {record.get('seq0')!r} where {next_seq} was expected (seqs are contiguous from 0)")
+                seq0 = record.get("seq0")
+                if seq0 != next_seq or type(seq0) is not int:  # by type too: true == 1, 1.0 == 1
+                    raise ValueError(f"seq0 {seq0!r} where {next_seq} was expected (seqs are contiguous from 0)")
                 for seq, time, data in expand_row(record):
                     add(make(event_class, ("assistant/chunk", seq, time, data, None, ())))
                 next_seq = len(events)
                 continue
             seq, time, raw = record["seq"], record["time"], record["data"]
-            if seq != next_seq or type(time) is not int:
-                if seq != next_seq:
+            if seq != next_seq or type(seq) is not int or type(time) is not int:
+                if seq != next_seq or type(seq) is not int:
                     raise ValueError(f"seq {seq!r} where {next_seq} was expected (seqs are contiguous from 0)")
                 raise ValueError("'time' must be an int")
             next_seq += 1
