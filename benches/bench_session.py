@@ -348,13 +348,19 @@ def reopen_openai_agents(db_path: Path) -> int:
         peer.close()
 
 
+# 15 rounds, not 5: on a shared VM one re-open reads anywhere from 50 to 90 ms from one batch to
+# the next, and the target compares two medians taken one after the other.
+REOPEN_ROUNDS = 15
+
+
 @pytest.mark.benchmark(group="session-reopen-10k-messages")
 @pytest.mark.parametrize("row", ["dshkit", "openai_agents_sqlite_session"])
 def test_reopen_conversation(benchmark, reopen_logs: dict[str, Any], row: str) -> None:
     if row == "dshkit":
-        assert benchmark.pedantic(reopen_dshkit, (reopen_logs["dshkit"],), rounds=5, warmup_rounds=1) == REOPEN_MESSAGES
+        opened = benchmark.pedantic(reopen_dshkit, (reopen_logs["dshkit"],), rounds=REOPEN_ROUNDS, warmup_rounds=1)
+        assert opened == REOPEN_MESSAGES
         return
     if "openai_agents" not in reopen_logs:
         pytest.skip("openai-agents is not installed")
-    items = benchmark.pedantic(reopen_openai_agents, (reopen_logs["openai_agents"],), rounds=5, warmup_rounds=1)
+    items = benchmark.pedantic(reopen_openai_agents, (reopen_logs["openai_agents"],), rounds=REOPEN_ROUNDS, warmup_rounds=1)
     benchmark.extra_info["items"] = items
