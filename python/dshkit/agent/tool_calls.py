@@ -78,7 +78,7 @@ class ToolCallRunner:
                 # Each body starts at once and is a task only if it has to wait (`start_eagerly`).
                 batch_wait = _BatchWait()
                 running = {
-                    start_eagerly(self._run_call(turn, step, token, calls[index], seq, batch_wait.wake)): (index, seq)
+                    start_eagerly(self._run_call(turn, step, token, calls[index], seq, batch_wait.body_ended)): (index, seq)
                     for index, seq in zip(segment, call_seqs)
                 }
                 pending = set(running)
@@ -253,11 +253,12 @@ class _BatchWait:
     """The driver's wait for the first finished body of a batch: `asyncio.wait(..., FIRST_COMPLETED)`
     without its set copies, woken one loop iteration sooner.
 
-    A body calls `wake` as its last act (`_run_call`), in the very step that ends its task: the
-    driver's wake-up is then scheduled at once, where a done callback of the task would only run in
-    the next iteration and schedule it from there (the iteration saved). The tasks' done callbacks
-    stay, for a body that never ran (a task cancelled before its first step). Cancelling the
-    waiting task cancels the wait only, never the tasks.
+    A body calls `body_ended` as its last act (`_run_call`), in the very step that ends its task:
+    the driver's wake-up is then scheduled at once, where a done callback of the task would only run
+    in the next iteration and schedule it from there (the iteration saved). The tasks' done
+    callbacks are the fallback for a body that never ran (a task cancelled before its first step);
+    a body that ends withdraws its own, which would only be one more no-op call (or a spurious
+    wake-up of a later wait). Cancelling the waiting task cancels the wait only, never the tasks.
     """
 
     __slots__ = ("_waiter",)
@@ -270,6 +271,13 @@ class _BatchWait:
         waiter = self._waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
+
+    def body_ended(self) -> None:
+        """A body's last act, inside its task: wake the driver and withdraw the done-callback fallback."""
+        task = asyncio.current_task()
+        if task is not None:
+            task.remove_done_callback(self.wake)
+        self.wake()
 
     async def first_done(self, tasks: set[asyncio.Future[_CallResult]]) -> None:
         """Wait until one of `tasks` is done."""
