@@ -133,10 +133,13 @@ class Inbox:
         Returns ``(message, claim seq)`` pairs in batch order (next-step items, then the
         follow-up). An empty claim logs nothing.
         """
-        self.run_deferred_clear()  # a clear asked for earlier comes before this change
+        if self.deferred_clear is not None:
+            self.run_deferred_clear()  # a clear asked for earlier comes before this change
+        step_items = self._lists[NEXT_STEP]
+        if not step_items and not (first_step and self._lists[NEXT_TURN]):
+            return []  # the usual step boundary of a running turn: nothing pending
         batch: list[tuple[Message, int]] = []
         claimed: list[tuple[str, int, Message]] = []
-        step_items = self._lists[NEXT_STEP]
         if step_items:
             seq, removed = self._splice(NEXT_STEP, 0, len(step_items), (), "claimed")
             claimed.extend((NEXT_STEP, seq, message) for message in removed)

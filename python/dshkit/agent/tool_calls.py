@@ -13,6 +13,7 @@ import json
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from operator import methodcaller
 from typing import Any
 
 from dshkit.agent.calls import call_sync_or_async, durability_point
@@ -26,6 +27,7 @@ from dshkit.session import Session
 from dshkit.session.events import TOOL_CALL, TOOL_RESULT
 
 _log = logging.getLogger("dshkit.agent")
+_is_done = methodcaller("done")  # a task's done(), called from C (no generator frame per batch wait)
 
 
 @dataclass
@@ -78,24 +80,22 @@ class ToolCallRunner:
                 # Each body starts at once and is a task only if it has to wait (`start_eagerly`).
                 batch_wait = _BatchWait()
                 running = {
-                    start_eagerly(self._run_call(turn, step, token, calls[index], seq, batch_wait.wake)): (index, seq)
+                    start_eagerly(self._run_call(turn, step, token, calls[index], seq, batch_wait.body_ended)): (index, seq)
                     for index, seq in zip(segment, call_seqs)
                 }
                 pending = set(running)
                 while pending:
-                    if any(task.done() for task in pending):
+                    if any(map(_is_done, pending)):
                         # What asyncio.wait would do for a finished body, without its callbacks:
                         # the loop runs what is ready first, then the finished results are taken.
                         await asyncio.sleep(0)
-                        done = {task for task in pending if task.done()}
-                        pending -= done
                     else:
                         # Waiting for a done callback, unlike awaiting the task, tells a body that
                         # raised CancelledError itself (the task is done) from this driver being
                         # cancelled (the wait raises), on Python 3.10 too.
                         await batch_wait.first_done(pending)
-                        done = {task for task in pending if task.done()}
-                        pending -= done
+                    done = set(filter(_is_done, pending))
+                    pending -= done
                     for task in done:
                         index, seq = running[task]
                         results[index] = _task_result(task, seq)
@@ -110,11 +110,14 @@ class ToolCallRunner:
         if committed < len(calls):  # a cancel stopped the batch: every call still gets its result
             _answer_every_call(token, results, running)
             commit_ready()
+        # Every call has its result by now (committed, or answered above).
         context: dict[str, Message] = {}
+        end_turn = False
         for result in results:
-            for message in result.context if result is not None else ():
+            if result.end_turn:  # type: ignore[union-attr]
+                end_turn = True
+            for message in result.context:  # type: ignore[union-attr]
                 context.setdefault(message.id, message)  # two tools may hand back one message: it enters once
-        end_turn = any(result is not None and result.end_turn for result in results)
         return end_turn, tuple(context.values())
 
     def segments(self, calls: tuple[Any, ...]) -> list[list[int]]:
@@ -253,11 +256,12 @@ class _BatchWait:
     """The driver's wait for the first finished body of a batch: `asyncio.wait(..., FIRST_COMPLETED)`
     without its set copies, woken one loop iteration sooner.
 
-    A body calls `wake` as its last act (`_run_call`), in the very step that ends its task: the
-    driver's wake-up is then scheduled at once, where a done callback of the task would only run in
-    the next iteration and schedule it from there (the iteration saved). The tasks' done callbacks
-    stay, for a body that never ran (a task cancelled before its first step). Cancelling the
-    waiting task cancels the wait only, never the tasks.
+    A body calls `body_ended` as its last act (`_run_call`), in the very step that ends its task:
+    the driver's wake-up is then scheduled at once, where a done callback of the task would only run
+    in the next iteration and schedule it from there (the iteration saved). The tasks' done
+    callbacks are the fallback for a body that never ran (a task cancelled before its first step);
+    a body that ends withdraws its own, which would only be one more no-op call (or a spurious
+    wake-up of a later wait). Cancelling the waiting task cancels the wait only, never the tasks.
     """
 
     __slots__ = ("_waiter",)
@@ -270,6 +274,13 @@ class _BatchWait:
         waiter = self._waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
+
+    def body_ended(self) -> None:
+        """A body's last act, inside its task: wake the driver and withdraw the done-callback fallback."""
+        task = asyncio.current_task()
+        if task is not None:
+            task.remove_done_callback(self.wake)
+        self.wake()
 
     async def first_done(self, tasks: set[asyncio.Future[_CallResult]]) -> None:
         """Wait until one of `tasks` is done."""

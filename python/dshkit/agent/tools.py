@@ -28,6 +28,11 @@ class ToolContext:
     cancel: CancelToken
     session: Session
 
+    def __init__(self, call_id: str, name: str, turn: int, step: int, cancel: CancelToken, session: Session) -> None:
+        # The dataclass's own __init__, signature and fields kept; one write of the instance dict
+        # instead of the frozen init's object.__setattr__ per field (~1.3k instructions each on 3.11).
+        self.__dict__.update(call_id=call_id, name=name, turn=turn, step=step, cancel=cancel, session=session)
+
 
 class ToolOutput:
     """A tool's full answer: content plus optional error flag, added context, end of turn.
