@@ -215,8 +215,7 @@ class TurnRunner:
             return None  # an empty first claim: turn/start + turn/end {completed}, no step
         hook = self._hooks.get("pre_step")
         if hook is None:
-            # Usually nothing was claimed: no comprehension (a function frame on 3.11) for an empty batch.
-            batch: list[Admitted] | None = [(message, (seq,)) for message, seq in claimed] if claimed else []
+            batch: list[Admitted] | None = [(message, (seq,)) for message, seq in claimed] if claimed else []  # no frame if empty
         else:
             batch = await self._admit(turn, claimed, hook)
         if batch is None or (not batch and (first or stopping)):

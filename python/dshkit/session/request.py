@@ -163,7 +163,7 @@ def project_request(
         last = _last_header_fields
         if last[0] is header_event:  # an agent's step: the header its previous request had
             request = ModelRequest.__new__(ModelRequest)
-            request._fill(messages, last[1], last[2], last[3], header_event.seq)  # type: ignore[union-attr]
+            request._fill(messages, last[1], last[2], last[3], header_event.seq)
             return request
     header: Mapping[str, Any] = header_event.data["header"] if header_event is not None else _EMPTY
     request = ModelRequest(
