@@ -34,6 +34,26 @@ def test_request_holds_the_derived_messages_and_the_latest_header(build):
     assert session.request_header is second
 
 
+def test_requests_under_one_header_check_it_each_time_until_it_passed(build):
+    """A header's fields are checked once and then reused (per step of an agent): a header that
+    fails the check fails every projection, and one header's fields never leak into another's."""
+    session = Session()
+    session.append("user/message", build.user())
+    session.append("request/header", {"header": {"system": "s", "tools": ["not a mapping"]}, "reason": "initial"})
+    for _ in range(2):
+        with pytest.raises(TypeError, match=r"tools\[0\] must be a mapping"):
+            project_request(session)
+    good = session.append("request/header", header("one", "change"))
+    first, again = project_request(session), project_request(session)
+    assert first == again and again.header_seq == good.seq and again.tools == tuple(dshkit.freeze(TOOLS))
+    assert project_request(session, system="override").system == "override"  # an override is no reuse
+    other = Session()
+    other.append("user/message", build.user())
+    other.append("request/header", header("two", "initial", temperature=0.5))
+    assert (project_request(other).system, project_request(other).config) == ("two", {"temperature": 0.5})
+    assert (project_request(session).system, project_request(session).config) == ("one", {"temperature": 0.2})
+
+
 def test_without_a_header_the_arguments_fill_the_request(build):
     session = Session()
     session.append("user/message", build.user())

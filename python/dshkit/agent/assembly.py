@@ -169,9 +169,7 @@ class StreamAssembler:
 
     def _check_tool_calls(self) -> None:
         ids: set[str] = set()
-        for entry in self._order:
-            if not isinstance(entry, _ToolCallBlock):
-                continue
+        for entry in self._tool_calls.values():  # first-seen order, as in `_order`
             call_id = entry.id or f"call-{entry.index}"
             if not entry.name:
                 raise MalformedResponseError(

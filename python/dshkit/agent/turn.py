@@ -215,7 +215,7 @@ class TurnRunner:
             return None  # an empty first claim: turn/start + turn/end {completed}, no step
         hook = self._hooks.get("pre_step")
         if hook is None:
-            batch: list[Admitted] | None = [(message, (seq,)) for message, seq in claimed]
+            batch: list[Admitted] | None = [(message, (seq,)) for message, seq in claimed] if claimed else []  # no frame if empty
         else:
             batch = await self._admit(turn, claimed, hook)
         if batch is None or (not batch and (first or stopping)):

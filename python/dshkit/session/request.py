@@ -58,14 +58,17 @@ class ModelRequest:
                 raise TypeError(f"tools[{index}] must be a mapping, not {type(tool).__name__}")
         if config is not None and type(config) is not FrozenDict and not isinstance(config, Mapping):
             raise TypeError(f"config must be a mapping, not {type(config).__name__}")
+        self._fill(messages, freeze(system), frozen_tools, _EMPTY if config is None else freeze(config), header_seq)
+
+    def _fill(self, messages: Any, system: Any, tools: Any, config: Any, header_seq: int | None) -> None:
         # Each slot's own setter (this class refuses __setattr__); object.__setattr__ would look
         # every name up again: ~1.9k instructions more per request on 3.11.
         set_slot = _SLOT_SETTERS
         set_slot["_messages"](self, messages)
         set_slot["_messages_tuple"](self, messages if type(messages) is tuple else None)
-        set_slot["system"](self, freeze(system))
-        set_slot["tools"](self, frozen_tools)
-        set_slot["config"](self, _EMPTY if config is None else freeze(config))
+        set_slot["system"](self, system)
+        set_slot["tools"](self, tools)
+        set_slot["config"](self, config)
         set_slot["header_seq"](self, header_seq)
 
     def __setattr__(self, name: str, value: object) -> None:
@@ -154,11 +157,30 @@ def project_request(
         prefix = session.events[: at_seq + 1]
         messages = derive_messages(prefix)
         header_event = latest_header(prefix)
+    global _last_header_fields
+    from_header = header_event is not None and system is None and not tools and config is None
+    if from_header:
+        last = _last_header_fields
+        if last[0] is header_event:  # an agent's step: the header its previous request had
+            request = ModelRequest.__new__(ModelRequest)
+            request._fill(messages, last[1], last[2], last[3], header_event.seq)
+            return request
     header: Mapping[str, Any] = header_event.data["header"] if header_event is not None else _EMPTY
-    return ModelRequest(
+    request = ModelRequest(
         messages,
         system=system if system is not None else header.get("system"),
         tools=tools if tools else header.get("tools", ()),
         config=config if config is not None else header.get("config"),
         header_seq=header_event.seq if header_event is not None else None,
     )
+    if from_header:
+        _last_header_fields = (header_event, request.system, request.tools, request.config)
+    return request
+
+
+# The fields of the last request `project_request` built from a header alone, as `ModelRequest`
+# checked and froze them: (header event, system, tools, config). An agent projects a request a
+# step under the same header, so they are checked once per header, not once per step. The event
+# is immutable and kept alive here, so `is` identifies it.
+_last_header_fields: tuple[Any, ...] = (None,)
+
