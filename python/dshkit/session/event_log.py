@@ -16,7 +16,7 @@ from array import array
 from collections.abc import Iterator, Sequence
 from typing import Any, overload
 
-from dshkit import Message, freeze, freeze_message, from_json, to_json
+from dshkit import Message, freeze, freeze_message, from_json, to_json_bytes
 
 from dshkit.session.events import INBOX_SPLICED, SURFACE_APPEND, USER_MESSAGE, Event
 
@@ -113,7 +113,7 @@ class EventLog(Sequence[Event]):
             if op is None:
                 messages.append(None)
                 blob.append(_DATA)
-                blob += to_json(data).encode()
+                blob += to_json_bytes(data)
             else:
                 if op != SURFACE_APPEND:
                     self._ops[seq] = op
@@ -121,14 +121,14 @@ class EventLog(Sequence[Event]):
                     messages.append(data)
                     if source_seqs:
                         blob.append(_MESSAGE)
-                        blob += to_json((None, source_seqs)).encode()
+                        blob += to_json_bytes((None, source_seqs))
                     else:
                         blob.append(_USER)
                 else:
                     messages.append(data["message"])
                     envelope = {key: (None if key == "message" else value) for key, value in data.items()}
                     blob.append(_MESSAGE)
-                    blob += to_json((envelope, source_seqs)).encode()
+                    blob += to_json_bytes((envelope, source_seqs))
             ends.append(len(blob))
         self._cold += count
 
