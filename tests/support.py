@@ -108,20 +108,10 @@ def key_cache_colliding_keys(count: int, length: int) -> list[str]:
         middle = length - 16
         if count > len(KEY_ALPHABET) ** middle:
             raise AssertionError("too few texts of that length")
-        texts = []
-        for n in range(count):
-            digits = ""
-            for _ in range(middle):
-                n, digit = divmod(n, len(KEY_ALPHABET))
-                digits += chr(KEY_ALPHABET[digit])
-            texts.append(f"aaaaaaaa{digits}zzzzzzzz")
-        return texts
+        return [f"aaaaaaaa{_alphanumeric(n).ljust(middle, 'a')}zzzzzzzz" for n in range(count)]
     by_slot: dict[int, list[str]] = {}
     for n in range(1, 1_000_000):
-        digits = ""
-        while n:
-            n, digit = divmod(n, len(KEY_ALPHABET))
-            digits += chr(KEY_ALPHABET[digit])
+        digits = _alphanumeric(n)
         if len(digits) > length:
             break
         text = digits.rjust(length, "a")
@@ -131,3 +121,12 @@ def key_cache_colliding_keys(count: int, length: int) -> list[str]:
         if len(group) == count:
             return group
     raise AssertionError("too few texts of that length")  # pragma: no cover
+
+
+def _alphanumeric(n: int) -> str:
+    """`n` written in the digits of `KEY_ALPHABET` ("a" is 0), least significant first; "" for 0."""
+    digits = ""
+    while n:
+        n, digit = divmod(n, len(KEY_ALPHABET))
+        digits += chr(KEY_ALPHABET[digit])
+    return digits
