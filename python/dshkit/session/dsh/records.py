@@ -113,9 +113,9 @@ def decode_records(
                 next_seq = len(events)
                 continue
             seq, time, raw = record["seq"], record["time"], record["data"]
-            if seq != next_seq or type(seq) is not int or type(time) is not int:
-                if seq != next_seq or type(seq) is not int:
-                    raise ValueError(f"seq {seq!r} where {next_seq} was expected (seqs are contiguous from 0)")
+            if seq != next_seq or type(seq) is not int:  # by type too: true == 1, 1.0 == 1
+                raise ValueError(f"seq {seq!r} where {next_seq} was expected (seqs are contiguous from 0)")
+            if type(time) is not int:
                 raise ValueError("'time' must be an int")
             next_seq += 1
             if event_type in verbatim:
