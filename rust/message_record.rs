@@ -57,11 +57,16 @@ struct Envelope<'py> {
     message_at: usize,
 }
 
+/// A record's data as `Parser::message_data` reads it: the message, its span, the rest of the data.
+type MessageData<'py> = (Bound<'py, Message>, (usize, usize), Option<Envelope<'py>>);
+
 /// A message event's record, read by `read_message_record`.
 pub(crate) struct MessageRecord<'py> {
     /// `time`, an integer literal.
     pub(crate) time: i64,
     pub(crate) message: Bound<'py, Message>,
+    /// Where the message's object lies in the record's text (its `{` to after its `}`).
+    pub(crate) message_span: (usize, usize),
     /// `None` for a user/message, whose data is its message.
     envelope: Option<Envelope<'py>>,
     pub(crate) surface_op: Bound<'py, PyAny>,
@@ -158,21 +163,23 @@ impl<'a, 'py> Parser<'a, 'py> {
             }
         }
         let (true, true) = (seen[SEQ], seen[TYPE]) else { return Ok(None) };
-        let (Some(time), Some((message, envelope)), Some(surface_op), Some(source_seqs)) = (time, read, surface_op, source_seqs) else {
+        let (Some(time), Some((message, message_span, envelope)), Some(surface_op), Some(source_seqs)) = (time, read, surface_op, source_seqs)
+        else {
             return Ok(None);
         };
-        Ok(Some(MessageRecord { time, message, envelope, surface_op, source_seqs }))
+        Ok(Some(MessageRecord { time, message, message_span, envelope, surface_op, source_seqs }))
     }
 
     /// The record's data (its value next): the message itself for a user/message, else an
-    /// object holding it under `message` beside other fields.
-    fn message_data(&mut self, user: bool) -> Parsed<Option<(Bound<'py, Message>, Option<Envelope<'py>>)>> {
+    /// object holding it under `message` beside other fields. With the message, its span.
+    fn message_data(&mut self, user: bool) -> Parsed<Option<MessageData<'py>>> {
         self.skip_whitespace();
         if self.peek() != Some(b'{') {
             return Ok(None);
         }
         if user {
-            return Ok(self.message(1)?.map(|message| (message, None)));
+            let start = self.pos;
+            return Ok(self.message(1)?.map(|message| (message, (start, self.pos), None)));
         }
         self.enter(1)?;
         self.pos += 1;
@@ -191,8 +198,9 @@ impl<'a, 'py> Parser<'a, 'py> {
                 if message.is_some() || self.peek() != Some(b'{') {
                     return Ok(None);
                 }
+                let start = self.pos;
                 let Some(read) = self.message(2)? else { return Ok(None) };
-                message = Some((read, fields.len()));
+                message = Some((read, (start, self.pos), fields.len()));
             } else {
                 if fields.iter().any(|(seen, _)| &self.bytes[seen.0..seen.1] == key_text) {
                     return Ok(None);
@@ -204,8 +212,8 @@ impl<'a, 'py> Parser<'a, 'py> {
                 break;
             }
         }
-        let Some((message, message_at)) = message else { return Ok(None) };
-        Ok(Some((message, Some(Envelope { fields, message_at }))))
+        let Some((message, span, message_at)) = message else { return Ok(None) };
+        Ok(Some((message, span, Some(Envelope { fields, message_at }))))
     }
 
     /// The message object whose `{` is next, `depth` containers below the record's root, as a

@@ -172,6 +172,15 @@ enum Decoded<'py> {
     Event(Bound<'py, PyAny>),
 }
 
+/// A message event as `message_event` read it.
+struct MessageEvent<'py> {
+    decoded: Decoded<'py>,
+    time: i64,
+    message: Bound<'py, PyAny>,
+    /// Where the message's object lies in the record's text.
+    message_span: (usize, usize),
+}
+
 /// A message event decoded with its time and `Message` (`message_record.rs`), or `None` when
 /// anything is off (the Python decoder then names what).
 fn message_event<'py>(
@@ -181,21 +190,35 @@ fn message_event<'py>(
     event_type: &Bound<'py, PyString>,
     event_class: &Bound<'py, PyAny>,
     tuple_new: &Bound<'py, PyAny>,
-) -> Option<(Decoded<'py>, i64, Bound<'py, PyAny>)> {
+) -> Option<MessageEvent<'py>> {
     let type_name = event_type.to_str().ok()?;
     let record = read_message_record(py, text, seq, type_name)?;
+    let (time, message_span) = (record.time, record.message_span);
     if record.envelope_passes(text) {
         let append = vouch_message_append(type_name, seq, &record.message, &record.surface_op, record.source_seqs.as_any());
         if let Some(append) = append {
-            return Some((Decoded::Vouched(append), record.time, record.message.into_any()));
+            return Some(MessageEvent { decoded: Decoded::Vouched(append), time, message: record.message.into_any(), message_span });
         }
     }
     let data = record.data(text).ok()?;
     let seq_value = seq.into_pyobject(py).ok()?.into_any();
-    let time = record.time.into_pyobject(py).ok()?.into_any();
-    let fields = [event_type.as_any(), &seq_value, &time, &data, &record.surface_op, record.source_seqs.as_any()];
+    let time_value = time.into_pyobject(py).ok()?.into_any();
+    let fields = [event_type.as_any(), &seq_value, &time_value, &data, &record.surface_op, record.source_seqs.as_any()];
     let event = tuple_new.call1((event_class, PyTuple::new(py, fields).ok()?)).ok()?;
-    Some((Decoded::Event(event), record.time, record.message.into_any()))
+    Some(MessageEvent { decoded: Decoded::Event(event), time, message: record.message.into_any(), message_span })
+}
+
+/// Cuts the message, at `span`, out of a message event's record `text`, leaving `null` in its
+/// place; the length of what is left. The event keeps its message as the `Message` (`EventLog`
+/// puts it back when it rebuilds the event), so a copy in the record would double its memory.
+fn without_message(text: &mut [u8], (start, stop): (usize, usize)) -> usize {
+    const NULL: &[u8] = b"null";
+    if stop - start < NULL.len() {
+        return text.len(); // no message is this short; kept whole rather than grown
+    }
+    text.copy_within(stop.., start + NULL.len());
+    text[start..start + NULL.len()].copy_from_slice(NULL);
+    text.len() - (stop - start) + NULL.len()
 }
 
 /// `decode_records`' `pending` as it is built: consecutive vouched appends gather into one run.
@@ -235,7 +258,7 @@ impl<'py> Pending<'py> {
 ///
 /// `types`/`messages` are lists (`None` where the Python decoder must look), `times` and `ends`
 /// native-endian `int64`/`uint64` bytes, `blob` a bytearray of kind byte + record text per
-/// event. `pending` lists, in seq order, each message event as an `Event`, the index of each
+/// event (a decoded message event's text with `null` where its message was: `without_message`). `pending` lists, in seq order, each message event as an `Event`, the index of each
 /// record left to the Python decoder, and each run of vouched appends as `(seqs, tags)`
 /// (`Pending::vouched`; their `Message`s are in `messages`).
 #[pyfunction]
@@ -277,81 +300,94 @@ fn decode_records<'py>(
     let tuple_new = py.get_type::<PyTuple>().getattr("__new__")?;
     let none = py.None().into_bound(py);
 
-    // A kind byte, then the record's text, per event.
+    // A kind byte, then the record's text, per event: at most this many bytes (a message
+    // event's message is cut from its text, see below).
     let blob_len = texts.iter().map(|[body, tail]| 1 + body.len() + tail.len()).sum();
     // SAFETY: a new bytearray of `blob_len` bytes, not yet seen by Python code; every byte of it
-    // is written below (a kind byte and the text, record after record) before `blob` is returned,
-    // and `text` is read only from bytes already written. On an error it is dropped unread.
+    // up to `at` is written below (a kind byte and the text, record after record) and the rest cut
+    // off before `blob` is returned, and `text` is read only from bytes already written. On an
+    // error it is dropped unread.
     // Not `PyByteArray::new_with`: that zeroes the whole buffer first, one more pass over it.
     let blob = unsafe {
         Bound::from_owned_ptr_or_err(py, ffi::PyByteArray_FromStringAndSize(std::ptr::null(), blob_len as ffi::Py_ssize_t))?
     };
     let buffer: *mut u8 = unsafe { ffi::PyByteArray_AsString(blob.as_ptr()) }.cast();
-    {
-        let mut at = 0;
-        for (seq, [body, tail]) in texts.iter().enumerate() {
-            let kind_at = at;
-            let end = kind_at + 1 + body.len() + tail.len();
-            debug_assert!(end <= blob_len);
-            // SAFETY: `kind_at + 1..end` lies inside the buffer (the sizes summed into `blob_len`).
-            let text = unsafe {
-                let text_at = buffer.add(kind_at + 1);
-                std::ptr::copy_nonoverlapping(body.as_ptr(), text_at, body.len());
-                std::ptr::copy_nonoverlapping(tail.as_ptr(), text_at.add(body.len()), tail.len());
-                std::slice::from_raw_parts(text_at, end - kind_at - 1)
-            };
-            at = end;
-            let mut intern = |span: (usize, usize)| {
-                let name = &text[span.0..span.1];
-                if let Some((_, value)) = type_names.iter().find(|(known, _)| known == name) {
-                    return value.clone();
-                }
-                // SAFETY: `sort` checked the record is UTF-8 and the span lies between ASCII quotes.
-                let value = PyString::intern(py, unsafe { std::str::from_utf8_unchecked(name) });
-                type_names.push((name.to_vec(), value.clone()));
-                value
-            };
-            let mut kind = KIND_RECORD;
-            match sort(text, seq) {
-                Sorted::Plain(span, time) => {
-                    types.push(intern(span).into_any());
-                    times.push(time);
-                    messages.push(none.clone());
-                }
-                sorted => {
-                    let decoded = match sorted {
-                        Sorted::Message(span) => {
-                            let event_type = intern(span);
-                            // SAFETY: `sort` checked the record is UTF-8.
-                            let text = unsafe { std::str::from_utf8_unchecked(text) };
-                            message_event(py, text, seq, &event_type, event_class, &tuple_new)
-                                .map(|(decoded, time, message)| (decoded, time, message, event_type))
+    let mut at = 0;
+    for (seq, [body, tail]) in texts.iter().enumerate() {
+        let kind_at = at;
+        let text_length = body.len() + tail.len();
+        debug_assert!(kind_at + 1 + text_length <= blob_len);
+        // SAFETY: `kind_at + 1..` holds `text_length` bytes inside the buffer: `at` never passes
+        // the sizes summed into `blob_len`.
+        let text_at = unsafe { buffer.add(kind_at + 1) };
+        let text = unsafe {
+            std::ptr::copy_nonoverlapping(body.as_ptr(), text_at, body.len());
+            std::ptr::copy_nonoverlapping(tail.as_ptr(), text_at.add(body.len()), tail.len());
+            std::slice::from_raw_parts(text_at, text_length)
+        };
+        let mut intern = |span: (usize, usize)| {
+            let name = &text[span.0..span.1];
+            if let Some((_, value)) = type_names.iter().find(|(known, _)| known == name) {
+                return value.clone();
+            }
+            // SAFETY: `sort` checked the record is UTF-8 and the span lies between ASCII quotes.
+            let value = PyString::intern(py, unsafe { std::str::from_utf8_unchecked(name) });
+            type_names.push((name.to_vec(), value.clone()));
+            value
+        };
+        let mut kind = KIND_RECORD;
+        let mut message_span = None;
+        match sort(text, seq) {
+            Sorted::Plain(span, time) => {
+                types.push(intern(span).into_any());
+                times.push(time);
+                messages.push(none.clone());
+            }
+            sorted => {
+                let read = match sorted {
+                    Sorted::Message(span) => {
+                        let event_type = intern(span);
+                        // SAFETY: `sort` checked the record is UTF-8.
+                        let text = unsafe { std::str::from_utf8_unchecked(text) };
+                        message_event(py, text, seq, &event_type, event_class, &tuple_new).map(|read| (read, event_type))
+                    }
+                    _ => None,
+                };
+                match read {
+                    Some((read, event_type)) => {
+                        types.push(event_type.into_any());
+                        times.push(read.time);
+                        messages.push(read.message);
+                        match read.decoded {
+                            Decoded::Vouched(append) => pending.vouched(seq, append)?,
+                            Decoded::Event(event) => pending.other(event)?,
                         }
-                        _ => None,
-                    };
-                    match decoded {
-                        Some((decoded, time, message, event_type)) => {
-                            types.push(event_type.into_any());
-                            times.push(time);
-                            messages.push(message);
-                            match decoded {
-                                Decoded::Vouched(append) => pending.vouched(seq, append)?,
-                                Decoded::Event(event) => pending.other(event)?,
-                            }
-                            kind = KIND_MESSAGE_RECORD;
-                        }
-                        None => {
-                            types.push(none.clone());
-                            times.push(0);
-                            messages.push(none.clone());
-                            pending.other(seq)?;
-                        }
+                        kind = KIND_MESSAGE_RECORD;
+                        message_span = Some(read.message_span);
+                    }
+                    None => {
+                        types.push(none.clone());
+                        times.push(0);
+                        messages.push(none.clone());
+                        pending.other(seq)?;
                     }
                 }
             }
-            // SAFETY: `kind_at` lies inside the buffer, before this record's text.
-            unsafe { buffer.add(kind_at).write(kind) };
-            ends.push(end as u64);
+        }
+        // SAFETY: `kind_at` lies inside the buffer, before this record's text.
+        unsafe { buffer.add(kind_at).write(kind) };
+        let kept = match message_span {
+            // SAFETY: the same bytes as `text`, which is not used again.
+            Some(span) => without_message(unsafe { std::slice::from_raw_parts_mut(text_at, text_length) }, span),
+            None => text_length,
+        };
+        at = kind_at + 1 + kept;
+        ends.push(at as u64);
+    }
+    if at < blob_len {
+        // SAFETY: a shrink of a bytearray only Rust holds yet; it cannot fail for lack of memory.
+        if unsafe { ffi::PyByteArray_Resize(blob.as_ptr(), at as ffi::Py_ssize_t) } != 0 {
+            return Err(PyErr::fetch(py));
         }
     }
     let as_bytes = |words: Vec<[u8; 8]>| PyBytes::new(py, words.as_flattened());
@@ -386,6 +422,18 @@ mod tests {
         flipped[10] ^= 1;
         assert_eq!(unseal(&flipped), None);
         assert_eq!(unseal(b"{}"), None);
+    }
+
+    #[test]
+    fn a_message_is_cut_to_null_and_the_rest_moved_up() {
+        let mut text = br#"{"data":{"turn":1,"message":{"id":"x"},"usage":{}}}"#.to_vec();
+        let start = text.windows(3).position(|pair| pair == b"{\"i").unwrap();
+        let stop = start + br#"{"id":"x"}"#.len();
+        let kept = without_message(&mut text, (start, stop));
+        assert_eq!(&text[..kept], br#"{"data":{"turn":1,"message":null,"usage":{}}}"#);
+        let mut short = b"[{}]".to_vec();
+        assert_eq!(without_message(&mut short, (1, 3)), 4);
+        assert_eq!(short, b"[{}]");
     }
 
     #[test]

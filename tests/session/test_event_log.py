@@ -75,3 +75,20 @@ def test_a_replace_of_an_old_message_and_a_reopened_log_keep_every_event(tmp_pat
         assert tuple(event) == tuple(original)
     assert reopened.messages() == session.messages()
     assert reopened.request_header == session.request_header
+
+
+def test_a_reopened_log_holds_each_message_once_and_rebuilds_its_events_exactly(tmp_path: Path):
+    path = tmp_path / "log.jsonl"
+    session = Session.create(path, durability="none")
+    appended = _fill(session, 12)
+    session.close()
+    reopened = Session.open(path, read_only=True)
+    for event, original in zip(reopened.events, appended, strict=True):
+        assert dshkit.to_json(tuple(event)) == dshkit.to_json(tuple(original))  # same fields, same key order
+        if original.message is not None:
+            assert event.message is reopened.message(original.message.id)
+    # The messages live once, as the surface's Messages: the compact records hold `null` for them.
+    compact = bytes(reopened._events._blob)
+    assert b"question" not in compact and b'"text":"r1"' not in compact and b"looking" not in compact
+    assert compact.count(b'"message":null') == 24 and compact.count(b'"data":null') == 12
+    assert b'"usage":{"input_tokens":12}' in compact  # the rest of the envelope stays

@@ -7,7 +7,8 @@ columns: their type (a shared `str`), time, the `Message` a message event carrie
 on the surface, never copied), and the rest of the event as compact JSON bytes in one buffer. An
 event read from the columns is rebuilt on access: equal to the appended one, carrying the same
 `Message`, but a new `Event` object each time. Opening a log stores the records it read straight
-into the columns (the JSON of an event without a message is the stored record itself).
+into the columns: the JSON of an event without a message is the stored record itself, that of a
+message event the record with `null` in place of its message (held once, as the `Message`).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ _DATA = 0x44  # b"D": the JSON of the event's data
 _RECORD = 0x52  # b"R": the stored JSON record of the whole event
 _MESSAGE = 0x4D  # b"M": a message event: JSON [envelope without the message or null, source seqs]
 _USER = 0x55  # b"U": a user/message appended at the end of the surface, citing nothing
-_MESSAGE_RECORD = 0x53  # b"S": the stored JSON record of a message event (its Message kept aside)
+_MESSAGE_RECORD = 0x53  # b"S": the stored JSON record of a message event, its message kept aside (null or whole in the text)
 _new_event = tuple.__new__
 
 
