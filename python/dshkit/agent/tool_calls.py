@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from operator import methodcaller
-from typing import Any
+from typing import Any, cast
 
 from dshkit.agent.calls import call_sync_or_async, durability_point
 from dshkit.agent.cancel import CancelToken
@@ -65,8 +65,11 @@ class ToolCallRunner:
 
         def commit_ready() -> None:
             nonlocal committed
-            while committed < len(calls) and results[committed] is not None:
-                self._commit_result(turn, step, calls[committed], results[committed], assistant_seq)  # type: ignore[arg-type]
+            while committed < len(calls):
+                result = results[committed]
+                if result is None:
+                    return
+                self._commit_result(turn, step, calls[committed], result, assistant_seq)
                 committed += 1
 
         try:
@@ -113,10 +116,10 @@ class ToolCallRunner:
         # Every call has its result by now (committed, or answered above).
         context: dict[str, Message] = {}
         end_turn = False
-        for result in results:
-            if result.end_turn:  # type: ignore[union-attr]
+        for result in cast("list[_CallResult]", results):
+            if result.end_turn:
                 end_turn = True
-            for message in result.context:  # type: ignore[union-attr]
+            for message in result.context:
                 context.setdefault(message.id, message)  # two tools may hand back one message: it enters once
         return end_turn, tuple(context.values())
 
