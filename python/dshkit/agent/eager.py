@@ -1,8 +1,8 @@
 """Starting a coroutine as a task whose first step runs at once (an eager task, Python >= 3.12).
 
-A step's stream reader and its tool bodies run as tasks of their own so that they can be cut
-(`Task.cancel`) or waited for together. A lazily started task costs event-loop iterations (its
-first step is scheduled, its end wakes the waiter), which is most of the agent loop's own cost
+A step's tool bodies run as tasks of their own so that they can be cut (`Task.cancel`) or waited
+for together, each in a context of its own. A lazily started task costs event-loop iterations (its
+first step is scheduled, its end wakes the waiter), a large part of the agent loop's own cost
 when the model and the tools never wait (an offline model, a tool that answers at once).
 
 Python 3.12 can start a task eagerly: `Task(..., eager_start=True)` runs the first step at once,

@@ -20,7 +20,7 @@ from dshkit.agent.assembly import StreamAssembler
 from dshkit.agent.calls import call_sync_or_async, durability_point
 from dshkit.agent.cancel import CancelToken
 from dshkit.agent.checks import check_rewrite, check_user_message
-from dshkit.agent.eager import STARTS_EAGERLY, start_eagerly
+from dshkit.agent.cut import read_until_cut
 from dshkit.agent.events import EventHub
 from dshkit.agent.hooks import (
     Enter,
@@ -387,30 +387,16 @@ class TurnRunner:
             stream = self._model.stream(request, token)
         except Exception as exc:
             return exc
-        # The stream is read in a task of its own so that cancel() can cut it at once, even when the model never
-        # looks at its cancel signal. The loop runs what is ready first (as it did before a reader task's first
-        # step); the reader then starts at once and becomes a task only if the stream makes it wait (`start_eagerly`).
-        if STARTS_EAGERLY:
-            await asyncio.sleep(0)
-            if token.cancelled:
-                return _INTERRUPTED  # cut before the reader's first step: nothing was read
-        reader = start_eagerly(self._read(turn, stream, assembler, chunk_seqs), lambda: token.cancelled)
-        unregister = None if reader.done() else token.on_cancel(reader.cancel)
+        # The loop runs what is ready first (once a step, as the stream may never wait); the read
+        # is then awaited in place, and the token cuts it at once (`read_until_cut`).
+        await asyncio.sleep(0)
+        if token.cancelled:
+            return _INTERRUPTED  # cut before the read began: nothing was read
         try:
-            await reader
-        except asyncio.CancelledError:
-            # Either the token cut the reader (carry on: keep the prefix) or this driver task
-            # itself is being cancelled (propagate).
-            if not token.cancelled or _being_cancelled():
-                raise
-            return _INTERRUPTED
+            if not await read_until_cut(self._read(turn, stream, assembler, chunk_seqs), token):
+                return _INTERRUPTED
         except Exception as exc:
             return exc
-        finally:
-            if unregister is not None:
-                unregister()
-        if token.cancelled and not assembler.finished:
-            return _INTERRUPTED  # the model stopped early on its own when it saw the cancel
         return None
 
     async def _read(self, turn: Turn, stream: Any, assembler: StreamAssembler, chunk_seqs: list[int]) -> None:
@@ -484,17 +470,6 @@ def _last_turn_number(session: Session) -> int:
     events = session.events
     numbers = (events[seq].data["turn"] for seq in range(len(events) - 1, -1, -1) if events[seq].type == TURN_START)
     return next(numbers, 0)
-
-
-def _being_cancelled() -> bool:
-    """Whether the current task has a cancellation request of its own pending (Python 3.11+).
-
-    On 3.10 this cannot be told apart from the token's cancel of the reader; the turn is then
-    treated as cancelled by the token, and still closed properly.
-    """
-    task = asyncio.current_task()
-    cancelling = getattr(task, "cancelling", None)
-    return bool(cancelling()) if cancelling is not None else False
 
 
 __all__ = ["Admitted", "StepResult", "Turn", "TurnAborted", "TurnRunner", "error_info"]
