@@ -370,3 +370,63 @@ def test_a_driver_cancelled_during_tools_still_answers_every_call(kit: Any) -> N
     assert kit.types(agent.session)[-2:] == ["step/end", "turn/end"]
     assert kit.turn_ends(agent.session) == [{"kind": "aborted", "cause": "task_cancelled"}]
     assert check_events(agent.session.events) == []
+
+
+@pytest.mark.parametrize("tool_kind", ["async", "sync"])
+def test_a_cancel_from_another_task_lands_within_a_step_when_nothing_ever_waits(kit: Any, tool_kind: str) -> None:
+    # An offline model and tools that answer at once: the loop still runs other tasks once a
+    # step, so a cancel from one of them is not held back until the turn ends.
+    async def answer_async(arguments: Any, ctx: Any) -> str:
+        return "ok"
+
+    def answer_sync(arguments: Any, ctx: Any) -> str:
+        return "ok"
+
+    body = answer_async if tool_kind == "async" else answer_sync
+    steps = 20
+    model = ScriptedModel([kit.calls_response((f"c{step}", "answer", "{}")) for step in range(steps)] + ["done"])
+    agent = Agent(model, tools=[Tool("answer", "a", {"type": "object"}, body)])
+
+    async def cancel_after_two_results() -> None:
+        while len(kit.of_type(agent.session, "tool/result")) < 2:
+            await asyncio.sleep(0)
+        agent.cancel(cause="watcher")
+
+    async def main() -> None:
+        watcher = asyncio.create_task(cancel_after_two_results())
+        agent.followup(kit.user("q"))
+        await agent.when_idle()
+        await watcher
+
+    run(main())
+    assert kit.turn_ends(agent.session) == [{"kind": "aborted", "cause": "watcher"}]
+    assert 2 <= len(kit.of_type(agent.session, "tool/result")) <= 3
+
+
+@pytest.mark.parametrize("shape", ["tool steps", "text turns"])
+def test_the_loop_runs_other_tasks_once_a_model_call_when_nothing_ever_waits(kit: Any, shape: str) -> None:
+    async def answer(arguments: Any, ctx: Any) -> str:
+        return "ok"
+
+    calls = 20
+    if shape == "tool steps":
+        script: list[Any] = [kit.calls_response((f"c{n}", "answer", "{}")) for n in range(calls - 1)] + ["done"]
+        prompts = [kit.user("q")]
+    else:
+        script = [f"answer {n}" for n in range(calls)]
+        prompts = [kit.user(f"q{n}") for n in range(calls)]
+    agent = Agent(ScriptedModel(script), tools=[Tool("answer", "a", {"type": "object"}, answer)])
+    ticks = 0
+
+    async def main() -> None:
+        nonlocal ticks
+        for prompt in prompts:
+            agent.followup(prompt)
+        idle = asyncio.ensure_future(agent.when_idle())
+        while not idle.done():
+            ticks += 1
+            await asyncio.sleep(0)
+
+    run(main())
+    assert len(agent.model.requests) == calls
+    assert ticks >= calls  # at least one loop iteration per model call

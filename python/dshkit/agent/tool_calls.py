@@ -52,15 +52,18 @@ class ToolCallRunner:
 
     async def run(
         self, calls: tuple[Any, ...], assistant_seq: int, *, turn: int, step: int, token: CancelToken
-    ) -> tuple[bool, tuple[Message, ...]]:
+    ) -> tuple[bool, tuple[Message, ...], bool]:
         """Run a response's tool calls; results are committed in model order as they are ready.
 
         Consecutive parallel calls run together, an exclusive one alone (`segments`); no call
-        starts after `token` fired. Returns whether a tool asked to end the turn, and the
-        context the tools handed back (model order, each id once) for the step boundary.
+        starts after `token` fired. Returns whether a tool asked to end the turn, the context
+        the tools handed back (model order, each id once) for the step boundary, and whether
+        the event loop ran other tasks meanwhile (it does once any call started: the batch
+        waits for its bodies, or yields once for bodies that finished at once).
         """
         results: list[_CallResult | None] = [None] * len(calls)
         committed = 0
+        loop_ran = False
         running: dict[asyncio.Future[_CallResult], tuple[int, int]] = {}  # task -> (index, call seq)
 
         def commit_ready() -> None:
@@ -97,6 +100,7 @@ class ToolCallRunner:
                         # raised CancelledError itself (the task is done) from this driver being
                         # cancelled (the wait raises), on Python 3.10 too.
                         await batch_wait.first_done(pending)
+                    loop_ran = True
                     done = set(filter(_is_done, pending))
                     pending -= done
                     for task in done:
@@ -121,7 +125,7 @@ class ToolCallRunner:
                 end_turn = True
             for message in result.context:
                 context.setdefault(message.id, message)  # two tools may hand back one message: it enters once
-        return end_turn, tuple(context.values())
+        return end_turn, tuple(context.values()), loop_ran
 
     def segments(self, calls: tuple[Any, ...]) -> list[list[int]]:
         """Consecutive parallel calls run together; an exclusive (parallel=False) call runs alone."""

@@ -115,6 +115,7 @@ class TurnRunner:
         self._last_header: Any = None
         self._logged_config: Any = None
         self._turn_number = _last_turn_number(session)
+        self._loop_ran = False  # the event loop ran other tasks since the last stream was read
 
     def _append(self, event_type: str, data: Any, source_event_seqs: tuple[int, ...] = ()) -> Any:
         event = self._session.append(event_type, data, source_event_seqs=source_event_seqs)
@@ -387,11 +388,14 @@ class TurnRunner:
             stream = self._model.stream(request, token)
         except Exception as exc:
             return exc
-        # The loop runs what is ready first (once a step, as the stream may never wait); the read
-        # is then awaited in place, and the token cuts it at once (`read_until_cut`).
-        await asyncio.sleep(0)
-        if token.cancelled:
-            return _INTERRUPTED  # cut before the read began: nothing was read
+        # The loop runs other tasks at least once a model call, as a model and tools may never wait:
+        # unless it ran since the last read (a tool batch waits for its bodies), it runs now.
+        if not self._loop_ran:
+            await asyncio.sleep(0)
+            if token.cancelled:
+                return _INTERRUPTED  # cut before the read began: nothing was read
+        self._loop_ran = False
+        # The read is awaited in place, and the token cuts it at once (`read_until_cut`).
         try:
             if not await read_until_cut(self._read(turn, stream, assembler, chunk_seqs), token):
                 return _INTERRUPTED
@@ -456,7 +460,9 @@ class TurnRunner:
         calls = message.tool_calls
         if not calls:
             return StepResult("stop")
-        end_turn, context = await self._tool_calls.run(calls, event.seq, turn=turn.number, step=turn.step, token=turn.token)
+        end_turn, context, self._loop_ran = await self._tool_calls.run(
+            calls, event.seq, turn=turn.number, step=turn.step, token=turn.token
+        )
         return StepResult("tools", concluded=end_turn, context=context)
 
 
