@@ -258,8 +258,9 @@ impl<'py> Pending<'py> {
 ///
 /// `types`/`messages` are lists (`None` where the Python decoder must look), `times` and `ends`
 /// native-endian `int64`/`uint64` bytes, `blob` a bytearray of kind byte + record text per
-/// event (a decoded message event's text with `null` where its message was: `without_message`). `pending` lists, in seq order, each message event as an `Event`, the index of each
-/// record left to the Python decoder, and each run of vouched appends as `(seqs, tags)`
+/// event (a decoded message event's text with `null` where its message was: `without_message`).
+/// `pending` lists, in seq order, each message event as an `Event`, the index of each record
+/// left to the Python decoder, and each run of vouched appends as `(seqs, tags)`
 /// (`Pending::vouched`; their `Message`s are in `messages`).
 #[pyfunction]
 #[pyo3(signature = (records, event_class, /))]
@@ -385,7 +386,7 @@ fn decode_records<'py>(
         ends.push(at as u64);
     }
     if at < blob_len {
-        // SAFETY: a shrink of a bytearray only Rust holds yet; it cannot fail for lack of memory.
+        // SAFETY: `blob` is a bytearray only this function holds yet; shrinking keeps the bytes before `at`.
         if unsafe { ffi::PyByteArray_Resize(blob.as_ptr(), at as ffi::Py_ssize_t) } != 0 {
             return Err(PyErr::fetch(py));
         }
@@ -427,7 +428,7 @@ mod tests {
     #[test]
     fn a_message_is_cut_to_null_and_the_rest_moved_up() {
         let mut text = br#"{"data":{"turn":1,"message":{"id":"x"},"usage":{}}}"#.to_vec();
-        let start = text.windows(3).position(|pair| pair == b"{\"i").unwrap();
+        let start = text.windows(3).position(|window| window == b"{\"i").unwrap();
         let stop = start + br#"{"id":"x"}"#.len();
         let kept = without_message(&mut text, (start, stop));
         assert_eq!(&text[..kept], br#"{"data":{"turn":1,"message":null,"usage":{}}}"#);
