@@ -2,11 +2,12 @@
 
 The stream used to be read in a task of its own, so that `cancel()` could cut it even when the
 model never looks at its cancel signal. On Python < 3.12 that task cost two event-loop
-iterations a step (its first step is scheduled, its end wakes the driver), about a tenth of a
-step with an offline model. Now the driver awaits the read itself, and the token cuts it the
-way it cut the task: by cancelling the task that waits inside the stream (the driver), so the
-stream gets `CancelledError` where it waits and closes. The cancel is then taken back
-(`Task.uncancel`, 3.11+), so a cancellation of the driver from elsewhere is still told apart.
+iterations a step (its first step is scheduled, its end wakes the driver): 22k of 482k
+instructions a step with an offline model. Now the driver awaits the read itself, and the token
+cuts it the way it cut the task: by cancelling the task that waits inside the stream (the
+driver), so the stream gets `CancelledError` where it waits and closes. The cancel is then taken
+back (`Task.uncancel`, 3.11+), so a cancellation of the driver from elsewhere is still told
+apart.
 
 A cancel asked while the driver itself runs (from code the read calls, e.g. an observer of a
 chunk's append) is not a task cancel: it is delivered when the driver next waits inside the
