@@ -9,8 +9,10 @@ on the wire: retries, request bodies, and whether the client dropped a stalled c
 from __future__ import annotations
 
 import json
+import os
 import select
 import socket
+import sys
 import threading
 import time
 from collections import deque
@@ -22,6 +24,20 @@ from typing import Any, Union
 import pytest
 
 STALL_LIMIT = 30.0  # seconds a stalled reply waits for the client at most (then the test failed)
+
+
+class _NamedServer(ThreadingHTTPServer):
+    """A loopback server whose handler errors name the test that started it.
+
+    A handler thread can outlive its test (a keep-alive connection the client closes later, when
+    it is collected), so its traceback may print during another test.
+    """
+
+    started_in = "?"
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        sys.stderr.write(f"loopback server started in {self.started_in}: ")
+        super().handle_error(request, client_address)
 
 
 class Stall:
@@ -94,7 +110,8 @@ class LoopbackServer:
                     )
                 server._play(self, reply)
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = _NamedServer(("127.0.0.1", 0), Handler)
+        self._server.started_in = os.environ.get("PYTEST_CURRENT_TEST", "?")
         self._server.daemon_threads = True
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, name="loopback-http", daemon=True
