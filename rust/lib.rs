@@ -7,6 +7,7 @@ mod checksum;
 mod content;
 mod creation;
 mod errors;
+mod event_columns;
 mod freeze;
 mod frozendict;
 mod ids;
@@ -43,6 +44,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     creation::register(m)?;
     checksum::register(m)?;
     records::register(m)?;
+    event_columns::register(m)?;
     message_vouch::register(m)?;
     plain_vouch::register(m)?;
     surface_fold::register(m)?;

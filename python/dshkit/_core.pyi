@@ -128,6 +128,13 @@ def decode_records(
     holds, in seq order, each message event decoded, the index of each record left to Python, and
     each run of appends vouched for natively as `(seqs, tags)` (see `Surface.fold_appends`)."""
 
+def compact_events(
+    events: list[Any], count: int, offset: int, /
+) -> tuple[list[str], bytes, list[Message | None], bytes, bytes, list[tuple[int, Any]], list[tuple[int, Any]]]:
+    """The first `count` events as `EventLog` columns whose blob is `offset` bytes long so far:
+    `(types, times, messages, blob, ends, ops, kept)`; `ops` and `kept` are `(seq, surface_op)` and
+    `(seq, event)` of the events whose operation is not "append" and of those kept whole."""
+
 def vouch_new_append(
     event_type: object, data: object, surface_op: object, source_seqs: object, seq: int, /
 ) -> tuple[Any, Message, Any] | None:

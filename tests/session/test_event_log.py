@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from array import array
 from pathlib import Path
+
+import pytest
 
 import dshkit
 from dshkit.session import Session
@@ -92,3 +95,82 @@ def test_a_reopened_log_holds_each_message_once_and_rebuilds_its_events_exactly(
     assert b"question" not in compact and b'"text":"r1"' not in compact and b"looking" not in compact
     assert compact.count(b'"message":null') == 24 and compact.count(b'"data":null') == 12
     assert b'"usage":{"input_tokens":12}' in compact  # the rest of the envelope stays
+
+
+def _as_json(events) -> list[str]:
+    return [dshkit.to_json(tuple(event)) for event in events]  # every field, in key order
+
+
+def test_an_agents_events_come_back_exactly_once_moved_into_the_columns():
+    """Every kind of event an agent logs (header, splices holding messages, user messages citing
+    their splice, chunks, calls, results) is rebuilt field for field, in key order."""
+    import asyncio
+
+    from dshkit.agent import Agent, Tool
+    from dshkit.models import ScriptedModel
+
+    async def noop(arguments, ctx):
+        return "ok"
+
+    steps = HOT // 4  # about 8 events a step: past 2 * HOT, so moved at least once
+    call = lambda step: [  # noqa: E731
+        {"type": "tool_call_delta", "index": 0, "id": f"call-{step}", "name": "noop", "arguments": "{}"},
+        {"type": "usage", "usage": {"prompt_tokens": 3, "completion_tokens": 1}},
+        {"type": "finish", "reason": "tool_calls"},
+    ]
+    model = ScriptedModel([call(step) for step in range(steps)] + ["done"])
+    session = Session()
+    seen = []
+    session.subscribe(seen.append)
+    agent = Agent(model, session=session, tools=[Tool("noop", "no-op", {"type": "object"}, noop)], system="s")
+
+    async def run() -> None:
+        agent.followup(_user("go"))
+        await agent.when_idle()
+
+    asyncio.run(run())
+    events = session._events
+    assert events._cold >= HOT and len(events) == len(seen)
+    assert {"agent/inbox/spliced", "user/message", "request/header", "tool/result"} <= {e.type for e in seen[: events._cold]}
+    assert _as_json(events) == _as_json(seen)
+    for event, original in zip(events, seen):
+        _same(event, original)
+
+
+def test_an_event_that_cannot_be_written_as_json_is_kept_whole_when_moved():
+    """A session without a store accepts a str holding a lone surrogate (only JSON refuses it):
+    moving the event out of the hot window must neither fail nor lose it, nor any event after it."""
+    session = Session()
+    odd = "bad \ud800 text"
+    appended = [session.append("turn/start", {"turn": 1, "note": odd})]
+    appended += _fill(session, 2)
+    call_id = "call-odd"
+    reply = dshkit.create_assistant_message(
+        [{"type": "tool_call", "id": call_id, "name": "f", "arguments": "{}"}], provider="p", model="m"
+    )
+    appended.append(session.append("assistant/message", {"turn": 1, "step": 1, "message": reply, "usage": {odd: 1}}))
+    call = session.append("tool/call", {"turn": 1, "step": 1, "call_id": call_id, "name": "f", "arguments": "{}"})
+    appended.append(call)
+    result = dshkit.create_tool_result_message(call_id, odd)  # the message itself is held as an object
+    appended.append(session.append("tool/result", {"turn": 1, "step": 1, "message": result}, source_event_seqs=[call.seq]))
+    appended += _fill(session, 2 * HOT // 9 + 1)
+    events = session._events
+    assert events._cold > appended.index(call) + 1 and len(events) == len(appended)
+    assert sorted(events._kept) == [0, appended.index(call) - 1]  # the two whose JSON fails, no other
+    for event, original in zip(events, appended):
+        _same(event, original)
+    assert events[0].data["note"] == odd
+    assert session.message(result.id) is result
+
+
+def test_compact_events_names_what_it_cannot_move():
+    from dshkit._core import compact_events
+
+    event = Session().append("turn/start", {"turn": 1})
+    with pytest.raises(IndexError, match="2 events asked, 1 given"):
+        compact_events([event], 2, 0)
+    with pytest.raises(TypeError, match="an event is a 6-tuple"):
+        compact_events([("turn/start", 0)], 1, 0)
+    types, times, messages, blob, ends, ops, kept = compact_events([event, event], 1, 10)
+    assert (types, messages, blob, ops, kept) == (["turn/start"], [None], b'D{"turn":1}', [], [])
+    assert array("Q", ends).tolist() == [10 + len(blob)] and array("q", times).tolist() == [event.time]

@@ -4,7 +4,8 @@ An agent's log holds about four events per message (chunks, step boundaries, too
 `Event` tuples with frozen data they cost more memory than the messages themselves. So only the
 last `HOT`..`2 * HOT` events stay `Event` objects; older ones are moved, a batch at a time, into
 columns: their type (a shared `str`), time, the `Message` a message event carries (the very object
-on the surface, never copied), and the rest of the event as compact JSON bytes in one buffer. An
+on the surface, never copied), and the rest of the event as compact JSON bytes in one buffer
+(written natively, `rust/event_columns.rs`; an event whose data JSON cannot hold stays whole). An
 event read from the columns is rebuilt on access: equal to the appended one, carrying the same
 `Message`, but a new `Event` object each time. Opening a log stores the records it read straight
 into the columns: the JSON of an event without a message is the stored record itself, that of a
@@ -17,7 +18,8 @@ from array import array
 from collections.abc import Iterator, Sequence
 from typing import Any, overload
 
-from dshkit import Message, freeze, freeze_message, from_json, to_json_bytes
+from dshkit import Message, freeze, freeze_message, from_json
+from dshkit._core import compact_events
 
 from dshkit.session.events import INBOX_SPLICED, SURFACE_APPEND, USER_MESSAGE, Event
 
@@ -28,6 +30,7 @@ _DATA = 0x44  # b"D": the JSON of the event's data
 _RECORD = 0x52  # b"R": the stored JSON record of the whole event
 _MESSAGE = 0x4D  # b"M": a message event: JSON [envelope without the message or null, source seqs]
 _USER = 0x55  # b"U": a user/message appended at the end of the surface, citing nothing
+_KEPT = 0x45  # b"E": an event whose data cannot be written as JSON, kept whole in `_kept`
 _MESSAGE_RECORD = 0x53  # b"S": the stored JSON record of a message event, its message kept aside (null or whole in the text)
 _new_event = tuple.__new__
 
@@ -35,7 +38,7 @@ _new_event = tuple.__new__
 class EventLog(Sequence[Event]):
     """The events of one session, in seq order: `append`, `len`, index, slice, iterate."""
 
-    __slots__ = ("_hot", "_cold", "_types", "_times", "_messages", "_ops", "_blob", "_ends", "header_seq")
+    __slots__ = ("_hot", "_cold", "_types", "_times", "_messages", "_ops", "_blob", "_ends", "_kept", "header_seq")
 
     def __init__(self) -> None:
         self._hot: list[Event] = []  # events cold..len-1
@@ -46,6 +49,7 @@ class EventLog(Sequence[Event]):
         self._ops: dict[int, Any] = {}  # seq -> surface_op of a cold message event that is no "append"
         self._blob = bytearray()
         self._ends = array("Q")  # end offset in _blob of each cold event's compact form
+        self._kept: dict[int, Event] = {}  # seq -> a cold event whose data cannot be written as JSON
         self.header_seq: int | None = None  # seq of the latest request/header event (kept by the session)
 
     def __len__(self) -> int:
@@ -104,33 +108,19 @@ class EventLog(Sequence[Event]):
             self._blob[self._ends[seq - 1] if seq else 0] = _MESSAGE_RECORD
 
     def _compact(self, count: int) -> None:
-        """Move the oldest `count` hot events into the columns."""
-        moving = self._hot[:count]
-        del self._hot[:count]
-        types, times, messages, blob, ends = self._types, self._times, self._messages, self._blob, self._ends
-        for event_type, seq, time, data, op, source_seqs in moving:
-            types.append(event_type)
-            times.append(time)
-            if op is None:
-                messages.append(None)
-                blob.append(_DATA)
-                blob += to_json_bytes(data)
-            else:
-                if op != SURFACE_APPEND:
-                    self._ops[seq] = op
-                if event_type == USER_MESSAGE:
-                    messages.append(data)
-                    if source_seqs:
-                        blob.append(_MESSAGE)
-                        blob += to_json_bytes((None, source_seqs))
-                    else:
-                        blob.append(_USER)
-                else:
-                    messages.append(data["message"])
-                    envelope = {key: (None if key == "message" else value) for key, value in data.items()}
-                    blob.append(_MESSAGE)
-                    blob += to_json_bytes((envelope, source_seqs))
-            ends.append(len(blob))
+        """Move the oldest `count` hot events into the columns (`rust/event_columns.rs` writes them)."""
+        hot = self._hot
+        types, times, messages, blob, ends, ops, kept = compact_events(hot, count, len(self._blob))
+        del hot[:count]
+        self._types += types
+        self._times.frombytes(times)
+        self._messages += messages
+        self._blob += blob
+        self._ends.frombytes(ends)
+        if ops:
+            self._ops.update(ops)
+        if kept:
+            self._kept.update(kept)
         self._cold += count
 
     def _decode(self, seq: int) -> Event:
@@ -142,6 +132,8 @@ class EventLog(Sequence[Event]):
         time = self._times[seq]
         if kind == _USER:
             return _new_event(Event, (event_type, seq, time, self._messages[seq], self._ops.get(seq, SURFACE_APPEND), ()))
+        if kind == _KEPT:
+            return self._kept[seq]
         text = bytes(self._blob[start + 1 : end])
         if kind == _DATA or kind == _RECORD:
             data = from_json(text) if kind == _DATA else from_json(text)["data"]
