@@ -331,3 +331,35 @@ def test_tool_output_context_and_inbox_inserts_refuse_a_repeated_id(kit: Any) ->
         agent.inbox.insert("next_turn", (message,))
     assert agent.inbox.next_step == (message,) and agent.inbox.next_turn == ()
     assert len(kit.of_type(agent.session, "agent/inbox/spliced")) == 1  # a refused insert logs nothing
+
+
+def test_a_result_whose_write_failed_is_logged_once_when_the_batch_is_wound_up(tmp_path: Path, kit: Any, monkeypatch: Any) -> None:
+    """The disk refuses the second result's line once (ENOSPC: the store cuts it back and goes
+    on). Winding up the batch logs the results not yet logged, each exactly once, in model order."""
+    import errno
+    import os
+
+    real_write = os.write
+    refused: list[bytes] = []
+
+    def write(fd: int, data: Any) -> int:
+        if b'"tool/result"' in data and b'"b"' in data and not refused:
+            refused.append(bytes(data))
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_write(fd, data)
+
+    async def body(arguments: Any, ctx: Any) -> str:
+        return f"result {ctx.call_id}"
+
+    session = Session.create(tmp_path / "log.jsonl")
+    model = ScriptedModel([kit.calls_response(("a", "t", "{}"), ("b", "t", "{}"), ("c", "t", "{}")), "done"])
+    agent = Agent(model, session=session, tools=[Tool("t", "t", {"type": "object"}, body)])
+    monkeypatch.setattr(os, "write", write)
+    drive(agent, kit.user("go"))
+    assert refused  # the fault happened
+    results = [e.data["message"].source["call_id"] for e in session.events if e.type == "tool/result"]
+    assert results == ["a", "b", "c"]
+    assert kit.of_type(session, "turn/end")[-1].data["reason"]["kind"] == "error"
+    session.close()
+    with Session.open(tmp_path / "log.jsonl", read_only=True) as reopened:
+        assert [e.data["message"].source["call_id"] for e in reopened.events if e.type == "tool/result"] == ["a", "b", "c"]

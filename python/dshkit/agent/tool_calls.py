@@ -9,14 +9,16 @@ task was cancelled, or the log failed) gets "aborted while running". Context a t
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from operator import methodcaller
-from typing import Any, cast
+from types import CoroutineType
+from typing import Any
 
-from dshkit.agent.calls import call_sync_or_async, durability_point
+from dshkit.agent.calls import durability_point
 from dshkit.agent.cancel import CancelToken
 from dshkit.agent.eager import start_eagerly
 from dshkit.agent.events import EventHub
@@ -28,6 +30,7 @@ from dshkit.session.events import TOOL_CALL, TOOL_RESULT
 
 _log = logging.getLogger("dshkit.agent")
 _is_done = methodcaller("done")  # a task's done(), called from C (no generator frame per batch wait)
+_ONE_SEGMENT = ([0],)  # the segments of a single call
 
 
 @dataclass
@@ -61,12 +64,13 @@ class ToolCallRunner:
         the event loop ran other tasks meanwhile (it does once any call started: the batch
         waits for its bodies, or yields once for bodies that finished at once).
         """
-        results: list[_CallResult | None] = [None] * len(calls)
-        committed = 0
+        results: list[Any] = [None] * len(calls)  # a _CallResult per call once it has one
+        committed = 0  # results logged so far, in model order
         loop_ran = False
         running: dict[asyncio.Future[_CallResult], tuple[int, int]] = {}  # task -> (index, call seq)
 
         def commit_ready() -> None:
+            # Counted one result at a time: a log failure half way leaves `committed` exact.
             nonlocal committed
             while committed < len(calls):
                 result = results[committed]
@@ -76,7 +80,7 @@ class ToolCallRunner:
                 committed += 1
 
         try:
-            for segment in self.segments(calls):
+            for segment in self.segments(calls) if len(calls) > 1 else _ONE_SEGMENT:
                 if token.cancelled:
                     break  # no new call starts after a cancel
                 call_seqs = [self._log_call(turn, step, calls[index]) for index in segment]
@@ -85,10 +89,9 @@ class ToolCallRunner:
                     await synced
                 # Each body starts at once and is a task only if it has to wait (`start_eagerly`).
                 batch_wait = _BatchWait()
-                running = {
-                    start_eagerly(self._run_call(turn, step, token, calls[index], seq, batch_wait.body_ended)): (index, seq)
-                    for index, seq in zip(segment, call_seqs)
-                }
+                running = {}
+                for index, seq in zip(segment, call_seqs):
+                    running[start_eagerly(self._run_call(turn, step, token, calls[index], seq, batch_wait.body_ended))] = (index, seq)
                 pending = set(running)
                 while pending:
                     if any(map(_is_done, pending)):
@@ -120,7 +123,7 @@ class ToolCallRunner:
         # Every call has its result by now (committed, or answered above).
         context: dict[str, Message] = {}
         end_turn = False
-        for result in cast("list[_CallResult]", results):
+        for result in results:
             if result.end_turn:
                 end_turn = True
             for message in result.context:
@@ -182,7 +185,9 @@ class ToolCallRunner:
                 )
             ctx = ToolContext(call["id"], name, turn, step, token, self._session)
             try:
-                output = await call_sync_or_async(tool.run, arguments, ctx)
+                output = tool.run(arguments, ctx)
+                if type(output) is CoroutineType or inspect.isawaitable(output):  # as call_sync_or_async, one coroutine less
+                    output = await output
                 if isinstance(output, ToolOutput):
                     for index, message in enumerate(output.context):
                         if self._inbox.knows(message.id):
