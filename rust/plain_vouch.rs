@@ -50,8 +50,8 @@ impl PlainData for Frozen<'_, '_> {
     }
 }
 
-/// `data` deep-frozen if `event_type` is a plain type this vouches for, `data` is a `dict` and the
-/// frozen data passes the type's field rule; else `None` (the Python path decides). Raises what
+/// `data` deep-frozen if `event_type` is a plain type this vouches for, `data` is a `dict` (or a
+/// `FrozenDict`, given back as is) and the frozen data passes the type's field rule; else `None` (the Python path decides). Raises what
 /// `freeze(data)` raises for data that cannot be frozen.
 #[pyfunction]
 #[pyo3(signature = (event_type, data, /))]
@@ -60,7 +60,9 @@ pub(crate) fn vouch_plain_append<'py>(
     data: &Bound<'py, PyAny>,
 ) -> PyResult<Option<Bound<'py, PyAny>>> {
     let py = data.py();
-    if !data.is_exact_instance_of::<PyDict>() {
+    // A `FrozenDict` is frozen already (`freeze` gives it back as is): an event copied from a log.
+    let already_frozen = data.is_exact_instance_of::<FrozenDict>();
+    if !already_frozen && !data.is_exact_instance_of::<PyDict>() {
         return Ok(None);
     }
     let Some(event_type) = event_type
@@ -73,7 +75,7 @@ pub(crate) fn vouch_plain_append<'py>(
     else {
         return Ok(None);
     };
-    let frozen = freeze_at(data, "value")?; // the root `freeze(data)` names in its errors
+    let frozen = if already_frozen { data.clone() } else { freeze_at(data, "value")? }; // the root `freeze(data)` names in its errors
     let vouched = frozen
         .cast_exact::<FrozenDict>()
         .is_ok_and(|dict| plain_rule_holds(event_type, &Frozen(py, dict.get())) == Some(true));

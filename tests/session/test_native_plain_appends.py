@@ -58,6 +58,11 @@ def plain_appends(draw: Any) -> tuple[Any, Any]:
     data: Any = {**base, **changes}
     for key in draw(st.lists(st.sampled_from(keys), max_size=1)):
         data.pop(key, None)
+    if draw(st.booleans()):
+        try:
+            data = dshkit.freeze(data)  # an event's data copied from a log: frozen already
+        except (TypeError, ValueError):
+            pass
     data = draw(st.one_of(st.just(data), st.just(data), st.just(data), st.sampled_from([None, [1], dshkit.freeze(base)])))
     return event_type, data
 
@@ -75,9 +80,11 @@ def test_the_native_vouch_says_yes_only_to_what_the_python_rule_passes(case: tup
         return
     if vouched is None:
         return
-    assert type(event_type) is str and event_type in PLAIN_DATA_CHECKS and type(data) is dict
+    assert type(event_type) is str and event_type in PLAIN_DATA_CHECKS and type(data) in (dict, FrozenDict)
     frozen = prepare_data(event_type, data)  # raises if the Python rules refuse it
     assert type(vouched) is FrozenDict and vouched == frozen
+    if type(data) is FrozenDict:
+        assert vouched is data  # given back as is, as `freeze` does
 
 
 @pytest.mark.parametrize("event_type", sorted(GOOD))
@@ -100,12 +107,20 @@ def test_good_data_of_the_agents_plain_types_is_vouched_for_frozen(event_type: s
         ("user/message", {"turn": 1}),
         (Text("step/start"), {"turn": 1, "step": 2}),
         (3, {"turn": 1}),
-        ("step/start", dshkit.freeze({"turn": 1, "step": 2})),  # frozen data: the Python path takes it as is
+        ("step/start", dshkit.freeze({"turn": 1})),  # frozen, missing step
+        ("turn/end", dshkit.freeze({"turn": 1, "reason": {"kind": 2}})),
         ("step/start", [("turn", 1), ("step", 2)]),
     ],
 )
 def test_anything_it_is_not_sure_of_is_left_to_the_python_rules(event_type: Any, data: Any) -> None:
     assert vouch_plain_append(event_type, data) is None
+
+
+@pytest.mark.parametrize("event_type", sorted(GOOD))
+def test_frozen_data_of_the_agents_plain_types_is_vouched_for_as_it_is(event_type: str) -> None:
+    """An event read from one log and appended to another: its data is a `FrozenDict` already."""
+    data = dshkit.freeze(GOOD[event_type])
+    assert vouch_plain_append(event_type, data) is data
 
 
 def test_data_that_cannot_be_frozen_raises_what_freeze_raises() -> None:

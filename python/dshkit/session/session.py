@@ -311,8 +311,8 @@ class Session:
                 raise SessionClosedError("the session is closed" if self._closed else "the session was opened read-only")
             event_type = type
             # A plain event (most of them: no message, surface operation or sources), its data a
-            # dict, frozen and its type's rule proven natively in one call; `None` when not sure:
-            # then `admit_new` applies the rule, which names what is wrong.
+            # dict (frozen here) or a FrozenDict, its type's rule proven natively in one call; `None`
+            # when not sure: then `admit_new` applies the rule, which names what is wrong.
             plain = surface_op is None and source_event_seqs.__class__ is tuple and not source_event_seqs
             frozen = vouch_plain_append(event_type, data) if plain else None
             if frozen is not None:
