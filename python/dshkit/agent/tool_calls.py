@@ -30,7 +30,7 @@ from dshkit.session.events import TOOL_CALL, TOOL_RESULT
 
 _log = logging.getLogger("dshkit.agent")
 _is_done = methodcaller("done")  # a task's done(), called from C (no generator frame per batch wait)
-_ONE_SEGMENT = ([0],)  # the segments of a single call
+_ONE_SEGMENT = ((0,),)  # the segments of a single call
 
 
 @dataclass
