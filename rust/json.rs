@@ -8,11 +8,11 @@
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyAny, PyBytes, PyDict, PyList, PyString, PyTuple};
+use pyo3::types::{PyAny, PyBytes, PyDict, PyInt, PyList, PyString, PyTuple};
 
 use crate::errors::PathError;
 use crate::frozendict::FrozenDict;
-use crate::json_leaves::{write_f64, write_i64, write_member_key, write_str_ptr, WROTE_NON_ASCII};
+use crate::json_leaves::{small_int_value, write_f64, write_i64, write_member_key, write_str_ptr, WROTE_NON_ASCII};
 use crate::json_parse::{new_ascii_str, new_str, parse};
 use crate::message::Message;
 use crate::walk::{check_float, check_int, is_mapping, key_error, key_text, mapping_pairs, not_json, on_enough_stack, Walk};
@@ -74,7 +74,12 @@ fn write_items<'py>(
 }
 
 fn write_int(out: &mut Vec<u8>, obj: &Bound<'_, PyAny>) -> Result<(), PathError> {
-    write_i64(out, check_int(obj)?);
+    // SAFETY: an exact `int` (`write_value` tested the type): its layout is `PyLongObject`'s.
+    let small = if obj.is_exact_instance_of::<PyInt>() { unsafe { small_int_value(obj.as_ptr()) } } else { None };
+    write_i64(out, match small {
+        Some(value) => value,
+        None => check_int(obj)?,
+    });
     Ok(())
 }
 
@@ -145,7 +150,7 @@ unsafe fn write_frozen(out: &mut Vec<u8>, py: Python<'_>, obj: *mut ffi::PyObjec
 
 #[inline(never)]
 unsafe fn write_frozen_int(out: &mut Vec<u8>, obj: *mut ffi::PyObject) {
-    write_i64(out, ffi::PyLong_AsLongLong(obj));
+    write_i64(out, small_int_value(obj).unwrap_or_else(|| ffi::PyLong_AsLongLong(obj)));
 }
 
 #[inline(never)]

@@ -47,7 +47,33 @@ pub(crate) fn write_str_bytes(out: &mut Vec<u8>, text: &[u8]) {
         }
         return;
     }
+    if let Some((first, second)) = two_plain_blocks(text) {
+        out.reserve(2 * BLOCK + 2);
+        // SAFETY: room for the quote, two whole blocks and the closing quote was reserved.
+        unsafe {
+            let at = out.len();
+            let base = out.as_mut_ptr().add(at);
+            *base = b'"';
+            store(first, base.add(1));
+            store(second, base.add(1 + BLOCK));
+            *base.add(1 + text.len()) = b'"';
+            out.set_len(at + text.len() + 2);
+        }
+        return;
+    }
     write_str_blocks(out, text);
+}
+
+/// The text as two blocks (the second padded with spaces), when it is `BLOCK + 1` to `2 * BLOCK`
+/// bytes with nothing to escape: ids, e-mail addresses, timestamps.
+#[inline(always)]
+fn two_plain_blocks(text: &[u8]) -> Option<(Block, Block)> {
+    if text.len() <= BLOCK || text.len() > 2 * BLOCK {
+        return None;
+    }
+    let first = load(text, 0);
+    let second = if text.len() == 2 * BLOCK { load(text, BLOCK) } else { load_tail(text, BLOCK) };
+    (stops(first) | stops(second) == 0).then_some((first, second))
 }
 
 /// The text as one block (padded with spaces), when it is 1 to `BLOCK` bytes with nothing to
@@ -206,6 +232,40 @@ fn write_u64(out: &mut Vec<u8>, n: u64) {
         let at = out.len();
         digits_backwards(n, width, out.as_mut_ptr().add(at + width));
         out.set_len(at + width);
+    }
+}
+
+/// The value of an exact `int` small enough for CPython to hold in one 30-bit digit (below
+/// 2^30 in magnitude: ids, counts, indexes), read from the object without a call; `None` for any
+/// other (`PyLong_AsLongLong` reads those). The layouts are CPython's `PyLongObject`: up to
+/// 3.11 the digit count and sign are the `ob_size` of its `PyVarObject` header, from 3.12 the
+/// `lv_tag` word after a plain object header (sign in the low two bits, digit count from bit 3).
+#[inline(always)]
+pub(crate) unsafe fn small_int_value(obj: *mut ffi::PyObject) -> Option<i64> {
+    #[cfg(all(target_pointer_width = "64", not(any(Py_3_12, PyPy, GraalPy, Py_LIMITED_API))))]
+    {
+        let header = obj as *const ffi::PyVarObject;
+        let size = (*header).ob_size;
+        if (-1..=1).contains(&size) {
+            let digit = *(header.add(1) as *const u32);
+            return Some(size as i64 * digit as i64);
+        }
+        None
+    }
+    #[cfg(all(target_pointer_width = "64", Py_3_12, not(any(Py_3_14, PyPy, GraalPy, Py_LIMITED_API))))]
+    {
+        let value = (obj as *const ffi::PyObject).add(1) as *const usize;
+        let tag = *value;
+        if tag < 2 << 3 {
+            let digit = *(value.add(1) as *const u32);
+            return Some((1 - (tag & 3) as i64) * digit as i64);
+        }
+        None
+    }
+    #[cfg(not(all(target_pointer_width = "64", not(any(Py_3_14, PyPy, GraalPy, Py_LIMITED_API)))))]
+    {
+        let _ = obj;
+        None
     }
 }
 

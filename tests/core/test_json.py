@@ -61,6 +61,24 @@ def test_to_json_of_leaves(leaf: Any, text: str) -> None:
     assert to_json(leaf) == text
 
 
+class Count(int):
+    pass
+
+
+# Around CPython's one-digit ints (below 2**30 in magnitude), which the writer reads from the object.
+INT_EDGES = [0, 1, -1, 9, 10, -10, 99, 100, 12345, 2**30 - 1, -(2**30 - 1), 2**30, -(2**30), 2**31, -(2**31),
+             2**32 + 1, 10**17, 2**63 - 1, -(2**63), -(2**63) + 1]
+
+
+@pytest.mark.parametrize("number", INT_EDGES)
+def test_ints_are_written_exactly_in_every_position(number: int) -> None:
+    text = str(number)
+    assert to_json(number) == text
+    assert to_json([number, -number if number > -(2**63) else 0]) == f"[{text},{-number if number > -(2**63) else 0}]"
+    assert to_json(freeze({"n": number, "in": (number,)})) == f'{{"n":{text},"in":[{text}]}}'
+    assert to_json(Count(number)) == text  # a subclass is read through the C API
+
+
 def test_to_json_keeps_bool_distinct_from_int() -> None:
     assert to_json([1, True, 0, False]) == "[1,true,0,false]"
 
