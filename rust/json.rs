@@ -74,7 +74,7 @@ fn write_items<'py>(
 }
 
 fn write_int(out: &mut Vec<u8>, obj: &Bound<'_, PyAny>) -> Result<(), PathError> {
-    // SAFETY: an exact `int` (`write_value` tested the type): its layout is `PyLongObject`'s.
+    // SAFETY: read only from an exact `int`, whose layout is `PyLongObject`'s.
     let small = if obj.is_exact_instance_of::<PyInt>() { unsafe { small_int_value(obj.as_ptr()) } } else { None };
     write_i64(out, match small {
         Some(value) => value,

@@ -51,8 +51,8 @@ impl PlainData for Frozen<'_, '_> {
 }
 
 /// `data` deep-frozen if `event_type` is a plain type this vouches for, `data` is a `dict` (or a
-/// `FrozenDict`, given back as is) and the frozen data passes the type's field rule; else `None` (the Python path decides). Raises what
-/// `freeze(data)` raises for data that cannot be frozen.
+/// `FrozenDict`, given back as is) and the frozen data passes the type's field rule; else `None`
+/// (the Python path decides). Raises what `freeze(data)` raises for data that cannot be frozen.
 #[pyfunction]
 #[pyo3(signature = (event_type, data, /))]
 pub(crate) fn vouch_plain_append<'py>(

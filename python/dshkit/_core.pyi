@@ -162,8 +162,8 @@ def fold_vouched_appends(
 def vouch_plain_append(event_type: object, data: object, /) -> FrozenDict[Any] | None:
     """`data` deep-frozen if `event_type` is a plain type of the agent loop (`rust/plain_vouch.rs`),
     `data` a `dict` (or a `FrozenDict`, given back as is) and the frozen data passes the type's rule
-    of `PLAIN_DATA_CHECKS`, else `None`:
-    the Python rule decides. Raises what `freeze(data)` raises for data that cannot be frozen."""
+    of `PLAIN_DATA_CHECKS`, else `None`: the Python rule decides. Raises what `freeze(data)` raises
+    for data that cannot be frozen."""
 
 def freeze(value: object, /) -> _JSONValue:
     """Deep-freeze and detach a JSON-like tree."""
