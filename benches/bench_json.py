@@ -12,8 +12,6 @@ from __future__ import annotations
 import functools
 import json
 import random
-import statistics
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -22,6 +20,7 @@ import orjson
 import pytest
 
 import workloads
+from paired import paired_ratio
 from support import KEY_ALPHABET, fnv1a_colliding_keys, key_cache_colliding_keys  # tests/support.py (pytest's `pythonpath`)
 from dshkit import (
     Message,
@@ -52,7 +51,7 @@ TARGETS = [
         for group, what in DUMP_GROUPS
         for row in ("dshkit", "dshkit_bytes")
     ),
-    # The same ratios timed in paired rounds (`paired_ratio`): the rows above are timed seconds
+    # The same ratios timed in paired rounds (`paired.py`): the rows above are timed seconds
     # apart, so on a shared machine their ratio also holds whatever changed in between.
     *(
         {
@@ -118,33 +117,6 @@ def run_dump(benchmark: Any, name: str, frozen: Any, plain: Any) -> None:
         benchmark.extra_info["paired_ratio_vs_orjson"] = round(paired_ratio(function, frozen, orjson.dumps, plain), 3)
 
 
-def paired_ratio(function: Callable[[Any], Any], value: Any, versus: Callable[[Any], Any], versus_value: Any) -> float:
-    """`function(value)`'s time over `versus(versus_value)`'s, both timed in each of 60 rounds
-    (the best of five batches each), taken back to back; the median of the rounds' ratios.
-
-    A ratio of two pytest-benchmark rows compares times taken seconds apart, and on a shared
-    machine those move by 10-50% with no code change; within a round both see the same machine.
-    """
-    inner = max(1, int(2e-4 / max(_seconds_per_call(versus, versus_value), 1e-9)))  # batches of ~0.2 ms
-
-    def best_of_five(call: Callable[[Any], Any], argument: Any) -> float:
-        best = float("inf")
-        for _ in range(5):
-            start = time.perf_counter()
-            for _ in range(inner):
-                call(argument)
-            best = min(best, time.perf_counter() - start)
-        return best
-
-    return statistics.median(best_of_five(function, value) / best_of_five(versus, versus_value) for _ in range(60))
-
-
-def _seconds_per_call(call: Callable[[Any], Any], argument: Any) -> float:
-    start = time.perf_counter()
-    for _ in range(10):
-        call(argument)
-    return (time.perf_counter() - start) / 10
-
 
 @pytest.mark.benchmark(group="json-dumps-message")
 @pytest.mark.parametrize("name", list(DUMPERS))
@@ -163,7 +135,6 @@ def test_json_dumps_200_rows(benchmark, name: str) -> None:
         benchmark(msgspec.json.encode, structs)
         return
     run_dump(benchmark, name, freeze(rows), rows)
-
 
 # --- parsing ----------------------------------------------------------------------------------
 

@@ -368,7 +368,8 @@ def test_fifty_concurrent_sessions(benchmark: Any, pg_url: str, durability: str)
 
     benchmark.pedantic(one_round, rounds=3, warmup_rounds=1)
     benchmark.extra_info["events_per_round"] = events
-    benchmark.extra_info["events_per_second"] = round(events / benchmark.stats.stats.median)
+    if benchmark.stats is not None:  # None in a smoke run (--benchmark-disable): nothing was timed
+        benchmark.extra_info["events_per_second"] = round(events / benchmark.stats.stats.median)
 
 
 async def _max_loop_lag(session: Session) -> tuple[float, float]:
