@@ -57,13 +57,11 @@ fn write_dict(out: &mut Vec<u8>, dict: &Bound<'_, PyDict>, walk: &mut Walk) -> R
     write_object(out, snapshot.iter(), walk)
 }
 
-fn write_items<'py>(
-    out: &mut Vec<u8>,
-    items: impl Iterator<Item = Bound<'py, PyAny>>,
-    walk: &mut Walk,
-) -> Result<(), PathError> {
+/// A tuple's items, borrowed (a tuple cannot change while it is written; a list is written from
+/// a tuple snapshot).
+fn write_items(out: &mut Vec<u8>, tuple: &Bound<'_, PyTuple>, walk: &mut Walk) -> Result<(), PathError> {
     out.push(b'[');
-    for (i, item) in items.enumerate() {
+    for (i, item) in tuple.iter_borrowed().enumerate() {
         if i > 0 {
             out.push(b',');
         }
@@ -241,14 +239,14 @@ pub(crate) fn write_value(out: &mut Vec<u8>, obj: &Bound<'_, PyAny>, walk: &mut 
         return walk.within(obj, |walk| write_object(out, pairs, walk));
     }
     if let Ok(tuple) = obj.cast::<PyTuple>() {
-        return walk.within(obj, |walk| write_items(out, tuple.iter(), walk));
+        return walk.within(obj, |walk| write_items(out, tuple, walk));
     }
     if let Ok(dict) = obj.cast::<PyDict>() {
         return walk.within(obj, |walk| write_dict(out, dict, walk));
     }
     if let Ok(list) = obj.cast::<PyList>() {
         let snapshot = list.to_tuple();
-        return walk.within(obj, |walk| write_items(out, snapshot.iter(), walk));
+        return walk.within(obj, |walk| write_items(out, &snapshot, walk));
     }
     if let Ok(message) = obj.cast::<Message>() {
         // The message object is a nesting level of its own, as when its JSON is parsed back.

@@ -222,17 +222,62 @@ unsafe fn digits_backwards(mut n: u64, width: usize, end: *mut u8) {
     }
 }
 
-/// `n` in decimal, as itoa writes it, straight into `out`.
+/// `n` in decimal, as itoa writes it, straight into `out`. Below 10^8 (ids, counts, sizes) in
+/// 32-bit arithmetic, in halves of four digits whose digit pairs do not wait on each other: the
+/// pair-by-pair loop is one chain of dependent multiplications, as long as the number.
 #[inline(always)]
 fn write_u64(out: &mut Vec<u8>, n: u64) {
-    let width = n.checked_ilog10().unwrap_or(0) as usize + 1;
     out.reserve(20);
     // SAFETY: an u64 has at most 20 digits, reserved above.
     unsafe {
         let at = out.len();
-        digits_backwards(n, width, out.as_mut_ptr().add(at + width));
+        let base = out.as_mut_ptr().add(at);
+        let width = if n < 10_000 {
+            write_up_to_four_digits(base, n as u32)
+        } else if n < 100_000_000 {
+            let (high, low) = (n as u32 / 10_000, n as u32 % 10_000);
+            let width = write_up_to_four_digits(base, high);
+            write_four_digits(base.add(width), low);
+            width + 4
+        } else {
+            let width = n.ilog10() as usize + 1;
+            digits_backwards(n, width, base.add(width));
+            width
+        };
         out.set_len(at + width);
     }
+}
+
+/// `n` (below 10^4) without leading zeros at `to`; how many digits that is.
+#[inline(always)]
+unsafe fn write_up_to_four_digits(to: *mut u8, n: u32) -> usize {
+    let pairs = DIGIT_PAIRS.as_ptr();
+    if n < 100 {
+        if n < 10 {
+            *to = b'0' + n as u8;
+            return 1;
+        }
+        std::ptr::copy_nonoverlapping(pairs.add(2 * n as usize), to, 2);
+        return 2;
+    }
+    let (high, low) = (n / 100, n % 100);
+    let width = if high < 10 {
+        *to = b'0' + high as u8;
+        1
+    } else {
+        std::ptr::copy_nonoverlapping(pairs.add(2 * high as usize), to, 2);
+        2
+    };
+    std::ptr::copy_nonoverlapping(pairs.add(2 * low as usize), to.add(width), 2);
+    width + 2
+}
+
+/// `n` (below 10^4) as exactly four digits, zero-padded, at `to`.
+#[inline(always)]
+unsafe fn write_four_digits(to: *mut u8, n: u32) {
+    let pairs = DIGIT_PAIRS.as_ptr();
+    std::ptr::copy_nonoverlapping(pairs.add(2 * (n / 100) as usize), to, 2);
+    std::ptr::copy_nonoverlapping(pairs.add(2 * (n % 100) as usize), to.add(2), 2);
 }
 
 /// The value of an exact `int` small enough for CPython to hold in one 30-bit digit (below
@@ -329,12 +374,27 @@ fn write_short_decimal(out: &mut Vec<u8>, value: f64) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::{write_f64, write_str_bytes};
+    use super::{write_f64, write_i64, write_str_bytes};
 
     fn escaped(text: &str) -> String {
         let mut out = Vec::new();
         write_str_bytes(&mut out, text.as_bytes());
         String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn integers_are_written_as_std_formats_them() {
+        let mut values: Vec<i64> = vec![0, i64::MAX, i64::MIN, i64::MIN + 1, -1];
+        for digits in 0..19u32 {
+            let power = 10i64.pow(digits);
+            values.extend([power - 1, power, power + 1, -power, -(power - 1), 2 * power + 3]);
+        }
+        values.extend((0..20_000).map(|n| n * 7919 % 1_000_003));
+        for value in values {
+            let mut out = Vec::new();
+            write_i64(&mut out, value);
+            assert_eq!(String::from_utf8(out).unwrap(), value.to_string());
+        }
     }
 
     #[test]
