@@ -101,7 +101,7 @@ fn move_event<'py>(out: &mut Vec<u8>, event: &Bound<'py, PyAny>, offset: u64, co
         out.push(KIND_DATA);
         (py.None().into_bound(py), write_value(out, &data, &mut Walk::new()))
     } else {
-        if !is_append(&op) {
+        if !is_str(&op, "append") {  // the columns' default operation
             columns.ops.append((&seq, &op))?;
         }
         write_message_event(out, py, &data, &source_seqs)?
@@ -156,11 +156,6 @@ fn write_message_event<'py>(
         Ok(())
     })();
     Ok((message, written))
-}
-
-/// Whether a surface operation is the usual `"append"` (the columns' default).
-fn is_append(op: &Bound<'_, PyAny>) -> bool {
-    is_str(op, "append")
 }
 
 fn is_str(value: &Bound<'_, PyAny>, text: &str) -> bool {

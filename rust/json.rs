@@ -8,14 +8,14 @@
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyAny, PyBytes, PyDict, PyInt, PyList, PyString, PyTuple};
+use pyo3::types::{PyAny, PyBytes, PyDict, PyList, PyString, PyTuple};
 
 use crate::errors::PathError;
 use crate::frozendict::FrozenDict;
-use crate::json_leaves::{small_int_value, write_f64, write_i64, write_member_key, write_str_ptr, WROTE_NON_ASCII};
+use crate::json_leaves::{write_f64, write_i64, write_member_key, write_str_ptr, WROTE_NON_ASCII};
 use crate::json_parse::{new_ascii_str, new_str, parse};
 use crate::message::Message;
-use crate::walk::{check_float, check_int, is_mapping, key_error, key_text, mapping_pairs, not_json, on_enough_stack, Walk};
+use crate::walk::{check_float, check_int, is_mapping, key_error, key_text, mapping_pairs, not_json, on_enough_stack, small_int_value, Walk};
 
 // ---------------------------------------------------------------------------------------------
 // Writer
@@ -72,12 +72,7 @@ fn write_items(out: &mut Vec<u8>, tuple: &Bound<'_, PyTuple>, walk: &mut Walk) -
 }
 
 fn write_int(out: &mut Vec<u8>, obj: &Bound<'_, PyAny>) -> Result<(), PathError> {
-    // SAFETY: read only from an exact `int`, whose layout is `PyLongObject`'s.
-    let small = if obj.is_exact_instance_of::<PyInt>() { unsafe { small_int_value(obj.as_ptr()) } } else { None };
-    write_i64(out, match small {
-        Some(value) => value,
-        None => check_int(obj)?,
-    });
+    write_i64(out, check_int(obj)?);
     Ok(())
 }
 

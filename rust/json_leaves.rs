@@ -35,33 +35,30 @@ fn escape_of(byte: u8, buffer: &mut [u8; 8]) -> usize {
 #[inline(always)]
 pub(crate) fn write_str_bytes(out: &mut Vec<u8>, text: &[u8]) {
     if let Some(block) = short_plain_block(text) {
-        out.reserve(BLOCK + 2);
-        // SAFETY: room for the quote, a whole block and the closing quote was reserved.
-        unsafe {
-            let at = out.len();
-            let base = out.as_mut_ptr().add(at);
-            *base = b'"';
-            store(block, base.add(1));
-            *base.add(1 + text.len()) = b'"';
-            out.set_len(at + text.len() + 2);
-        }
-        return;
+        write_quoted_blocks(out, &[block], text.len());
+    } else if let Some((first, second)) = two_plain_blocks(text) {
+        write_quoted_blocks(out, &[first, second], text.len());
+    } else {
+        write_str_blocks(out, text);
     }
-    if let Some((first, second)) = two_plain_blocks(text) {
-        out.reserve(2 * BLOCK + 2);
-        // SAFETY: room for the quote, two whole blocks and the closing quote was reserved.
-        unsafe {
-            let at = out.len();
-            let base = out.as_mut_ptr().add(at);
-            *base = b'"';
-            store(first, base.add(1));
-            store(second, base.add(1 + BLOCK));
-            *base.add(1 + text.len()) = b'"';
-            out.set_len(at + text.len() + 2);
+}
+
+/// A quote, the `blocks` (a text of `len` bytes, the last block padded), and the closing quote
+/// over the padding: whole-block stores, no copy call.
+#[inline(always)]
+fn write_quoted_blocks(out: &mut Vec<u8>, blocks: &[Block], len: usize) {
+    out.reserve(blocks.len() * BLOCK + 2);
+    // SAFETY: room for the quote, the whole blocks and the closing quote was reserved.
+    unsafe {
+        let at = out.len();
+        let base = out.as_mut_ptr().add(at);
+        *base = b'"';
+        for (i, &block) in blocks.iter().enumerate() {
+            store(block, base.add(1 + i * BLOCK));
         }
-        return;
+        *base.add(1 + len) = b'"';
+        out.set_len(at + len + 2);
     }
-    write_str_blocks(out, text);
 }
 
 /// The text as two blocks (the second padded with spaces), when it is `BLOCK + 1` to `2 * BLOCK`
@@ -278,40 +275,6 @@ unsafe fn write_four_digits(to: *mut u8, n: u32) {
     let pairs = DIGIT_PAIRS.as_ptr();
     std::ptr::copy_nonoverlapping(pairs.add(2 * (n / 100) as usize), to, 2);
     std::ptr::copy_nonoverlapping(pairs.add(2 * (n % 100) as usize), to.add(2), 2);
-}
-
-/// The value of an exact `int` small enough for CPython to hold in one 30-bit digit (below
-/// 2^30 in magnitude: ids, counts, indexes), read from the object without a call; `None` for any
-/// other (`PyLong_AsLongLong` reads those). The layouts are CPython's `PyLongObject`: up to
-/// 3.11 the digit count and sign are the `ob_size` of its `PyVarObject` header, from 3.12 the
-/// `lv_tag` word after a plain object header (sign in the low two bits, digit count from bit 3).
-#[inline(always)]
-pub(crate) unsafe fn small_int_value(obj: *mut ffi::PyObject) -> Option<i64> {
-    #[cfg(all(target_pointer_width = "64", not(any(Py_3_12, PyPy, GraalPy, Py_LIMITED_API))))]
-    {
-        let header = obj as *const ffi::PyVarObject;
-        let size = (*header).ob_size;
-        if (-1..=1).contains(&size) {
-            let digit = *(header.add(1) as *const u32);
-            return Some(size as i64 * digit as i64);
-        }
-        None
-    }
-    #[cfg(all(target_pointer_width = "64", Py_3_12, not(any(Py_3_14, PyPy, GraalPy, Py_LIMITED_API))))]
-    {
-        let value = (obj as *const ffi::PyObject).add(1) as *const usize;
-        let tag = *value;
-        if tag < 2 << 3 {
-            let digit = *(value.add(1) as *const u32);
-            return Some((1 - (tag & 3) as i64) * digit as i64);
-        }
-        None
-    }
-    #[cfg(not(all(target_pointer_width = "64", not(any(Py_3_14, PyPy, GraalPy, Py_LIMITED_API)))))]
-    {
-        let _ = obj;
-        None
-    }
 }
 
 /// An integer in decimal, as itoa writes it.

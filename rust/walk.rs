@@ -5,7 +5,7 @@
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyAny, PyString, PyType};
+use pyo3::types::{PyAny, PyInt, PyString, PyType};
 
 use crate::errors::PathError;
 
@@ -175,9 +175,49 @@ pub(crate) fn mapping_pairs<'py>(
     Ok(pairs)
 }
 
-/// Check that an `int` fits in 64 signed bits.
+/// The value of an exact `int` small enough for CPython to hold in one 30-bit digit (below
+/// 2^30 in magnitude: ids, counts, indexes), read from the object without a call; `None` for any
+/// other (`PyLong_AsLongLong` reads those). The layouts are CPython's `PyLongObject`: up to
+/// 3.11 the digit count and sign are the `ob_size` of its `PyVarObject` header, from 3.12 the
+/// `lv_tag` word after a plain object header (sign in the low two bits, digit count from bit 3).
+#[inline(always)]
+pub(crate) unsafe fn small_int_value(obj: *mut ffi::PyObject) -> Option<i64> {
+    #[cfg(all(target_pointer_width = "64", not(any(Py_3_12, PyPy, GraalPy, Py_LIMITED_API))))]
+    {
+        let header = obj as *const ffi::PyVarObject;
+        let size = (*header).ob_size;
+        if (-1..=1).contains(&size) {
+            let digit = *(header.add(1) as *const u32);
+            return Some(size as i64 * digit as i64);
+        }
+        None
+    }
+    #[cfg(all(target_pointer_width = "64", Py_3_12, not(any(Py_3_14, PyPy, GraalPy, Py_LIMITED_API))))]
+    {
+        let value = (obj as *const ffi::PyObject).add(1) as *const usize;
+        let tag = *value;
+        if tag < 2 << 3 {
+            let digit = *(value.add(1) as *const u32);
+            return Some((1 - (tag & 3) as i64) * digit as i64);
+        }
+        None
+    }
+    #[cfg(not(all(target_pointer_width = "64", not(any(Py_3_14, PyPy, GraalPy, Py_LIMITED_API)))))]
+    {
+        let _ = obj;
+        None
+    }
+}
+
+/// Check that an `int` fits in 64 signed bits; its value.
 #[inline]
 pub(crate) fn check_int(obj: &Bound<'_, PyAny>) -> Result<i64, PathError> {
+    if obj.is_exact_instance_of::<PyInt>() {
+        // SAFETY: an exact `int`, whose layout is `PyLongObject`'s.
+        if let Some(value) = unsafe { small_int_value(obj.as_ptr()) } {
+            return Ok(value);
+        }
+    }
     let mut overflow: std::os::raw::c_int = 0;
     let value = unsafe { ffi::PyLong_AsLongLongAndOverflow(obj.as_ptr(), &mut overflow) };
     if overflow != 0 {
