@@ -5,15 +5,20 @@ from __future__ import annotations
 import asyncio
 import inspect
 from types import CoroutineType
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, TypeGuard
 
 
 async def call_sync_or_async(fn: Callable[..., Any], *args: Any) -> Any:
     """`fn(*args)`, awaited when it returned an awaitable (a coroutine function, or a sync one)."""
     result = fn(*args)
-    if type(result) is CoroutineType or inspect.isawaitable(result):  # the common case without a call
+    if is_awaitable(result):
         result = await result
     return result
+
+
+def is_awaitable(result: object) -> TypeGuard[Awaitable[Any]]:
+    """Whether user code's return value is to be awaited (what `call_sync_or_async` awaits)."""
+    return type(result) is CoroutineType or inspect.isawaitable(result)  # the common case without a call
 
 
 def durability_point(session: Any) -> Awaitable[None] | None:
@@ -27,4 +32,4 @@ def durability_point(session: Any) -> Awaitable[None] | None:
     return None
 
 
-__all__ = ["call_sync_or_async", "durability_point"]
+__all__ = ["call_sync_or_async", "durability_point", "is_awaitable"]

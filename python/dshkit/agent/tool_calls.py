@@ -9,16 +9,14 @@ task was cancelled, or the log failed) gets "aborted while running". Context a t
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from operator import methodcaller
-from types import CoroutineType
 from typing import Any
 
-from dshkit.agent.calls import durability_point
+from dshkit.agent.calls import durability_point, is_awaitable
 from dshkit.agent.cancel import CancelToken
 from dshkit.agent.eager import start_eagerly
 from dshkit.agent.events import EventHub
@@ -30,7 +28,6 @@ from dshkit.session.events import TOOL_CALL, TOOL_RESULT
 
 _log = logging.getLogger("dshkit.agent")
 _is_done = methodcaller("done")  # a task's done(), called from C (no generator frame per batch wait)
-_ONE_SEGMENT = ((0,),)  # the segments of a single call
 
 
 @dataclass
@@ -80,7 +77,7 @@ class ToolCallRunner:
                 committed += 1
 
         try:
-            for segment in self.segments(calls) if len(calls) > 1 else _ONE_SEGMENT:
+            for segment in self.segments(calls):
                 if token.cancelled:
                     break  # no new call starts after a cancel
                 call_seqs = [self._log_call(turn, step, calls[index]) for index in segment]
@@ -186,7 +183,7 @@ class ToolCallRunner:
             ctx = ToolContext(call["id"], name, turn, step, token, self._session)
             try:
                 output = tool.run(arguments, ctx)
-                if type(output) is CoroutineType or inspect.isawaitable(output):  # as call_sync_or_async, one coroutine less
+                if is_awaitable(output):  # `call_sync_or_async` inline: one coroutine less per call
                     output = await output
                 if isinstance(output, ToolOutput):
                     for index, message in enumerate(output.context):
