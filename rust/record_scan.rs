@@ -124,6 +124,8 @@ struct Top {
     /// The last `type` string's text, and whether it holds an escape.
     type_span: (usize, usize, bool),
     data: Field,
+    /// The text of the last `data` object, from its `{` to past its `}`.
+    data_span: (usize, usize),
     facts: Data,
 }
 
@@ -139,7 +141,9 @@ impl Scanner<'_> {
                 }
                 scanner.skip_whitespace();
                 if scanner.peek() == Some(b'{') {
+                    let start = scanner.pos;
                     data_members = scanner.data(depth, &mut top.facts)?;
+                    top.data_span = (start, scanner.pos);
                     Kind::Object
                 } else {
                     scanner.value(depth)?
@@ -351,13 +355,15 @@ fn written_plain(text: &[u8], written: &Written, seq: usize) -> Option<Sorted> {
         return None;
     }
     let mut facts = Data::NONE;
+    let data_start = scanner.pos;
     scanner.data(1, &mut facts).ok()?;
+    let data_span = (data_start, scanner.pos);
     scanner.expect(b'}').ok()?;
     scanner.skip_whitespace();
     if scanner.pos != text.len() || scanner.non_ascii && std::str::from_utf8(text).is_err() {
         return None;
     }
-    plain_data_passes(event_type, &facts).ok()?.then_some(Sorted::Plain((start, end), time))
+    plain_data_passes(event_type, &facts).ok()?.then_some(Sorted::Plain((start, end), time, data_span))
 }
 
 /// What follows the type of a record written the way dshkit writes it.
@@ -367,8 +373,8 @@ const MESSAGE_TYPES: [&[u8]; 3] = [b"user/message", b"assistant/message", b"tool
 
 #[derive(Debug, PartialEq)]
 pub(crate) enum Sorted {
-    /// A plain event: its type (a span of the text) and time.
-    Plain((usize, usize), i64),
+    /// A plain event: its type (a span of the text), time, and its `data` object's span.
+    Plain((usize, usize), i64, (usize, usize)),
     /// A message event: its type's span. The text is UTF-8.
     Message((usize, usize)),
     Other,
@@ -403,6 +409,7 @@ fn scanned(text: &[u8], seq: usize) -> Scan<Sorted> {
         event_type: Field::NONE,
         type_span: (0, 0, true),
         data: Field::NONE,
+        data_span: (0, 0),
         facts: Data::NONE,
     };
     scanner.top(&mut top)?;
@@ -425,7 +432,7 @@ fn scanned(text: &[u8], seq: usize) -> Scan<Sorted> {
     if !plain_data_passes(type_text, &top.facts)? {
         return Err(());
     }
-    Ok(Sorted::Plain((start, end), time))
+    Ok(Sorted::Plain((start, end), time, top.data_span))
 }
 
 #[cfg(test)]

@@ -384,11 +384,11 @@ pub(crate) fn sort(text: &[u8], seq: usize) -> Sorted {
             return Err(());
         }
         let Some(Kind::Int(time)) = lookup(text, &top, b"time")? else { return Err(()) };
-        let Some(Kind::Object(..)) = lookup(text, &top, b"data")? else { return Err(()) };
+        let Some(Kind::Object(data_start, data_end)) = lookup(text, &top, b"data")? else { return Err(()) };
         if !plain_data_passes(type_text, text, &data)? {
             return Err(());
         }
-        Ok(Sorted::Plain(event_type, time))
+        Ok(Sorted::Plain(event_type, time, (data_start, data_end)))
     };
     sorted().unwrap_or(Sorted::Other)
 }

@@ -11,7 +11,7 @@ fn written_message_type(text: &[u8], seq: usize) -> Option<(usize, usize)> {
 
 fn plain(text: &str, seq: usize) -> Option<i64> {
     match sort(text.as_bytes(), seq) {
-        Sorted::Plain(_, time) => Some(time),
+        Sorted::Plain(_, time, _) => Some(time),
         _ => None,
     }
 }
@@ -172,10 +172,11 @@ fn random_edits_of_the_samples_get_the_first_scans_verdict() {
 #[test]
 fn the_type_span_and_time_are_those_written() {
     let text = br#"{"seq":7,"time":-123,"type":"step/end","data":{"turn":1,"step":2}}"#;
-    let Sorted::Plain((start, end), time) = sort(text, 7) else { panic!("not vouched for") };
+    let Sorted::Plain((start, end), time, data) = sort(text, 7) else { panic!("not vouched for") };
     assert_eq!((&text[start..end], time), (&b"step/end"[..], -123));
+    assert_eq!(&text[data.0..data.1], br#"{"turn":1,"step":2}"#);
     let most = br#"{"seq":0,"time":999999999999999999,"type":"turn/start","data":{"turn":-999999999999999999}}"#;
-    let Sorted::Plain((start, end), time) = sort(most, 0) else { panic!("not vouched for") };
+    let Sorted::Plain((start, end), time, _) = sort(most, 0) else { panic!("not vouched for") };
     assert_eq!((&most[start..end], time), (&b"turn/start"[..], 999_999_999_999_999_999));
     for too_many in [&br#"{"seq":0,"time":1000000000000000000,"type":"turn/start","data":{"turn":1}}"#[..], br#"{"seq":0,"time":1,"type":"turn/start","data":{"turn":1000000000000000000}}"#] {
         assert_eq!(sort(too_many, 0), Sorted::Other);

@@ -32,7 +32,9 @@ use crate::record_scan::{sort, Sorted};
 
 /// `,"crc":"` + 8 hex digits + `"}`.
 const SUFFIX_LENGTH: usize = 18;
-/// Kind bytes of `EventLog`'s compact form: a plain record, a message event's record.
+/// Kind bytes of `EventLog`'s compact form: a plain event's data, a record the Python decoder
+/// reads, a message event's record.
+const KIND_DATA: u8 = b'D';
 const KIND_RECORD: u8 = b'R';
 const KIND_MESSAGE_RECORD: u8 = b'S';
 
@@ -208,6 +210,32 @@ fn message_event<'py>(
     Some(MessageEvent { decoded: Decoded::Event(event), time, message: record.message.into_any(), message_span })
 }
 
+/// What the blob keeps of a record, after its kind byte.
+enum Kept {
+    /// The whole record (the Python decoder reads it).
+    Record,
+    /// Only a plain event's `data` object, at this span: its type and time are in the columns and
+    /// its seq is its place, so the rest of the record would only be held twice.
+    Data((usize, usize)),
+    /// A message event's record, its message (at this span) cut out (`without_message`).
+    RecordWithoutMessage((usize, usize)),
+}
+
+impl Kept {
+    /// Cut `record` (a record's text in the blob) down to what is kept, moved to its start: the
+    /// kind byte that says which form it is, and the length kept.
+    fn cut(self, record: &mut [u8]) -> (u8, usize) {
+        match self {
+            Kept::Record => (KIND_RECORD, record.len()),
+            Kept::Data((start, stop)) => {
+                record.copy_within(start..stop, 0);
+                (KIND_DATA, stop - start)
+            }
+            Kept::RecordWithoutMessage(span) => (KIND_MESSAGE_RECORD, without_message(record, span)),
+        }
+    }
+}
+
 /// Cuts the message, at `span`, out of a message event's record `text`, leaving `null` in its
 /// place; the length of what is left. The event keeps its message as the `Message` (`EventLog`
 /// puts it back when it rebuilds the event), so a copy in the record would double its memory.
@@ -257,8 +285,9 @@ impl<'py> Pending<'py> {
 /// Decode every record into `EventLog` columns: `(types, times, messages, blob, ends, pending)`.
 ///
 /// `types`/`messages` are lists (`None` where the Python decoder must look), `times` and `ends`
-/// native-endian `int64`/`uint64` bytes, `blob` a bytearray of kind byte + record text per
-/// event (a decoded message event's text with `null` where its message was: `without_message`).
+/// native-endian `int64`/`uint64` bytes, `blob` a bytearray of a kind byte and a text per event
+/// (`Kept`): a plain event's `data`, a decoded message event's record with `null` where its
+/// message was (`without_message`), or the record as it is.
 /// `pending` lists, in seq order, each message event as an `Event`, the index of each record
 /// left to the Python decoder, and each run of vouched appends as `(seqs, tags)`
 /// (`Pending::vouched`; their `Message`s are in `messages`).
@@ -301,8 +330,8 @@ fn decode_records<'py>(
     let tuple_new = py.get_type::<PyTuple>().getattr("__new__")?;
     let none = py.None().into_bound(py);
 
-    // A kind byte, then the record's text, per event: at most this many bytes (a message
-    // event's message is cut from its text, see below).
+    // A kind byte, then the record's text, per event: at most this many bytes (each record is
+    // then cut down to what is kept, see `Kept`).
     let blob_len = texts.iter().map(|[body, tail]| 1 + body.len() + tail.len()).sum();
     // SAFETY: a new bytearray of `blob_len` bytes, not yet seen by Python code; every byte of it
     // up to `at` is written below (a kind byte and the text, record after record) and the rest cut
@@ -336,13 +365,13 @@ fn decode_records<'py>(
             type_names.push((name.to_vec(), value.clone()));
             value
         };
-        let mut kind = KIND_RECORD;
-        let mut message_span = None;
+        let mut kept = Kept::Record;
         match sort(text, seq) {
-            Sorted::Plain(span, time) => {
+            Sorted::Plain(span, time, data) => {
                 types.push(intern(span).into_any());
                 times.push(time);
                 messages.push(none.clone());
+                kept = Kept::Data(data);
             }
             sorted => {
                 let read = match sorted {
@@ -363,8 +392,7 @@ fn decode_records<'py>(
                             Decoded::Vouched(append) => pending.vouched(seq, append)?,
                             Decoded::Event(event) => pending.other(event)?,
                         }
-                        kind = KIND_MESSAGE_RECORD;
-                        message_span = Some(read.message_span);
+                        kept = Kept::RecordWithoutMessage(read.message_span);
                     }
                     None => {
                         types.push(none.clone());
@@ -375,13 +403,11 @@ fn decode_records<'py>(
                 }
             }
         }
+        // SAFETY: the same bytes as `text`, which is not used again.
+        let record = unsafe { std::slice::from_raw_parts_mut(text_at, text_length) };
+        let (kind, kept) = kept.cut(record);
         // SAFETY: `kind_at` lies inside the buffer, before this record's text.
         unsafe { buffer.add(kind_at).write(kind) };
-        let kept = match message_span {
-            // SAFETY: the same bytes as `text`, which is not used again.
-            Some(span) => without_message(unsafe { std::slice::from_raw_parts_mut(text_at, text_length) }, span),
-            None => text_length,
-        };
         at = kind_at + 1 + kept;
         ends.push(at as u64);
     }

@@ -95,6 +95,9 @@ def test_a_reopened_log_holds_each_message_once_and_rebuilds_its_events_exactly(
     assert b"question" not in compact and b'"text":"r1"' not in compact and b"looking" not in compact
     assert compact.count(b'"message":null') == 24 and compact.count(b'"data":null') == 12
     assert b'"usage":{"input_tokens":12}' in compact  # the rest of the envelope stays
+    # A plain event keeps its data alone: its seq is its place, its type and time are in the columns.
+    assert compact.count(b'D{"turn":') == 6 * 12
+    assert compact.count(b'"seq":') == 3 * 12 + 1  # the message events' records and the header's
 
 
 def _as_json(events) -> list[str]:
