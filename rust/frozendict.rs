@@ -50,7 +50,7 @@ impl Entries {
     }
 
     /// Take ownership of one strong reference to each of `key` and `value`.
-    #[inline]
+    #[inline(always)]
     fn push(&mut self, key: *mut ffi::PyObject, value: *mut ffi::PyObject) {
         match self {
             Entries::Inline { len, items } if *len < INLINE => {
