@@ -69,8 +69,12 @@ pub(crate) struct MessageRecord<'py> {
     pub(crate) message_span: (usize, usize),
     /// `None` for a user/message, whose data is its message.
     envelope: Option<Envelope<'py>>,
+    /// Where the data's object lies in the record's text (the message's span for a user/message).
+    pub(crate) data_span: (usize, usize),
     pub(crate) surface_op: Bound<'py, PyAny>,
     pub(crate) source_seqs: Bound<'py, PyTuple>,
+    /// Where `source_event_seqs`' array lies in the record's text.
+    pub(crate) source_seqs_span: (usize, usize),
 }
 
 impl<'py> MessageRecord<'py> {
@@ -117,6 +121,7 @@ impl<'a, 'py> Parser<'a, 'py> {
         self.pos += 1;
         let mut seen = [false; ENVELOPE.len()];
         let (mut time, mut read, mut surface_op, mut source_seqs) = (None, None, None, None);
+        let (mut data_span, mut source_seqs_span) = ((0, 0), (0, 0));
         self.skip_whitespace();
         if self.peek() == Some(b'}') {
             return Ok(None);
@@ -132,7 +137,10 @@ impl<'a, 'py> Parser<'a, 'py> {
             }
             let good = match slot {
                 Some(DATA) => {
+                    self.skip_whitespace();
+                    let start = self.pos;
                     read = self.message_data(event_type == "user/message")?;
+                    data_span = (start, self.pos);
                     read.is_some()
                 }
                 Some(SEQ) => self.int_literal()? == Some(seq as i64),
@@ -146,7 +154,10 @@ impl<'a, 'py> Parser<'a, 'py> {
                     true
                 }
                 Some(SOURCE_SEQS) => {
+                    self.skip_whitespace();
+                    let start = self.pos;
                     let Value(value, _) = self.value(1)?;
+                    source_seqs_span = (start, self.pos);
                     source_seqs = value.cast_into_exact::<PyTuple>().ok();
                     source_seqs.is_some()
                 }
@@ -167,7 +178,7 @@ impl<'a, 'py> Parser<'a, 'py> {
         else {
             return Ok(None);
         };
-        Ok(Some(MessageRecord { time, message, message_span, envelope, surface_op, source_seqs }))
+        Ok(Some(MessageRecord { time, message, message_span, envelope, data_span, surface_op, source_seqs, source_seqs_span }))
     }
 
     /// The record's data (its value next): the message itself for a user/message, else an

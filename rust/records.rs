@@ -32,11 +32,15 @@ use crate::record_scan::{sort, Sorted};
 
 /// `,"crc":"` + 8 hex digits + `"}`.
 const SUFFIX_LENGTH: usize = 18;
-/// Kind bytes of `EventLog`'s compact form: a plain event's data, a record the Python decoder
-/// reads, a message event's record.
+/// Kind bytes of `EventLog`'s compact form (`Kept`): a plain event's data, a record the Python
+/// decoder reads, a message event's record, a user/message citing nothing, a message append's
+/// `[data, source seqs]`.
 const KIND_DATA: u8 = b'D';
 const KIND_RECORD: u8 = b'R';
 const KIND_MESSAGE_RECORD: u8 = b'S';
+const KIND_USER: u8 = b'U';
+const KIND_MESSAGE: u8 = b'M';
+const NULL: &[u8] = b"null";
 
 /// The line suffix that seals a record with checksum `crc`.
 fn sealing_suffix(crc: u32) -> [u8; SUFFIX_LENGTH] {
@@ -179,8 +183,8 @@ struct MessageEvent<'py> {
     decoded: Decoded<'py>,
     time: i64,
     message: Bound<'py, PyAny>,
-    /// Where the message's object lies in the record's text.
-    message_span: (usize, usize),
+    /// What the blob keeps of the record.
+    kept: Kept,
 }
 
 /// A message event decoded with its time and `Message` (`message_record.rs`), or `None` when
@@ -195,22 +199,29 @@ fn message_event<'py>(
 ) -> Option<MessageEvent<'py>> {
     let type_name = event_type.to_str().ok()?;
     let record = read_message_record(py, text, seq, type_name)?;
-    let (time, message_span) = (record.time, record.message_span);
+    let time = record.time;
     if record.envelope_passes(text) {
         let append = vouch_message_append(type_name, seq, &record.message, &record.surface_op, record.source_seqs.as_any());
         if let Some(append) = append {
-            return Some(MessageEvent { decoded: Decoded::Vouched(append), time, message: record.message.into_any(), message_span });
+            // An append (its surface_op is "append"): its data beside the message, and its seqs.
+            let kept = match (type_name, record.source_seqs.is_empty()) {
+                ("user/message", true) => Kept::Nothing,
+                ("user/message", false) => Kept::Envelope { data: None, seqs: record.source_seqs_span },
+                _ => Kept::Envelope { data: Some((record.data_span, record.message_span)), seqs: record.source_seqs_span },
+            };
+            return Some(MessageEvent { decoded: Decoded::Vouched(append), time, message: record.message.into_any(), kept });
         }
     }
+    let kept = Kept::RecordWithoutMessage(record.message_span);
     let data = record.data(text).ok()?;
     let seq_value = seq.into_pyobject(py).ok()?.into_any();
     let time_value = time.into_pyobject(py).ok()?.into_any();
     let fields = [event_type.as_any(), &seq_value, &time_value, &data, &record.surface_op, record.source_seqs.as_any()];
     let event = tuple_new.call1((event_class, PyTuple::new(py, fields).ok()?)).ok()?;
-    Some(MessageEvent { decoded: Decoded::Event(event), time, message: record.message.into_any(), message_span })
+    Some(MessageEvent { decoded: Decoded::Event(event), time, message: record.message.into_any(), kept })
 }
 
-/// What the blob keeps of a record, after its kind byte.
+/// What the blob keeps of a record, after its kind byte (the forms `EventLog._decode` reads).
 enum Kept {
     /// The whole record (the Python decoder reads it).
     Record,
@@ -219,12 +230,19 @@ enum Kept {
     Data((usize, usize)),
     /// A message event's record, its message (at this span) cut out (`without_message`).
     RecordWithoutMessage((usize, usize)),
+    /// Nothing: a user/message appended citing nothing, whose data is its `Message`.
+    Nothing,
+    /// A message append as `[data, source seqs]` (the in-memory move's form): `data` is `null` for
+    /// a user/message, else the data's span and its message's span within it, the message
+    /// written as `null`; `seqs` the span of `source_event_seqs`' array.
+    Envelope { data: Option<((usize, usize), (usize, usize))>, seqs: (usize, usize) },
 }
 
 impl Kept {
     /// Cut `record` (a record's text in the blob) down to what is kept, moved to its start: the
-    /// kind byte that says which form it is, and the length kept.
-    fn cut(self, record: &mut [u8]) -> (u8, usize) {
+    /// kind byte that says which form it is, and the length kept. `scratch` is reused between
+    /// records.
+    fn cut(self, record: &mut [u8], scratch: &mut Vec<u8>) -> (u8, usize) {
         match self {
             Kept::Record => (KIND_RECORD, record.len()),
             Kept::Data((start, stop)) => {
@@ -232,6 +250,25 @@ impl Kept {
                 (KIND_DATA, stop - start)
             }
             Kept::RecordWithoutMessage(span) => (KIND_MESSAGE_RECORD, without_message(record, span)),
+            Kept::Nothing => (KIND_USER, 0),
+            Kept::Envelope { data, seqs } => {
+                scratch.clear();
+                scratch.push(b'[');
+                match data {
+                    None => scratch.extend_from_slice(NULL),
+                    Some(((start, stop), (message_start, message_stop))) => {
+                        scratch.extend_from_slice(&record[start..message_start]);
+                        scratch.extend_from_slice(NULL);
+                        scratch.extend_from_slice(&record[message_stop..stop]);
+                    }
+                }
+                scratch.push(b',');
+                scratch.extend_from_slice(&record[seqs.0..seqs.1]);
+                scratch.push(b']');
+                // Never longer than the record, which holds the data, the seqs and more besides.
+                record[..scratch.len()].copy_from_slice(scratch);
+                (KIND_MESSAGE, scratch.len())
+            }
         }
     }
 }
@@ -240,7 +277,6 @@ impl Kept {
 /// place; the length of what is left. The event keeps its message as the `Message` (`EventLog`
 /// puts it back when it rebuilds the event), so a copy in the record would double its memory.
 fn without_message(text: &mut [u8], (start, stop): (usize, usize)) -> usize {
-    const NULL: &[u8] = b"null";
     if stop - start < NULL.len() {
         return text.len(); // no message is this short; kept whole rather than grown
     }
@@ -327,6 +363,7 @@ fn decode_records<'py>(
     let mut times: Vec<i64> = Vec::with_capacity(count);
     let mut ends: Vec<u64> = Vec::with_capacity(count);
     let mut type_names: Vec<(Vec<u8>, Bound<'py, PyString>)> = Vec::new();
+    let mut scratch = Vec::new();
     let tuple_new = py.get_type::<PyTuple>().getattr("__new__")?;
     let none = py.None().into_bound(py);
 
@@ -392,7 +429,7 @@ fn decode_records<'py>(
                             Decoded::Vouched(append) => pending.vouched(seq, append)?,
                             Decoded::Event(event) => pending.other(event)?,
                         }
-                        kept = Kept::RecordWithoutMessage(read.message_span);
+                        kept = read.kept;
                     }
                     None => {
                         types.push(none.clone());
@@ -405,7 +442,7 @@ fn decode_records<'py>(
         }
         // SAFETY: the same bytes as `text`, which is not used again.
         let record = unsafe { std::slice::from_raw_parts_mut(text_at, text_length) };
-        let (kind, kept) = kept.cut(record);
+        let (kind, kept) = kept.cut(record, &mut scratch);
         // SAFETY: `kind_at` lies inside the buffer, before this record's text.
         unsafe { buffer.add(kind_at).write(kind) };
         at = kind_at + 1 + kept;

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from array import array
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -93,11 +94,15 @@ def test_a_reopened_log_holds_each_message_once_and_rebuilds_its_events_exactly(
     # The messages live once, as the surface's Messages: the compact records hold `null` for them.
     compact = bytes(reopened._events._blob)
     assert b"question" not in compact and b'"text":"r1"' not in compact and b"looking" not in compact
-    assert compact.count(b'"message":null') == 24 and compact.count(b'"data":null') == 12
-    assert b'"usage":{"input_tokens":12}' in compact  # the rest of the envelope stays
-    # A plain event keeps its data alone: its seq is its place, its type and time are in the columns.
-    assert compact.count(b'D{"turn":') == 6 * 12
-    assert compact.count(b'"seq":') == 3 * 12 + 1  # the message events' records and the header's
+    assert compact.count(b'"message":null') == 24  # an assistant message's and a tool result's place
+    assert b'[{"turn":12,"step":1,"message":null,"usage":{"input_tokens":12}},[' in compact  # the rest of the envelope stays
+    # Only what the columns do not hold: seq is the place, type and time are columns. A plain
+    # event keeps its data (D), a message append its data beside the message and its source seqs
+    # (M), a user message citing nothing nothing at all (U); the header its whole record (R).
+    ends = reopened._events._ends
+    kinds = Counter(chr(compact[end]) for end in [0, *ends[:-1]])
+    assert kinds == {"D": 6 * 12, "M": 2 * 12, "U": 12, "R": 1}
+    assert compact.count(b'"seq":') == 1
 
 
 def _as_json(events) -> list[str]:

@@ -19,9 +19,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import dshkit
 from dshkit._core import decode_records
 from dshkit.session import Session, SessionCorruptError, SessionIntegrityWarning, codec
 from dshkit.session.codec import decode_record
+from dshkit.session.event_log import EventLog
 from dshkit.session.events import Event
 
 from tests.session.conftest import seal_any
@@ -282,7 +284,7 @@ def test_a_reshaped_record_decodes_natively_only_to_what_python_decodes(case: tu
     text, seq, _ = case
     record = reshaped(json.loads(text), order, change)
     filler = '{"seq":%d,"time":1,"type":"turn/start","data":{"turn":1}}'
-    _, _, messages, _, _, pending = decode_records([filler % index for index in range(seq)] + [record], Event)
+    types, times, messages, blob, ends, pending = decode_records([filler % index for index in range(seq)] + [record], Event)
     if seq in pending:
         return  # left to the Python decoder
     event, _ = decode_record(record, seq, str)
@@ -290,3 +292,10 @@ def test_a_reshaped_record_decodes_natively_only_to_what_python_decodes(case: tu
     for item in pending:
         if type(item) is Event:
             assert item == event
+    # and what the log keeps of it (`[data, source seqs]`, nothing, or the record without its
+    # message) rebuilds the same event: every field, in key order
+    log = EventLog()
+    log.adopt(types, times, messages, blob, ends)
+    log.reveal(seq + 1)
+    assert dshkit.to_json(tuple(log[seq])) == dshkit.to_json(tuple(event))
+    assert log[seq].message is messages[seq]

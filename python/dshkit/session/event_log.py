@@ -104,8 +104,11 @@ class EventLog(Sequence[Event]):
         self._times[seq] = event.time
         message = event.message
         self._messages[seq] = message
-        if message is not None or event.surface_op is not None or event.source_event_seqs:
-            self._blob[self._ends[seq - 1] if seq else 0] = _MESSAGE_RECORD
+        at = self._ends[seq - 1] if seq else 0
+        # A whole record that holds a message event's keys is read as one; an append the native
+        # pass vouched for (and the fold then stopped at) is already in its own form (`M`, `U`).
+        if self._blob[at] == _RECORD and (message is not None or event.surface_op is not None or event.source_event_seqs):
+            self._blob[at] = _MESSAGE_RECORD
 
     def _compact(self, count: int) -> None:
         """Move the oldest `count` hot events into the columns (`rust/event_columns.rs` writes them)."""
