@@ -28,9 +28,12 @@ use crate::json_leaves::write_member_key;
 use crate::message::Message;
 use crate::walk::Walk;
 
-const KIND_DATA: u8 = b'D';
-const KIND_USER: u8 = b'U';
-const KIND_MESSAGE: u8 = b'M';
+/// Kind bytes of `EventLog`'s compact form (`event_log.py` names them too): an event's data, a
+/// user/message at the end of the surface citing nothing, a message event's `[data with null for
+/// its message, source seqs]`, an event kept whole. `records.rs` writes the first three as well.
+pub(crate) const KIND_DATA: u8 = b'D';
+pub(crate) const KIND_USER: u8 = b'U';
+pub(crate) const KIND_MESSAGE: u8 = b'M';
 const KIND_KEPT: u8 = b'E';
 
 /// The columns of the events moved: what `EventLog` appends to its own.

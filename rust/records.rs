@@ -25,6 +25,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 
 use crate::checksum::crc32c_of_parts;
+use crate::event_columns::{KIND_DATA, KIND_MESSAGE, KIND_USER};
 use crate::json_scan::find_byte;
 use crate::message_record::read_message_record;
 use crate::message_vouch::{vouch_message_append, Append};
@@ -32,14 +33,10 @@ use crate::record_scan::{sort, Sorted};
 
 /// `,"crc":"` + 8 hex digits + `"}`.
 const SUFFIX_LENGTH: usize = 18;
-/// Kind bytes of `EventLog`'s compact form (`Kept`): a plain event's data, a record the Python
-/// decoder reads, a message event's record, a user/message citing nothing, a message append's
-/// `[data, source seqs]`.
-const KIND_DATA: u8 = b'D';
+/// Kind bytes of `EventLog`'s compact form only a stored record has (`Kept`; the others are
+/// `event_columns.rs`'): a record the Python decoder reads, a message event's record.
 const KIND_RECORD: u8 = b'R';
 const KIND_MESSAGE_RECORD: u8 = b'S';
-const KIND_USER: u8 = b'U';
-const KIND_MESSAGE: u8 = b'M';
 const NULL: &[u8] = b"null";
 
 /// The line suffix that seals a record with checksum `crc`.
