@@ -319,8 +319,9 @@ impl<'py> Pending<'py> {
 ///
 /// `types`/`messages` are lists (`None` where the Python decoder must look), `times` and `ends`
 /// native-endian `int64`/`uint64` bytes, `blob` a bytearray of a kind byte and a text per event
-/// (`Kept`): a plain event's `data`, a decoded message event's record with `null` where its
-/// message was (`without_message`), or the record as it is.
+/// (`Kept`): a plain event's `data`; a vouched message append's `[data, source seqs]` with `null`
+/// for its message, or nothing for a user message citing nothing; any other decoded message
+/// event's record with `null` where its message was (`without_message`); else the record as it is.
 /// `pending` lists, in seq order, each message event as an `Event`, the index of each record
 /// left to the Python decoder, and each run of vouched appends as `(seqs, tags)`
 /// (`Pending::vouched`; their `Message`s are in `messages`).
