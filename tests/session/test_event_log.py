@@ -98,7 +98,7 @@ def test_a_reopened_log_holds_each_message_once_and_rebuilds_its_events_exactly(
     assert b'[{"turn":12,"step":1,"message":null,"usage":{"input_tokens":12}},[' in compact  # the rest of the envelope stays
     # Only what the columns do not hold: seq is the place, type and time are columns. A plain
     # event keeps its data (D), a message append its data beside the message and its source seqs
-    # (M), a user message citing nothing nothing at all (U); the header its whole record (R).
+    # (M), a user message that cites nothing keeps nothing (U), the header its whole record (R).
     ends = reopened._events._ends
     kinds = Counter(chr(compact[end]) for end in [0, *ends[:-1]])
     assert kinds == {"D": 6 * 12, "M": 2 * 12, "U": 12, "R": 1}
