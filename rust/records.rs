@@ -201,10 +201,10 @@ fn message_event<'py>(
         let append = vouch_message_append(type_name, seq, &record.message, &record.surface_op, record.source_seqs.as_any());
         if let Some(append) = append {
             // An append (its surface_op is "append"): its data beside the message, and its seqs.
-            let kept = match (type_name, record.source_seqs.is_empty()) {
-                ("user/message", true) => Kept::Nothing,
-                ("user/message", false) => Kept::Envelope { data: None, seqs: record.source_seqs_span },
-                _ => Kept::Envelope { data: Some((record.data_span, record.message_span)), seqs: record.source_seqs_span },
+            let kept = if type_name == "user/message" && record.source_seqs.is_empty() {
+                Kept::Nothing
+            } else {
+                Kept::Envelope { data: record.data_span, message: record.message_span, seqs: record.source_seqs_span }
             };
             return Some(MessageEvent { decoded: Decoded::Vouched(append), time, message: record.message.into_any(), kept });
         }
@@ -229,10 +229,10 @@ enum Kept {
     RecordWithoutMessage((usize, usize)),
     /// Nothing: a user/message appended citing nothing, whose data is its `Message`.
     Nothing,
-    /// A message append as `[data, source seqs]` (the in-memory move's form): `data` is `null` for
-    /// a user/message, else the data's span and its message's span within it, the message
-    /// written as `null`; `seqs` the span of `source_event_seqs`' array.
-    Envelope { data: Option<((usize, usize), (usize, usize))>, seqs: (usize, usize) },
+    /// A message append as `[data, source seqs]` (the in-memory move's form), from the spans of
+    /// its data, of the message within it (written as `null`) and of `source_event_seqs`' array.
+    /// A user/message's data is its message, so its form is `[null, source seqs]`.
+    Envelope { data: (usize, usize), message: (usize, usize), seqs: (usize, usize) },
 }
 
 impl Kept {
@@ -248,17 +248,12 @@ impl Kept {
             }
             Kept::RecordWithoutMessage(span) => (KIND_MESSAGE_RECORD, without_message(record, span)),
             Kept::Nothing => (KIND_USER, 0),
-            Kept::Envelope { data, seqs } => {
+            Kept::Envelope { data, message, seqs } => {
                 scratch.clear();
                 scratch.push(b'[');
-                match data {
-                    None => scratch.extend_from_slice(NULL),
-                    Some(((start, stop), (message_start, message_stop))) => {
-                        scratch.extend_from_slice(&record[start..message_start]);
-                        scratch.extend_from_slice(NULL);
-                        scratch.extend_from_slice(&record[message_stop..stop]);
-                    }
-                }
+                scratch.extend_from_slice(&record[data.0..message.0]);
+                scratch.extend_from_slice(NULL);
+                scratch.extend_from_slice(&record[message.1..data.1]);
                 scratch.push(b',');
                 scratch.extend_from_slice(&record[seqs.0..seqs.1]);
                 scratch.push(b']');
