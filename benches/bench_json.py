@@ -117,7 +117,6 @@ def run_dump(benchmark: Any, name: str, frozen: Any, plain: Any) -> None:
         benchmark.extra_info["paired_ratio_vs_orjson"] = round(paired_ratio(function, frozen, orjson.dumps, plain), 3)
 
 
-
 @pytest.mark.benchmark(group="json-dumps-message")
 @pytest.mark.parametrize("name", list(DUMPERS))
 def test_json_dumps_message(benchmark, name: str) -> None:
@@ -135,6 +134,7 @@ def test_json_dumps_200_rows(benchmark, name: str) -> None:
         benchmark(msgspec.json.encode, structs)
         return
     run_dump(benchmark, name, freeze(rows), rows)
+
 
 # --- parsing ----------------------------------------------------------------------------------
 
