@@ -8,25 +8,43 @@ use crate::json_scan::{first_stop, load, load_tail, stops, store, Block, BLOCK};
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
-/// The escape sequence of a byte that needs one, in `buffer`; returns its length.
+/// The letter after the backslash of each byte's escape (`u` for a `\u00XX` one), 0 for a byte
+/// written as it is.
+const ESCAPE_LETTER: [u8; 256] = {
+    let mut letters = [0u8; 256];
+    let mut byte = 0;
+    while byte < 0x20 {
+        letters[byte] = b'u';
+        byte += 1;
+    }
+    letters[b'"' as usize] = b'"';
+    letters[b'\\' as usize] = b'\\';
+    letters[b'\n' as usize] = b'n';
+    letters[b'\r' as usize] = b'r';
+    letters[b'\t' as usize] = b't';
+    letters[0x08] = b'b';
+    letters[0x0c] = b'f';
+    letters
+};
+
+/// Write the escape sequence of `byte` at `to` (6 writable bytes); its length, 0 for a byte that
+/// needs none (the portable `stops` may flag one after the first byte it stops at).
 #[inline(always)]
-fn escape_of(byte: u8, buffer: &mut [u8; 8]) -> usize {
-    let short = match byte {
-        b'"' => b'"',
-        b'\\' => b'\\',
-        b'\n' => b'n',
-        b'\r' => b'r',
-        b'\t' => b't',
-        0x08 => b'b',
-        0x0c => b'f',
-        _ => {
-            *buffer = [b'\\', b'u', b'0', b'0', HEX[(byte >> 4) as usize], HEX[(byte & 0xf) as usize], 0, 0];
-            return 6;
-        }
-    };
-    buffer[0] = b'\\';
-    buffer[1] = short;
-    2
+unsafe fn write_escape(byte: u8, to: *mut u8) -> usize {
+    let letter = ESCAPE_LETTER[byte as usize];
+    if letter == 0 {
+        return 0;
+    }
+    *to = b'\\';
+    *to.add(1) = letter;
+    if letter != b'u' {
+        return 2;
+    }
+    *to.add(2) = b'0';
+    *to.add(3) = b'0';
+    *to.add(4) = HEX[(byte >> 4) as usize];
+    *to.add(5) = HEX[(byte & 0xf) as usize];
+    6
 }
 
 /// Write `text` as a JSON string. A string of at most one block with nothing to escape (most
@@ -115,11 +133,13 @@ pub(crate) unsafe fn write_member_key(out: &mut Vec<u8>, key: *mut ffi::PyObject
 /// `write_str_bytes` for any string. Room for the worst case (every byte a 6-byte escape) is
 /// reserved up front, so the loop stores a whole block at a time without bounds checks and
 /// without a copy call per run: a block with nothing to escape is stored and passed; otherwise
-/// the store is kept up to the first byte to escape, which is replaced by its escape sequence.
-/// The last partial block is padded with spaces (which need no escape) and handled the same way.
+/// each byte it flags is replaced by its escape sequence in turn, the text after it loaded and
+/// stored again behind the escape (arguments of tool calls, JSON in a string, flag several per
+/// block). The last partial block is padded with spaces (which need no escape).
 #[inline(never)]
 fn write_str_blocks(out: &mut Vec<u8>, text: &[u8]) {
     out.reserve(text.len() * 6 + 2 + BLOCK);
+    let load_from = |i: usize| if text.len() - i >= BLOCK { load(text, i) } else { load_tail(text, i) };
     unsafe {
         let start = out.len();
         let base = out.as_mut_ptr();
@@ -127,25 +147,36 @@ fn write_str_blocks(out: &mut Vec<u8>, text: &[u8]) {
         *base.add(at) = b'"';
         at += 1;
         let mut i = 0;
-        let mut escape = [0u8; 8];
         while i < text.len() {
-            let left = text.len() - i;
-            let block = if left >= BLOCK { load(text, i) } else { load_tail(text, i) };
+            let block = load_from(i);
             store(block, base.add(at));
-            let mask = stops(block);
+            let mut mask = stops(block);
             if mask == 0 {
-                let step = left.min(BLOCK);
+                let step = (text.len() - i).min(BLOCK);
                 at += step;
                 i += step;
                 continue;
             }
-            let plain = first_stop(mask);
-            at += plain;
-            i += plain;
-            let len = escape_of(text[i], &mut escape);
-            std::ptr::copy_nonoverlapping(escape.as_ptr(), base.add(at), 8);
-            at += len;
-            i += 1;
+            // Bytes `run..` of the text are stored at `at`, up to the block's end at least.
+            let mut run = i;
+            loop {
+                let stop = i + first_stop(mask);
+                if stop >= text.len() {
+                    break; // a portable mask's error in the padding: the text is all written
+                }
+                at += stop - run;
+                at += match write_escape(text[stop], base.add(at)) {
+                    0 => 1, // flagged in error: the byte is in place
+                    len => len,
+                };
+                run = stop + 1;
+                mask &= mask - 1; // one lane per flagged byte: this clears the one just written
+                if mask == 0 {
+                    break;
+                }
+                store(load_from(run), base.add(at));
+            }
+            i = run;
         }
         *base.add(at) = b'"';
         out.set_len(at + 1);
@@ -406,6 +437,30 @@ mod tests {
         let long = "x\"y\u{1}é".repeat(10_000);
         assert_eq!(escaped(&long), escaped_slowly(&long));
         assert_eq!(escaped(""), "\"\"");
+    }
+
+    #[test]
+    fn blocks_with_many_bytes_to_escape() {
+        // Every string of up to 7 characters over these, at every offset into a block, and
+        // JSON text as a tool call's arguments hold it.
+        let alphabet = ['a', '"', '\\', '\n', '\u{1}', '\u{1f}', 'é'];
+        let mut text = String::new();
+        for length in 0..=7u32 {
+            for mut code in 0..alphabet.len().pow(length) {
+                text.clear();
+                for _ in 0..length {
+                    text.push(alphabet[code % alphabet.len()]);
+                    code /= alphabet.len();
+                }
+                for offset in [0, 9, 15] {
+                    let shifted = format!("{}{text}", "x".repeat(offset));
+                    assert_eq!(escaped(&shifted), escaped_slowly(&shifted), "{shifted:?}");
+                }
+            }
+        }
+        let arguments = r#"{"path": "src/app.py", "pattern": "def handle_(request|event)", "include": ["*.py", "*.pyi"]}"#;
+        assert_eq!(escaped(arguments), escaped_slowly(arguments));
+        assert_eq!(escaped(&"\"".repeat(40)), escaped_slowly(&"\"".repeat(40)));
     }
 
     fn both_ways(value: f64) -> (String, String) {
