@@ -37,6 +37,8 @@ from dshkit.session import Session, derive_messages
 from dshkit.session.codec import encode_event
 from dshkit.session.records import seal_line, unseal_body
 
+from paired import paired_ratio
+
 EVENTS_PER_TURN = 16
 BIG = 100_000
 SMALL = 1_000
@@ -59,6 +61,13 @@ TARGETS = [
         "group": "session-reopen-10k-messages",
         "versus": "openai_agents_sqlite_session",
         "max_ratio": 0.7,
+    },
+    {
+        "name": "re-open a 10,000-message log and read it <= 0.7x the OpenAI Agents SDK SQLiteSession, in paired rounds",
+        "group": "session-reopen-10k-messages",
+        "row": "dshkit",
+        "extra_info": "paired_ratio_vs_sqlite_session",
+        "max_value": 0.7,
     },
     {
         "name": "messages() after one more append (100,000 events) does not re-derive: <= 0.1x a full re-derivation",
@@ -359,6 +368,10 @@ def test_reopen_conversation(benchmark, reopen_logs: dict[str, Any], row: str) -
     if row == "dshkit":
         opened = benchmark.pedantic(reopen_dshkit, (reopen_logs["dshkit"],), rounds=REOPEN_ROUNDS, warmup_rounds=1)
         assert opened == REOPEN_MESSAGES
+        if "openai_agents" in reopen_logs:
+            # One call each per batch (a re-open is ~50 ms); the best of two batches per round.
+            ratio = paired_ratio(reopen_dshkit, reopen_logs["dshkit"], reopen_openai_agents, reopen_logs["openai_agents"], rounds=15, best_of=2)
+            benchmark.extra_info["paired_ratio_vs_sqlite_session"] = round(ratio, 3)
         return
     if "openai_agents" not in reopen_logs:
         pytest.skip("openai-agents is not installed")
