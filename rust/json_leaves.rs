@@ -441,7 +441,7 @@ mod tests {
 
     #[test]
     fn blocks_with_many_bytes_to_escape() {
-        // Every string of up to 7 characters over these, at every offset into a block, and
+        // Every string of up to 7 characters over these, at three offsets into a block, and
         // JSON text as a tool call's arguments hold it.
         let alphabet = ['a', '"', '\\', '\n', '\u{1}', '\u{1f}', 'é'];
         let mut text = String::new();
