@@ -4,7 +4,7 @@
 use pyo3::ffi;
 
 use crate::errors::PathError;
-use crate::json_scan::{first_stop, load, load_tail, stops, store, Block, BLOCK};
+use crate::json_scan::{first_stop, load, load_padded, stops, store, Block, BLOCK};
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
@@ -87,7 +87,7 @@ fn two_plain_blocks(text: &[u8]) -> Option<(Block, Block)> {
         return None;
     }
     let first = load(text, 0);
-    let second = if text.len() == 2 * BLOCK { load(text, BLOCK) } else { load_tail(text, BLOCK) };
+    let second = load_padded(text, BLOCK);
     (stops(first) | stops(second) == 0).then_some((first, second))
 }
 
@@ -98,7 +98,7 @@ fn short_plain_block(text: &[u8]) -> Option<Block> {
     if text.len() > BLOCK || text.is_empty() {
         return None;
     }
-    let block = if text.len() == BLOCK { load(text, 0) } else { load_tail(text, 0) };
+    let block = load_padded(text, 0);
     (stops(block) == 0).then_some(block)
 }
 
@@ -139,7 +139,6 @@ pub(crate) unsafe fn write_member_key(out: &mut Vec<u8>, key: *mut ffi::PyObject
 #[inline(never)]
 fn write_str_blocks(out: &mut Vec<u8>, text: &[u8]) {
     out.reserve(text.len() * 6 + 2 + BLOCK);
-    let load_from = |i: usize| if text.len() - i >= BLOCK { load(text, i) } else { load_tail(text, i) };
     unsafe {
         let start = out.len();
         let base = out.as_mut_ptr();
@@ -148,7 +147,7 @@ fn write_str_blocks(out: &mut Vec<u8>, text: &[u8]) {
         at += 1;
         let mut i = 0;
         while i < text.len() {
-            let block = load_from(i);
+            let block = load_padded(text, i);
             store(block, base.add(at));
             let mut mask = stops(block);
             if mask == 0 {
@@ -174,7 +173,7 @@ fn write_str_blocks(out: &mut Vec<u8>, text: &[u8]) {
                 if mask == 0 {
                     break;
                 }
-                store(load_from(run), base.add(at));
+                store(load_padded(text, run), base.add(at));
             }
             i = run;
         }

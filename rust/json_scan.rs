@@ -191,6 +191,17 @@ mod block {
 
 pub(crate) use block::{equals, first_stop, load, load_tail, non_ascii, stops, store, Block, Mask, BLOCK};
 
+/// The block of `text` from `at` (at least one byte left): its 16 bytes, or the last 1 to 15
+/// padded with spaces.
+#[inline(always)]
+pub(crate) fn load_padded(text: &[u8], at: usize) -> Block {
+    if text.len() - at >= BLOCK {
+        load(text, at)
+    } else {
+        load_tail(text, at)
+    }
+}
+
 /// Length of the leading run of `text` that a JSON string holds as it is (no `"`, `\\` or
 /// control character): whole blocks, then words, then bytes.
 #[inline(always)]

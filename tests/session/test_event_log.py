@@ -105,7 +105,6 @@ def test_a_reopened_log_holds_each_message_once_and_rebuilds_its_events_exactly(
     assert compact.count(b'"seq":') == 1
 
 
-
 def test_a_reopened_user_message_citing_events_keeps_null_and_its_seqs(tmp_path: Path):
     path = tmp_path / "log.jsonl"
     with Session.create(path, durability="none") as session:
@@ -115,6 +114,7 @@ def test_a_reopened_user_message_citing_events_keeps_null_and_its_seqs(tmp_path:
     assert dshkit.to_json(tuple(reopened.events[1])) == dshkit.to_json(tuple(appended[1]))
     assert reopened.events[1].message is reopened.messages()[0]
     assert bytes(reopened._events._blob) == b'D{"turn":1}M[null,[0]]'  # its data is its message
+
 
 def _as_json(events) -> list[str]:
     return [dshkit.to_json(tuple(event)) for event in events]  # every field, in key order
