@@ -370,7 +370,7 @@ def test_reopen_conversation(benchmark, reopen_logs: dict[str, Any], row: str) -
         assert opened == REOPEN_MESSAGES
         if "openai_agents" in reopen_logs:
             # One call each per batch (a re-open is ~50 ms); the best of two batches per round.
-            ratio = paired_ratio(reopen_dshkit, reopen_logs["dshkit"], reopen_openai_agents, reopen_logs["openai_agents"], rounds=15, best_of=2)
+            ratio = paired_ratio(reopen_dshkit, reopen_logs["dshkit"], reopen_openai_agents, reopen_logs["openai_agents"], rounds=REOPEN_ROUNDS, best_of=2)
             benchmark.extra_info["paired_ratio_vs_sqlite_session"] = round(ratio, 3)
         return
     if "openai_agents" not in reopen_logs:
