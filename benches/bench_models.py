@@ -27,10 +27,10 @@ from typing import Any, Callable
 import httpx
 import pytest
 
-from dshkit.models.anthropic_stream import AnthropicStreamTranslator
-from dshkit.models.chat_stream import ChatStreamTranslator
-from dshkit.models.responses_stream import ResponsesStreamTranslator
-from dshkit.models.sse import SSEDecoder
+from dshkit.models.anthropic.stream import AnthropicStreamTranslator
+from dshkit.models.chat.stream import ChatStreamTranslator
+from dshkit.models.responses.stream import ResponsesStreamTranslator
+from dshkit.models.http.sse import SSEDecoder
 
 WORDS = 150  # text deltas per response (and as many reasoning deltas)
 ARGUMENT_PIECES = 20

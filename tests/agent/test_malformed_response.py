@@ -15,7 +15,7 @@ import pytest
 
 from dshkit.agent import Agent, Tool
 from dshkit.models import ScriptedModel
-from dshkit.models.chat_projection import chat_body
+from dshkit.models.chat.projection import chat_body
 from dshkit.models.errors import MalformedResponseError
 from dshkit.session import Session, project_request
 

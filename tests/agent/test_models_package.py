@@ -20,10 +20,10 @@ def test_the_protocol_types_and_scripted_model_are_exported() -> None:
 def test_the_http_model_is_imported_lazily() -> None:
     code = (
         "import sys, dshkit.models, dshkit.agent\n"
-        "assert 'dshkit.models.openai_compat' not in sys.modules, 'imported eagerly'\n"
+        "assert 'dshkit.models.chat.model' not in sys.modules, 'imported eagerly'\n"
         "assert 'httpx' not in sys.modules, 'httpx imported eagerly'\n"
         "cls = dshkit.models.OpenAICompatibleModel\n"
-        "assert cls.__module__ == 'dshkit.models.openai_compat', cls.__module__\n"
+        "assert cls.__module__ == 'dshkit.models.chat.model', cls.__module__\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr

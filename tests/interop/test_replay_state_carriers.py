@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from interop_histories import histories
 
 from dshkit.interop.blocks import ConversionError
-from dshkit.models.anthropic_projection import anthropic_messages
+from dshkit.models.anthropic.projection import anthropic_messages
 
 FEW = settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

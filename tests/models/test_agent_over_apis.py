@@ -14,9 +14,9 @@ import pytest
 
 from dshkit import create_user_message
 from dshkit.agent import Agent, Tool
-from dshkit.models.anthropic import AnthropicModel
-from dshkit.models.openai_compat import OpenAICompatibleModel
-from dshkit.models.responses import OpenAIResponsesModel
+from dshkit.models.anthropic.model import AnthropicModel
+from dshkit.models.chat.model import OpenAICompatibleModel
+from dshkit.models.responses.model import OpenAIResponsesModel
 from dshkit.session import Session, project_request
 
 SCHEMA = {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}

@@ -9,7 +9,7 @@ from typing import Any
 
 from dshkit import create_user_message
 from dshkit.agent import Agent, Tool
-from dshkit.models.openai_compat import OpenAICompatibleModel
+from dshkit.models.chat.model import OpenAICompatibleModel
 from dshkit.session import Session, project_request
 
 DISCONNECT_WAIT = 10.0

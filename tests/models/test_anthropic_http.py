@@ -10,9 +10,9 @@ import httpx
 import pytest
 
 from dshkit import create_assistant_message, create_tool_result_message, create_user_message
-from dshkit.models.anthropic import AnthropicModel
-from dshkit.models.anthropic_projection import anthropic_body
-from dshkit.models.chat_projection import UnsupportedContentError
+from dshkit.models.anthropic.model import AnthropicModel
+from dshkit.models.anthropic.projection import anthropic_body
+from dshkit.models.projection import UnsupportedContentError
 from dshkit.models.errors import IncompleteStreamError, MalformedResponseError, ProviderStreamError, ServerError
 from dshkit.models.protocol import ModelError
 

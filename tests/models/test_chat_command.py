@@ -213,7 +213,7 @@ def test_usage_line_on_a_terminal(tmp_path: Path) -> None:
     from dshkit import create_assistant_message, create_user_message
     from dshkit.agent import AgentEvent
     from dshkit.cli.chat import _Chat
-    from dshkit.models.openai_compat import OpenAICompatibleModel
+    from dshkit.models.chat.model import OpenAICompatibleModel
 
     session = Session()
     session.append("turn/start", {"turn": 1})

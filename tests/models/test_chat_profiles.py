@@ -12,13 +12,13 @@ import pytest
 
 from dshkit import create_assistant_message, create_tool_result_message, create_user_message
 from dshkit.models import from_env
-from dshkit.models.anthropic import AnthropicModel
-from dshkit.models.chat_profiles import PROFILES, profile_for, provider_for_url
-from dshkit.models.chat_stream import ChatStreamTranslator
+from dshkit.models.anthropic.model import AnthropicModel
+from dshkit.models.chat.profiles import PROFILES, profile_for, provider_for_url
+from dshkit.models.chat.stream import ChatStreamTranslator
 from dshkit.models.errors import MalformedResponseError
-from dshkit.models.openai_compat import OpenAICompatibleModel
-from dshkit.models.responses import OpenAIResponsesModel
-from dshkit.models.sse import ServerSentEvent
+from dshkit.models.chat.model import OpenAICompatibleModel
+from dshkit.models.responses.model import OpenAIResponsesModel
+from dshkit.models.http.sse import ServerSentEvent
 
 
 @dataclass(frozen=True)
@@ -152,7 +152,7 @@ def test_chat_model_sends_through_a_callers_client_and_leaves_it_open(loopback: 
 
 
 def test_usage_summary_reads_all_three_apis() -> None:
-    from dshkit.models.chat_stream import usage_summary
+    from dshkit.models.stream_translation import usage_summary
 
     anthropic = {"input_tokens": 12, "cache_creation_input_tokens": 100, "cache_read_input_tokens": 2048, "output_tokens": 17}
     assert usage_summary(anthropic) == {

@@ -17,13 +17,8 @@ from dshkit import (
     freeze,
     freeze_message,
 )
-from dshkit.models.chat_projection import (
-    UnsupportedContentError,
-    chat_body,
-    chat_messages,
-    chat_tools,
-    encode_chat_body,
-)
+from dshkit.models.chat.projection import chat_body, chat_messages, chat_tools
+from dshkit.models.projection import UnsupportedContentError, encode_body
 
 USER = {"kind": "user"}
 
@@ -181,12 +176,12 @@ def test_unsupported_blocks_name_message_and_block(message: Any, match: str) -> 
 def test_tools_become_function_schemas_in_given_order() -> None:
     schema = {"type": "object", "properties": {"z": {"type": "string"}, "a": {"type": "integer"}}, "required": ["z"]}
     tools = chat_tools([{"name": "read", "description": "Read a file", "parameters": freeze(schema)}, {"name": "noop"}])
-    assert json.loads(encode_chat_body({"tools": tools}))["tools"] == [
+    assert json.loads(encode_body({"tools": tools}))["tools"] == [
         {"type": "function", "function": {"name": "read", "description": "Read a file", "parameters": schema}},
         {"type": "function", "function": {"name": "noop", "parameters": {"type": "object", "properties": {}}}},
     ]
     # The schema's property order is what the model reads: it is kept, not sorted.
-    assert list(json.loads(encode_chat_body({"tools": tools}))["tools"][0]["function"]["parameters"]["properties"]) == ["z", "a"]
+    assert list(json.loads(encode_body({"tools": tools}))["tools"][0]["function"]["parameters"]["properties"]) == ["z", "a"]
 
 
 @pytest.mark.parametrize(("tools", "error"), [([{"description": "x"}], ValueError), (["read"], TypeError)])
@@ -219,10 +214,10 @@ def test_config_may_replace_stream_options_but_not_owned_keys() -> None:
 
 def test_same_request_gives_byte_identical_body() -> None:
     messages = tool_round_trip()
-    first = encode_chat_body(chat_body(Request(messages, system="Sé", config={"top_p": 0.9}), model="m"))
+    first = encode_body(chat_body(Request(messages, system="Sé", config={"top_p": 0.9}), model="m"))
     # The same messages re-imported from their JSON (as a re-opened log gives them back).
     reimported = tuple(freeze_message(json.loads(json.dumps(m.to_dict()))) for m in messages)
-    second = encode_chat_body(chat_body(Request(reimported, system="Sé", config={"top_p": 0.9}), model="m"))
+    second = encode_body(chat_body(Request(reimported, system="Sé", config={"top_p": 0.9}), model="m"))
     assert first == second
     assert "Sé".encode() in first  # UTF-8, not \\u escapes
     compact = json.dumps(json.loads(first), ensure_ascii=False, separators=(",", ":")).encode()
@@ -231,13 +226,13 @@ def test_same_request_gives_byte_identical_body() -> None:
 
 def test_projection_mints_nothing_and_keeps_ids_out_of_the_body() -> None:
     messages = tool_round_trip()
-    body = encode_chat_body(chat_body(Request(messages), model="m"))
+    body = encode_body(chat_body(Request(messages), model="m"))
     for message in messages:
         assert message.id.encode() not in body
 
 
 def test_lone_surrogate_is_escaped_not_a_crash() -> None:
-    body = encode_chat_body({"messages": [{"role": "user", "content": "bad \ud800 text"}]})
+    body = encode_body({"messages": [{"role": "user", "content": "bad \ud800 text"}]})
     assert json.loads(body)["messages"][0]["content"] == "bad \ud800 text"
 
 
@@ -262,6 +257,6 @@ def test_real_model_request_is_projected() -> None:
         tools=({"name": "t", "description": "d", "parameters": {"type": "object"}},),
         config={"temperature": 0},
     )
-    body = json.loads(encode_chat_body(chat_body(request, model="m")))
+    body = json.loads(encode_body(chat_body(request, model="m")))
     assert body["messages"][0] == {"role": "system", "content": "S"}
     assert body["tools"][0]["function"]["name"] == "t" and body["temperature"] == 0

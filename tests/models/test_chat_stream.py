@@ -7,9 +7,10 @@ from typing import Any
 
 import pytest
 
-from dshkit.models.chat_stream import ChatStreamTranslator, map_finish_reason, usage_summary
+from dshkit.models.chat.stream import ChatStreamTranslator
+from dshkit.models.stream_translation import map_finish_reason, usage_summary
 from dshkit.models.errors import IncompleteStreamError, MalformedResponseError, ProviderStreamError
-from dshkit.models.sse import ServerSentEvent
+from dshkit.models.http.sse import ServerSentEvent
 
 
 def ev(payload: Any, event: str = "message") -> ServerSentEvent:

@@ -10,13 +10,13 @@ from typing import Any, Callable
 import pytest
 
 from dshkit import create_user_message
-from dshkit.models.anthropic import AnthropicModel
+from dshkit.models.anthropic.model import AnthropicModel
 from dshkit.models.errors import MalformedResponseError, ModelHTTPError, ModelTimeoutError
-from dshkit.models.http_model import HTTPModel
-from dshkit.models.openai_compat import OpenAICompatibleModel
+from dshkit.models.http.model import HTTPModel
+from dshkit.models.chat.model import OpenAICompatibleModel
 from dshkit.models.protocol import ModelError
-from dshkit.models.responses import OpenAIResponsesModel
-from dshkit.models.sse import DEFAULT_MAX_EVENT_BYTES
+from dshkit.models.responses.model import OpenAIResponsesModel
+from dshkit.models.http.sse import DEFAULT_MAX_EVENT_BYTES
 from dshkit.session import ModelRequest
 from tests.models.conftest import AnthropicWire, Reply, ResponsesWire, Trickle, Wire
 

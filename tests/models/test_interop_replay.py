@@ -21,8 +21,8 @@ from dshkit.interop.anthropic import from_anthropic, to_anthropic
 from dshkit.interop.blocks import ConversionError
 from dshkit.interop.openai_chat import to_chat_messages
 from dshkit.interop.openai_responses import from_response_items, item_ids_of, to_response_items
-from dshkit.models.anthropic import AnthropicModel
-from dshkit.models.responses import OpenAIResponsesModel
+from dshkit.models.anthropic.model import AnthropicModel
+from dshkit.models.responses.model import OpenAIResponsesModel
 from dshkit.session import ModelRequest, Session
 
 SIGNATURE = "EqQBCkYIBhgCIkB0c2lnbmF0dXJlLW9mLXRoZS10aGlua2luZw=="

@@ -24,7 +24,7 @@ from dshkit.models.errors import (
     RateLimitError,
     ServerError,
 )
-from dshkit.models.openai_compat import OpenAICompatibleModel
+from dshkit.models.chat.model import OpenAICompatibleModel
 from dshkit.models.protocol import Model, ModelError
 
 DISCONNECT_WAIT = 10.0  # generous bound for the server to see the client go (behaviour, not speed)

@@ -11,8 +11,8 @@ import pytest
 from dshkit import create_assistant_message, create_tool_result_message, create_user_message
 from dshkit.models.errors import IncompleteStreamError, MalformedResponseError, ProviderStreamError
 from dshkit.models.protocol import ModelError
-from dshkit.models.responses import OpenAIResponsesModel
-from dshkit.models.responses_projection import responses_body
+from dshkit.models.responses.model import OpenAIResponsesModel
+from dshkit.models.responses.projection import responses_body
 
 
 @dataclass(frozen=True)

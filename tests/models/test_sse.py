@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dshkit.models.sse import SSEDecodeError, SSEDecoder, SSEEventTooLargeError, ServerSentEvent
+from dshkit.models.http.sse import SSEDecodeError, SSEDecoder, SSEEventTooLargeError, ServerSentEvent
 
 
 def decode(*reads: bytes) -> list[ServerSentEvent]:

@@ -120,3 +120,24 @@ def test_no_import_circle() -> None:
         if node not in index:
             connect(node)
     assert not cycles, cycles
+
+
+MODEL_APIS = ("chat", "anthropic", "responses")
+
+
+def model_api_of(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[2] if len(parts) >= 3 and parts[1] == "models" and parts[2] in MODEL_APIS else None
+
+
+@pytest.mark.parametrize("name", sorted(name for name in MODULES if layer_of(name) == "models"))
+def test_a_model_api_uses_only_its_own_folder_and_the_shared_modules(name: str) -> None:
+    # Shared pieces live in dshkit.models.{protocol,errors,projection,stream_translation} and
+    # dshkit.models.http; one API reaching into another's folder is how shared code used to hide.
+    own = model_api_of(name)
+    foreign = sorted(
+        target
+        for target in imported_modules(MODULES[name], top_level_only=False)
+        if (api := model_api_of(target)) is not None and api != own and own is not None
+    )
+    assert not foreign, f"{name} imports another API's modules: {foreign}"

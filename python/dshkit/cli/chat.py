@@ -33,7 +33,7 @@ from typing import IO, Any
 from dshkit.agent import Agent
 from dshkit.cli.terminal import LineEditor, colour_enabled, state_dir
 from dshkit.llm import create_user_message
-from dshkit.models.chat_stream import usage_summary
+from dshkit.models.stream_translation import usage_summary
 from dshkit.models.selection import from_env
 from dshkit.session import Session, SessionError
 

@@ -7,7 +7,7 @@ import mints ids unless ``ids=`` gives them.
 
 - Assistant turns use the replay state `dshkit.models.AnthropicModel` uses (one representation):
   an imported assistant message gets ``source.replay_state`` from
-  `dshkit.models.anthropic_replay.block_entry` (thinking signatures, ``redacted_thinking`` data,
+  `dshkit.models.anthropic.replay.block_entry` (thinking signatures, ``redacted_thinking`` data,
   the block order, extra block keys such as ``citations``), and an assistant message whose state
   fits its content is exported by `dshkit.models.anthropic_projection.replayed_blocks`, exactly
   as the model sends it. So a transcript imported here goes back to the API byte for byte
@@ -44,9 +44,9 @@ from dshkit.interop.blocks import (
     user_source,
 )
 from dshkit.llm import Message, thaw
-from dshkit.models.anthropic_projection import replayed_blocks
-from dshkit.models.anthropic_replay import MAPPED_KEYS, block_entry, replay_state
-from dshkit.models.chat_projection import UnsupportedContentError
+from dshkit.models.anthropic.projection import replayed_blocks
+from dshkit.models.anthropic.replay import MAPPED_KEYS, block_entry, replay_state
+from dshkit.models.projection import UnsupportedContentError
 
 __all__ = ["from_anthropic", "native_replay_state", "to_anthropic"]
 

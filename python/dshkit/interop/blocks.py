@@ -20,8 +20,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Union
 
 from dshkit.llm import FrozenDict, Message, freeze_message, new_message_id, thaw
-from dshkit.models.anthropic_projection import REPLAY_API as ANTHROPIC
-from dshkit.models.responses_projection import REPLAY_API as RESPONSES
+from dshkit.models.anthropic.projection import REPLAY_API as ANTHROPIC
+from dshkit.models.responses.projection import REPLAY_API as RESPONSES
 
 __all__ = [
     "ConversionError",

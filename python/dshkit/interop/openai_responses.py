@@ -10,7 +10,7 @@ Where the Responses state lives (so it replays byte for byte):
 
 - assistant-side items use the replay state `dshkit.models.OpenAIResponsesModel` uses (one
   representation): the run's ``source.replay_state`` comes from
-  `dshkit.models.responses_replay.item_entry` (item ids ``rs_…``/``msg_…``/``fc_…``,
+  `dshkit.models.responses.replay.item_entry` (item ids ``rs_…``/``msg_…``/``fc_…``,
   ``encrypted_content``, the part layout, other item and part keys), and an assistant message
   whose state fits its content is exported by
   `dshkit.models.responses_projection.replayed_items`, exactly as the model sends it. A run gets
@@ -49,9 +49,9 @@ from dshkit.interop.blocks import (
     user_source,
 )
 from dshkit.llm import Message, thaw
-from dshkit.models.chat_projection import UnsupportedContentError
-from dshkit.models.responses_projection import REPLAY_API, replayed_items
-from dshkit.models.responses_replay import ASSISTANT_ITEMS, item_entry, replay_state
+from dshkit.models.projection import UnsupportedContentError
+from dshkit.models.responses.projection import REPLAY_API, replayed_items
+from dshkit.models.responses.replay import ASSISTANT_ITEMS, item_entry, replay_state
 
 __all__ = ["from_response_items", "item_ids_of", "to_response_items"]
 

@@ -29,14 +29,14 @@ from dshkit.models.scripted import ScriptedModel
 from dshkit.models.selection import from_env
 
 if TYPE_CHECKING:
-    from dshkit.models.anthropic import AnthropicModel
-    from dshkit.models.openai_compat import OpenAICompatibleModel
-    from dshkit.models.responses import OpenAIResponsesModel
+    from dshkit.models.anthropic.model import AnthropicModel
+    from dshkit.models.chat.model import OpenAICompatibleModel
+    from dshkit.models.responses.model import OpenAIResponsesModel
 
 _LAZY = {
-    "AnthropicModel": "dshkit.models.anthropic",
-    "OpenAICompatibleModel": "dshkit.models.openai_compat",
-    "OpenAIResponsesModel": "dshkit.models.responses",
+    "AnthropicModel": "dshkit.models.anthropic.model",
+    "OpenAICompatibleModel": "dshkit.models.chat.model",
+    "OpenAIResponsesModel": "dshkit.models.responses.model",
 }
 
 

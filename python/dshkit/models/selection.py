@@ -28,7 +28,7 @@ def from_env(environ: Mapping[str, str] | None = None, *, api: str | None = None
         source = "api" if api is not None else "DSHKIT_API"
         raise ValueError(f"{source}: expected one of {', '.join(APIS)}, got {chosen!r}")
     if chosen == "chat":
-        from dshkit.models.openai_compat import OpenAICompatibleModel
+        from dshkit.models.chat.model import OpenAICompatibleModel
 
         return OpenAICompatibleModel.from_env(env, **options)
     model = env.get("DSHKIT_MODEL")
@@ -42,9 +42,9 @@ def from_env(environ: Mapping[str, str] | None = None, *, api: str | None = None
         settings["provider"] = env["DSHKIT_PROVIDER"].strip()
     settings.update(options)
     if chosen == "anthropic":
-        from dshkit.models.anthropic import AnthropicModel
+        from dshkit.models.anthropic.model import AnthropicModel
 
         return AnthropicModel(model, **settings)
-    from dshkit.models.responses import OpenAIResponsesModel
+    from dshkit.models.responses.model import OpenAIResponsesModel
 
     return OpenAIResponsesModel(model, **settings)

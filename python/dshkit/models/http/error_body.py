@@ -1,5 +1,5 @@
 """Reading what an HTTP response says besides its stream: error bodies, JSON answers, the
-request id and ``Retry-After`` (shared by every HTTP model, `dshkit.models.http_model`)."""
+request id and ``Retry-After`` (shared by every HTTP model, `dshkit.models.http.model`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 
-from dshkit.models.chat_stream import excerpt
+from dshkit.models.stream_translation import excerpt
 from dshkit.models.errors import (
     MalformedResponseError,
     ModelHTTPError,

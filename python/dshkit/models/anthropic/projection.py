@@ -1,14 +1,14 @@
 """From a `ModelRequest` to the JSON body of a streaming Anthropic Messages call.
 
-A pure function of the request, like `dshkit.models.chat_projection`: the same request gives
-byte-identical bytes (`encode_chat_body` is format-neutral). Mapping (see ``docs/models.md``):
+A pure function of the request, like `dshkit.models.chat.projection`: the same request gives
+byte-identical bytes (`encode_body` is format-neutral). Mapping (see ``docs/models.md``):
 
 - the request's system prompt, then any logged ``system`` messages (in log order), become the
   top-level ``system`` (the Messages API has no system turn inside the conversation).
 - user ``text`` / ``image`` blocks become ``text`` / ``image`` blocks; each ``tool_result`` block
   a ``tool_result`` block (first in its user turn, as the API requires) with ``is_error`` kept.
 - consecutive messages of one role are one turn (parallel tool results answer one assistant turn).
-- an assistant message whose ``source.replay_state`` (format: `dshkit.models.anthropic_replay`;
+- an assistant message whose ``source.replay_state`` (format: `dshkit.models.anthropic.replay`;
   written by `AnthropicStreamTranslator`, or on import by `dshkit.interop.anthropic`) goes back
   block for block as it came: ``thinking`` blocks with their signatures,
   ``redacted_thinking`` with its data, text and ``tool_use`` in their order. Without that state
@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from dshkit.llm import thaw
-from dshkit.models.projection_common import (
+from dshkit.models.projection import (
     UnsupportedContentError,
     apply_call_settings,
     block_text,

@@ -31,7 +31,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
-from dshkit.models.chat_stream import excerpt
+from dshkit.models.stream_translation import excerpt
 from dshkit.models.errors import (
     IncompleteStreamError,
     MalformedResponseError,
@@ -39,9 +39,9 @@ from dshkit.models.errors import (
     ModelHTTPError,
     ModelTimeoutError,
 )
-from dshkit.models.http_responses import http_error, read_error_text, read_json, request_id_of
+from dshkit.models.http.error_body import http_error, read_error_text, read_json, request_id_of
 from dshkit.models.protocol import CancelSignal, Chunk, ModelError
-from dshkit.models.sse import (
+from dshkit.models.http.sse import (
     SSEDecodeError,
     SSEDecoder,
     SSEEventTooLargeError,

@@ -13,20 +13,20 @@
 - ``response.completed`` / ``response.incomplete`` end the response with its ``usage``;
   ``response.failed`` and ``error`` events raise `ProviderStreamError`.
 
-The finish chunk's ``replay_state`` (format: `dshkit.models.responses_replay`) holds per output
+The finish chunk's ``replay_state`` (format: `dshkit.models.responses.replay`) holds per output
 item its id, kind, the lengths of its text parts, its ``call_id`` and its ``encrypted_content``,
-from which `dshkit.models.responses_projection` rebuilds the items.
+from which `dshkit.models.responses.projection` rebuilds the items.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from dshkit.models.chat_stream import map_finish_reason
+from dshkit.models.stream_translation import map_finish_reason
 from dshkit.models.errors import IncompleteStreamError, MalformedResponseError
 from dshkit.models.protocol import Chunk, FinishChunk
-from dshkit.models.responses_replay import replay_state
-from dshkit.models.sse import ServerSentEvent
+from dshkit.models.responses.replay import replay_state
+from dshkit.models.http.sse import ServerSentEvent
 from dshkit.models.stream_translation import closing_chunks, event_object, malformed_stream_error, provider_stream_error
 
 __all__ = ["ResponsesStreamTranslator", "TRANSIENT_ERRORS"]

@@ -4,13 +4,17 @@ Each wire format shapes its body differently, but reads the same `ModelRequest` 
 way: a tool spec's name, description and schema; a tool call's id, name and argument text; a
 text block's text; an image's URL; a system prompt given as text blocks; the call settings; an
 assistant message's replay state. Reading them once here keeps the error messages (and what is
-accepted) the same whichever provider a request goes to.
+accepted) the same whichever provider a request goes to. `encode_body` turns any format's body
+into its bytes.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
+
+from dshkit.llm import json_default
 
 if TYPE_CHECKING:
     from dshkit.llm import Message
@@ -19,6 +23,7 @@ __all__ = [
     "UnsupportedContentError",
     "apply_call_settings",
     "block_text",
+    "encode_body",
     "image_url",
     "replay_layout",
     "system_block_texts",
@@ -120,3 +125,15 @@ def replay_layout(message: Message, api: str, key: str) -> Sequence[Any] | None:
     if not isinstance(layout, Sequence) or isinstance(layout, (str, bytes)):
         return None
     return layout
+
+
+def encode_body(body: Mapping[str, Any]) -> bytes:
+    """Compact UTF-8 JSON bytes of a body (frozen parts included), byte-identical for equal input."""
+    text = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=json_default)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        # A lone surrogate cannot be UTF-8: the escaped form is still valid JSON text.
+        return json.dumps(
+            body, ensure_ascii=True, separators=(",", ":"), allow_nan=False, default=json_default
+        ).encode("ascii")

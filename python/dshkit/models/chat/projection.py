@@ -1,7 +1,7 @@
 """From a `ModelRequest` to the JSON body of a streaming chat-completions call.
 
 A pure function of the request: nothing is minted, nothing read from the clock or the
-environment, so the same request always gives byte-identical bytes (`encode_chat_body`). Key
+environment, so the same request always gives byte-identical bytes (`dshkit.models.projection.encode_body`). Key
 order is fixed by construction; the order of keys inside caller-provided JSON (tool schemas, call
 settings) is kept as logged, because a schema's property order is part of what the model reads.
 
@@ -24,12 +24,10 @@ A block that cannot be expressed raises `UnsupportedContentError` naming the mes
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from dshkit.llm import json_default
-from dshkit.models.projection_common import (
+from dshkit.models.projection import (
     UnsupportedContentError,
     apply_call_settings,
     image_url,
@@ -45,11 +43,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "RESERVED_BODY_KEYS",
-    "UnsupportedContentError",
     "chat_body",
     "chat_messages",
     "chat_tools",
-    "encode_chat_body",
 ]
 
 RESERVED_BODY_KEYS = frozenset(("model", "messages", "tools", "stream"))
@@ -86,18 +82,6 @@ def chat_body(
     if include_usage and "stream_options" not in body:
         body["stream_options"] = {"include_usage": True}
     return body
-
-
-def encode_chat_body(body: Mapping[str, Any]) -> bytes:
-    """Compact UTF-8 JSON bytes of a body (frozen parts included), byte-identical for equal input."""
-    text = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=json_default)
-    try:
-        return text.encode("utf-8")
-    except UnicodeEncodeError:
-        # A lone surrogate cannot be UTF-8: the escaped form is still valid JSON text.
-        return json.dumps(
-            body, ensure_ascii=True, separators=(",", ":"), allow_nan=False, default=json_default
-        ).encode("ascii")
 
 
 def chat_tools(tools: Iterable[Mapping[str, Any]] | None) -> list[dict[str, Any]]:

@@ -22,7 +22,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from dshkit.models.anthropic_projection import REPLAY_API
+from dshkit.models.anthropic.projection import REPLAY_API
 
 __all__ = ["MAPPED_KEYS", "REPLAY_API", "assistant_from_blocks", "block_entry", "replay_state"]
 

@@ -16,7 +16,7 @@ pure (no I/O), so every provider quirk it tolerates is unit-tested on recorded s
   are serialised compactly.
 - usage may come on any chunk (usually a last chunk with no choices); the last one wins and is
   passed on verbatim, provider field names included (``prompt_tokens_details.cached_tokens``,
-  DeepSeek's ``prompt_cache_hit_tokens``); `usage_summary` normalises it.
+  DeepSeek's ``prompt_cache_hit_tokens``); `stream_translation.usage_summary` normalises it.
 - ``finish_reason`` is mapped to the protocol's reasons; the finish chunk is held back until the
   stream ends (``[DONE]`` or end of body) because usage follows it.
 """
@@ -28,97 +28,19 @@ from collections.abc import Mapping
 from typing import Any
 
 from dshkit.models.errors import IncompleteStreamError, MalformedResponseError
-from dshkit.models.protocol import Chunk, FinishChunk, ModelErrorInfo
-from dshkit.models.sse import ServerSentEvent
+from dshkit.models.protocol import Chunk, FinishChunk
+from dshkit.models.http.sse import ServerSentEvent
 from dshkit.models.stream_translation import (
     closing_chunks,
     event_object,
-    excerpt,
     malformed_stream_error,
+    map_finish_reason,
     provider_stream_error,
 )
 
-__all__ = ["ChatStreamTranslator", "DONE", "excerpt", "map_finish_reason", "usage_summary"]
+__all__ = ["ChatStreamTranslator", "DONE"]
 
 DONE = "[DONE]"
-
-# Provider finish reasons that end a response normally, by protocol reason.
-_FINISH_REASONS = {
-    "stop": "stop",
-    "end_turn": "stop",
-    "stop_sequence": "stop",
-    "eos": "stop",
-    "length": "max_tokens",
-    "max_tokens": "max_tokens",
-    "model_length": "max_tokens",
-    "tool_calls": "tool_calls",
-    "function_call": "tool_calls",
-    "tool_use": "tool_calls",
-}
-_ABORTED = frozenset(("abort", "aborted", "cancelled", "canceled"))
-
-
-def map_finish_reason(reason: str, *, saw_tool_calls: bool) -> FinishChunk:
-    """The protocol finish chunk for a provider's ``finish_reason``.
-
-    A ``stop`` after streamed tool calls is a ``tool_calls`` finish (some servers always say
-    ``stop``). Content filtering, a provider abort and unknown reasons finish with ``error``.
-    """
-    mapped = _FINISH_REASONS.get(reason)
-    if mapped == "stop" and saw_tool_calls:
-        mapped = "tool_calls"
-    if mapped is not None:
-        return {"type": "finish", "reason": mapped}  # type: ignore[typeddict-item]
-    error: ModelErrorInfo
-    if reason in _ABORTED:
-        error = {"code": "ABORTED", "message": f"the provider aborted the response ({reason})"}
-    elif reason == "content_filter":
-        error = {"code": "content_filter", "message": "the provider's content filter stopped the response"}
-    else:
-        error = {"code": "finish_reason", "message": f"the response finished with reason {reason!r}"}
-    return {"type": "finish", "reason": "error", "error": error}
-
-
-def usage_summary(usage: Mapping[str, Any]) -> dict[str, int]:
-    """Normalised token counts of a usage mapping from any of the three APIs (keys only when known).
-
-    ``input_tokens`` (all prompt tokens, cached ones included), ``cached_input_tokens`` (OpenAI
-    ``prompt_tokens_details.cached_tokens`` / ``input_tokens_details.cached_tokens``, DeepSeek
-    ``prompt_cache_hit_tokens``, Anthropic ``cache_read_input_tokens``), ``cache_write_tokens``
-    (Anthropic ``cache_creation_input_tokens``), ``output_tokens``, ``reasoning_tokens`` and
-    ``total_tokens``.
-    """
-    summary: dict[str, int] = {}
-
-    def number(value: object) -> int | None:
-        return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-    def put(name: str, value: object) -> None:
-        if number(value) is not None and name not in summary:
-            summary[name] = value  # type: ignore[assignment]
-
-    def detail(key: str, inner: str) -> object:
-        details = usage.get(key)
-        return details.get(inner) if isinstance(details, Mapping) else None
-
-    put("input_tokens", usage.get("prompt_tokens"))
-    put("cached_input_tokens", detail("prompt_tokens_details", "cached_tokens"))
-    put("cached_input_tokens", detail("input_tokens_details", "cached_tokens"))
-    put("cached_input_tokens", usage.get("prompt_cache_hit_tokens"))
-    cache_read, cache_write = number(usage.get("cache_read_input_tokens")), number(usage.get("cache_creation_input_tokens"))
-    if "prompt_tokens" not in usage and (cache_read is not None or cache_write is not None):
-        # Anthropic counts cache reads and writes apart from input_tokens.
-        put("input_tokens", (number(usage.get("input_tokens")) or 0) + (cache_read or 0) + (cache_write or 0))
-    put("cached_input_tokens", cache_read)
-    put("cache_write_tokens", cache_write)
-    put("input_tokens", usage.get("input_tokens"))
-    put("output_tokens", usage.get("completion_tokens"))
-    put("output_tokens", usage.get("output_tokens"))
-    put("reasoning_tokens", detail("completion_tokens_details", "reasoning_tokens"))
-    put("reasoning_tokens", detail("output_tokens_details", "reasoning_tokens"))
-    put("total_tokens", usage.get("total_tokens"))
-    return summary
-
 
 class _ToolCall:
     __slots__ = ("id", "name")

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from dshkit.models.responses_projection import REPLAY_API
+from dshkit.models.responses.projection import REPLAY_API
 
 __all__ = ["ASSISTANT_ITEMS", "REPLAY_API", "assistant_from_items", "item_entry", "replay_state"]
 

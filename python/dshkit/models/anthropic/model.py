@@ -1,9 +1,9 @@
 """`AnthropicModel`: the Anthropic Messages API, streamed over httpx (no SDK).
 
-The body is a pure function of the request (`dshkit.models.anthropic_projection`), the events
-become protocol chunks (`dshkit.models.anthropic_stream`), and transport, retries (529
+The body is a pure function of the request (`dshkit.models.anthropic.projection`), the events
+become protocol chunks (`dshkit.models.anthropic.stream`), and transport, retries (529
 ``overloaded_error`` like 429) and cancellation are shared with the other HTTP models
-(`dshkit.models.http_model`). Thinking signatures and redacted thinking travel in the assistant
+(`dshkit.models.http.model`). Thinking signatures and redacted thinking travel in the assistant
 message's ``source.replay_state`` and go back unchanged.
 """
 
@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING
 
 import httpx
 
-from dshkit.models.anthropic_projection import anthropic_body
-from dshkit.models.anthropic_stream import AnthropicStreamTranslator
-from dshkit.models.chat_projection import encode_chat_body
-from dshkit.models.http_model import HTTPModel, RetryCallback, StreamTranslator, endpoint
-from dshkit.models.sse import DEFAULT_MAX_EVENT_BYTES
+from dshkit.models.anthropic.projection import anthropic_body
+from dshkit.models.anthropic.stream import AnthropicStreamTranslator
+from dshkit.models.projection import encode_body
+from dshkit.models.http.model import HTTPModel, RetryCallback, StreamTranslator, endpoint
+from dshkit.models.http.sse import DEFAULT_MAX_EVENT_BYTES
 
 if TYPE_CHECKING:
     from dshkit.session import ModelRequest
@@ -86,7 +86,7 @@ class AnthropicModel(HTTPModel):
 
     def request_body(self, request: ModelRequest) -> bytes:
         """The exact bytes `stream` posts for `request` (byte-identical for an equal request)."""
-        return encode_chat_body(anthropic_body(request, model=self._model, max_tokens=self.max_tokens))
+        return encode_body(anthropic_body(request, model=self._model, max_tokens=self.max_tokens))
 
     def _new_translator(self, status: int, request_id: str | None) -> StreamTranslator:
         return AnthropicStreamTranslator(status=status, request_id=request_id)

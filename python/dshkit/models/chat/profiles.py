@@ -5,7 +5,7 @@ refuse an unknown message key), whether an assistant message with tool calls mus
 even when empty (DeepSeek's thinking mode answers 400 "Missing reasoning_content" otherwise), and
 whether ``stream_options`` is accepted (Mistral answers 422). Reading is the same for every
 provider: the stream translator reads reasoning from every field providers use
-(`dshkit.models.chat_stream`), so `reasoning_in` only documents where each one sends it.
+(`dshkit.models.chat.stream`), so `reasoning_in` only documents where each one sends it.
 """
 
 from __future__ import annotations

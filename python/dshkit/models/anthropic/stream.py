@@ -1,7 +1,7 @@
 """From an Anthropic Messages event stream to the chunks of the model protocol.
 
 `AnthropicStreamTranslator` is fed the server-sent events of one response, in order (pure, no
-I/O, like `dshkit.models.chat_stream.ChatStreamTranslator`):
+I/O, like `dshkit.models.chat.stream.ChatStreamTranslator`):
 
 - ``message_start`` carries the message id and the first usage (input tokens, cache reads and
   writes); ``message_delta`` the ``stop_reason`` and the cumulative output usage. One ``usage``
@@ -11,7 +11,7 @@ I/O, like `dshkit.models.chat_stream.ChatStreamTranslator`):
   ``input_json_delta`` the arguments of a ``tool_call_delta`` (a call whose input never streamed
   gets ``{}``). ``signature_delta`` and ``redacted_thinking`` data are not chunks: they go, with
   the block layout, into the finish chunk's ``replay_state`` (format:
-  `dshkit.models.anthropic_replay`), from which `dshkit.models.anthropic_projection` rebuilds
+  `dshkit.models.anthropic.replay`), from which `dshkit.models.anthropic.projection` rebuilds
   the exact blocks for the next request.
 - ``ping`` is ignored; an ``error`` event raises `ProviderStreamError` (transient kinds such as
   ``overloaded_error`` are retryable); ``message_stop`` ends the stream.
@@ -22,11 +22,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from dshkit.models.anthropic_replay import replay_state
-from dshkit.models.chat_stream import map_finish_reason
+from dshkit.models.anthropic.replay import replay_state
+from dshkit.models.stream_translation import map_finish_reason
 from dshkit.models.errors import IncompleteStreamError, MalformedResponseError
 from dshkit.models.protocol import Chunk, FinishChunk
-from dshkit.models.sse import ServerSentEvent
+from dshkit.models.http.sse import ServerSentEvent
 from dshkit.models.stream_translation import closing_chunks, malformed_stream_error, provider_stream_error
 
 __all__ = ["AnthropicStreamTranslator", "TRANSIENT_ERRORS"]

@@ -2,9 +2,9 @@
 
 Stateless: every request carries the whole conversation from the log (``store: false``, no
 ``previous_response_id``), with encrypted reasoning items and the API's own item ids replayed
-from each assistant message's ``source.replay_state`` (`dshkit.models.responses_projection`).
-Events become chunks in `dshkit.models.responses_stream`; transport, retries and cancellation are
-shared with the other HTTP models (`dshkit.models.http_model`).
+from each assistant message's ``source.replay_state`` (`dshkit.models.responses.projection`).
+Events become chunks in `dshkit.models.responses.stream`; transport, retries and cancellation are
+shared with the other HTTP models (`dshkit.models.http.model`).
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING
 
 import httpx
 
-from dshkit.models.chat_projection import encode_chat_body
-from dshkit.models.http_model import HTTPModel, RetryCallback, StreamTranslator, endpoint, provider_from_url
-from dshkit.models.responses_projection import responses_body
-from dshkit.models.responses_stream import ResponsesStreamTranslator
-from dshkit.models.sse import DEFAULT_MAX_EVENT_BYTES
+from dshkit.models.projection import encode_body
+from dshkit.models.http.model import HTTPModel, RetryCallback, StreamTranslator, endpoint, provider_from_url
+from dshkit.models.responses.projection import responses_body
+from dshkit.models.responses.stream import ResponsesStreamTranslator
+from dshkit.models.http.sse import DEFAULT_MAX_EVENT_BYTES
 
 if TYPE_CHECKING:
     from dshkit.session import ModelRequest
@@ -74,7 +74,7 @@ class OpenAIResponsesModel(HTTPModel):
 
     def request_body(self, request: ModelRequest) -> bytes:
         """The exact bytes `stream` posts for `request` (byte-identical for an equal request)."""
-        return encode_chat_body(responses_body(request, model=self._model))
+        return encode_body(responses_body(request, model=self._model))
 
     def _new_translator(self, status: int, request_id: str | None) -> StreamTranslator:
         return ResponsesStreamTranslator(status=status, request_id=request_id)

@@ -3,9 +3,9 @@
 Works with DeepSeek, OpenAI, Groq, Mistral, vLLM, Ollama, llama.cpp's server, OpenRouter and any
 endpoint that speaks ``POST {base_url}/chat/completions`` with ``"stream": true``. The request
 body is a pure function of the `ModelRequest` and the provider profile
-(`dshkit.models.chat_projection`, `dshkit.models.chat_profiles`); the response's server-sent
-events become protocol chunks (`dshkit.models.chat_stream`); transport, retries and cancellation
-are shared with the other HTTP models (`dshkit.models.http_model`).
+(`dshkit.models.chat.projection`, `dshkit.models.chat.profiles`); the response's server-sent
+events become protocol chunks (`dshkit.models.chat.stream`); transport, retries and cancellation
+are shared with the other HTTP models (`dshkit.models.http.model`).
 """
 
 from __future__ import annotations
@@ -17,13 +17,15 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from dshkit.models.chat_profiles import ChatProfile, profile_for, provider_for_url
-from dshkit.models.chat_projection import chat_body, encode_chat_body
-from dshkit.models.chat_stream import ChatStreamTranslator, excerpt
+from dshkit.models.chat.profiles import ChatProfile, profile_for, provider_for_url
+from dshkit.models.chat.projection import chat_body
+from dshkit.models.projection import encode_body
+from dshkit.models.chat.stream import ChatStreamTranslator
+from dshkit.models.stream_translation import excerpt
 from dshkit.models.errors import MalformedResponseError
-from dshkit.models.http_model import HTTPModel, RetryCallback, StreamTranslator, endpoint, provider_from_url
+from dshkit.models.http.model import HTTPModel, RetryCallback, StreamTranslator, endpoint, provider_from_url
 from dshkit.models.protocol import Chunk
-from dshkit.models.sse import DEFAULT_MAX_EVENT_BYTES, ServerSentEvent
+from dshkit.models.http.sse import DEFAULT_MAX_EVENT_BYTES, ServerSentEvent
 
 if TYPE_CHECKING:
     from dshkit.session import ModelRequest
@@ -121,7 +123,7 @@ class OpenAICompatibleModel(HTTPModel):
 
     def request_body(self, request: ModelRequest) -> bytes:
         """The exact bytes `stream` posts for `request` (byte-identical for an equal request)."""
-        return encode_chat_body(
+        return encode_body(
             chat_body(
                 request,
                 model=self._model,

@@ -10,7 +10,7 @@ authority and every request carries the whole conversation; encrypted reasoning 
 - user ``text`` / ``image`` blocks are ``input_text`` / ``input_image`` parts of a ``message``
   item; each ``tool_result`` block a ``function_call_output`` item (text as a string, with images
   a list of parts), before the rest of its message.
-- an assistant message whose ``source.replay_state`` (format: `dshkit.models.responses_replay`;
+- an assistant message whose ``source.replay_state`` (format: `dshkit.models.responses.replay`;
   written by `ResponsesStreamTranslator`, or on import by `dshkit.interop.openai_responses`)
   goes back item for item with the ids the API gave: ``reasoning`` items with their summaries and
   ``encrypted_content``, ``message`` items with their parts, ``function_call`` items. Without that
@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from dshkit.llm import thaw
-from dshkit.models.projection_common import (
+from dshkit.models.projection import (
     UnsupportedContentError,
     apply_call_settings,
     block_text,

@@ -1,0 +1,2 @@
+"""Anthropic Messages (`AnthropicModel`): the model, the projection of a request to its body,
+the stream translator and the replay format of opaque provider state."""
