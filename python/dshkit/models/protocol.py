@@ -133,6 +133,11 @@ class Model(Protocol):
         ...
 
 
+CONTEXT_WINDOW_EXCEEDED = "context_window_exceeded"
+"""The `ModelError.code` (and finish-chunk error code) of a request too large for the model's
+context window, whichever API said so: the agent compacts and retries the step once on it."""
+
+
 class ModelError(Exception):
     """A model call failed. Models may raise it (or a subclass) from `stream`.
 
@@ -170,6 +175,7 @@ class ModelError(Exception):
 
 
 __all__ = [
+    "CONTEXT_WINDOW_EXCEEDED",
     "FINISH_REASONS",
     "CancelSignal",
     "Chunk",
