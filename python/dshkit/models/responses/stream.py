@@ -9,12 +9,17 @@
   ``response.reasoning_summary_text.delta`` and ``response.reasoning_text.delta`` are
   ``reasoning_delta``; ``response.function_call_arguments.delta`` the call's arguments (a call
   whose arguments only come whole, in ``.done`` or ``output_item.done``, gets them there).
-- ``response.output_item.done`` of a reasoning item brings its ``encrypted_content``.
+- ``response.content_part.added`` opens a part of a message (``output_text`` / ``refusal``) or,
+  where the reasoning itself is streamed (DeepSeek, open-weight servers), a ``reasoning_text``
+  part of a reasoning item.
+- ``response.output_item.done`` of a reasoning item brings its ``encrypted_content`` (and its
+  text, as ``reasoning_delta``, when none of it streamed).
 - ``response.completed`` / ``response.incomplete`` end the response with its ``usage``;
   ``response.failed`` and ``error`` events raise `ProviderStreamError`.
 
 The finish chunk's ``replay_state`` (format: `dshkit.models.responses.replay`) holds per output
-item its id, kind, the lengths of its text parts, its ``call_id`` and its ``encrypted_content``,
+item its id, kind, the lengths of its text parts (a reasoning item's ``reasoning_text`` parts
+and summary parts apart), its ``call_id`` and its ``encrypted_content``,
 from which `dshkit.models.responses.projection` rebuilds the items.
 """
 
@@ -118,9 +123,16 @@ class ResponsesStreamTranslator:
         return []
 
     def _part_added(self, payload: dict[str, Any], data: str) -> list[Chunk]:
-        entry = self._entry(payload, data, "message")
         part = payload.get("part")
         kind = part.get("type") if isinstance(part, dict) else None
+        entry = self._items.get(self._index(payload, data))
+        if entry is not None and entry["type"] == "reasoning":
+            # DeepSeek and open-weight servers stream the reasoning itself as content parts.
+            if kind != "reasoning_text":
+                raise self._malformed(f"event {self._events}: a {kind!r} content part in a reasoning item (expected reasoning_text)", data)
+            self._content_slot(entry, payload)
+            return []
+        entry = self._entry(payload, data, "message")
         entry["parts"].append({"type": "refusal" if kind == "refusal" else "output_text", "length": 0})
         return []
 
@@ -149,11 +161,8 @@ class ResponsesStreamTranslator:
     def _reasoning_text_delta(self, payload: dict[str, Any], data: str) -> list[Chunk]:
         entry = self._entry(payload, data, "reasoning")
         text = self._delta(payload, data)
-        content = entry.setdefault("content", [])
-        position = payload.get("content_index", 0)
-        while isinstance(position, int) and len(content) <= position:
-            content.append(0)
-        content[-1 if not isinstance(position, int) else position] += len(text)
+        slot = self._content_slot(entry, payload)
+        entry["content"][slot] += len(text)
         return [{"type": "reasoning_delta", "text": text}] if text else []
 
     def _arguments_delta(self, payload: dict[str, Any], data: str) -> list[Chunk]:
@@ -181,8 +190,10 @@ class ResponsesStreamTranslator:
         entry = self._items.get(index)
         if entry is None or not isinstance(item, dict):
             raise self._malformed(f"event {self._events}: output_item.done for item {index}, which was never added", data)
-        if entry["type"] == "reasoning" and item.get("encrypted_content") is not None:
-            entry["encrypted_content"] = item["encrypted_content"]
+        if entry["type"] == "reasoning":
+            if item.get("encrypted_content") is not None:
+                entry["encrypted_content"] = item["encrypted_content"]
+            return self._reasoning_whole(entry, item, data)
         if entry["type"] == "function_call":
             return self._arguments_whole(payload, data, item.get("arguments"))
         return []
@@ -215,7 +226,37 @@ class ResponsesStreamTranslator:
         self._raise_error(data, payload.get("error", payload))
         return []
 
+    def _reasoning_whole(self, entry: dict[str, Any], item: dict[str, Any], data: str) -> list[Chunk]:
+        """A reasoning item whose text streamed not at all brings it whole in its done item: the
+        reasoning text, then the summary (the order `replayed_items` reads them back in)."""
+        if entry["summary"] or entry.get("content"):
+            return []
+        chunks: list[Chunk] = []
+        for key in ("content", "summary"):
+            parts = item.get(key)
+            if not parts:
+                continue
+            if not isinstance(parts, list) or not all(isinstance(p, dict) and isinstance(p.get("text"), str) for p in parts):
+                raise self._malformed(f"event {self._events}: reasoning item {key!r} is not a list of parts with a str 'text'", data)
+            entry[key] = [len(part["text"]) for part in parts]
+            chunks += [{"type": "reasoning_delta", "text": part["text"]} for part in parts if part["text"]]
+        return chunks
+
     # -- helpers --------------------------------------------------------------------------------
+
+    def _content_slot(self, entry: dict[str, Any], payload: dict[str, Any]) -> int:
+        """The reasoning item's content part at the event's ``content_index`` (made when new; the
+        last, or a first, when the index is missing or not a non-negative integer)."""
+        content: list[int] = entry.setdefault("content", [])
+        position = payload.get("content_index")
+        if isinstance(position, bool) or not isinstance(position, int) or position < 0:
+            if not content:
+                content.append(0)
+            return len(content) - 1
+        while len(content) <= position:
+            content.append(0)
+        return position
+
 
     def _index(self, payload: dict[str, Any], data: str) -> int:
         index = payload.get("output_index")
