@@ -13,7 +13,8 @@ import mints ids unless ``ids=`` gives them.
   as the model sends it. So a transcript imported here goes back to the API byte for byte
   through either path, and a message the model produced exports with its signatures.
 - ``thinking`` is a dshkit ``reasoning`` block (its signature in the state); ``redacted_thinking``
-  has no block (only the state). Reasoning without a fitting state cannot be sent: refused.
+  and ``compaction`` (context management's summary) have no block (only the state, the
+  compaction block whole). Reasoning without a fitting state cannot be sent: refused.
 - ``tool_use`` is a ``tool_call`` (its ``input`` object dumped to JSON text, and parsed back);
   ``tool_result`` blocks become one dshkit tool-result message each, and a run of consecutive
   tool-result messages is merged back into one user message.
@@ -45,7 +46,7 @@ from dshkit.interop.blocks import (
 )
 from dshkit.llm import Message, thaw
 from dshkit.models.anthropic.projection import replayed_blocks
-from dshkit.models.anthropic.replay import MAPPED_KEYS, block_entry, replay_state
+from dshkit.models.anthropic.replay import ASSISTANT_BLOCKS, MAPPED_KEYS, block_entry, replay_state
 from dshkit.models.projection import UnsupportedContentError
 
 __all__ = ["from_anthropic", "native_replay_state", "to_anthropic"]
@@ -200,13 +201,14 @@ def from_anthropic(
 
 def _import_assistant(index: int, parts: list[Any], refuse: Refusal) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     """Content and replay state (`block_entry`, as the model records them); the state only when
-    it holds something the blocks do not (a signature, redacted thinking, extra keys)."""
+    it holds something the blocks do not (a signature, redacted thinking, a compaction block,
+    extra keys)."""
     content: list[dict[str, Any]] = []
     layout: list[dict[str, Any]] = []
     for position, raw in enumerate(parts):
         part = _mapping(raw)
         kind = part.get("type") if isinstance(part, Mapping) else None
-        if kind not in MAPPED_KEYS:
+        if kind not in ASSISTANT_BLOCKS:
             refuse.foreign(index, f"content[{position}] ({kind!r} block in an assistant message)")
             continue
         try:
@@ -216,7 +218,7 @@ def _import_assistant(index: int, parts: list[Any], refuse: Refusal) -> tuple[li
         if block is not None:
             content.append(block)
         layout.append(entry)
-    needed = any(entry["type"] in ("thinking", "redacted_thinking") or "extra" in entry for entry in layout)
+    needed = any(entry["type"] in ("thinking", "redacted_thinking", "compaction") or "extra" in entry for entry in layout)
     return content, replay_state(layout) if needed else None
 
 

@@ -157,8 +157,8 @@ def model_source(provider: str | None, model: str | None, replay_state: Any = No
 
 def opaque_replay_state(message: Message) -> str | None:
     """What the message's ``source.replay_state`` holds that only its own API takes back
-    (thinking signatures, redacted thinking, encrypted reasoning), or `None`. Item ids and block
-    layout alone are not named: a format without them loses no content."""
+    (thinking signatures, redacted thinking, compaction blocks, encrypted reasoning), or `None`.
+    Item ids and block layout alone are not named: a format without them loses no content."""
     state = message.source.get("replay_state")
     if not isinstance(state, Mapping):
         return None
@@ -166,6 +166,8 @@ def opaque_replay_state(message: Message) -> str | None:
         entries = [e for e in state.get("blocks", ()) if isinstance(e, Mapping)]
         if any(e.get("type") == "redacted_thinking" for e in entries):
             return "Anthropic redacted thinking"
+        if any(e.get("type") == "compaction" for e in entries):
+            return "an Anthropic compaction block"
         if any(e.get("type") == "thinking" and e.get("signature") for e in entries):
             return "an Anthropic thinking signature"
     if state.get("api") == RESPONSES:

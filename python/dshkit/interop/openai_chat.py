@@ -5,8 +5,9 @@ validate as the ``openai`` package's ``ChatCompletionMessageParam``); `from_chat
 one. Chat messages have no id field: the dshkit id is not written on export, and an import mints
 ids unless ``ids=`` gives them. Reasoning travels in ``reasoning_content`` (the DeepSeek field).
 Tool results are ``role: "tool"`` messages; tool-call arguments stay the raw JSON text.
-Replay state only another API takes back (a thinking signature, redacted thinking, encrypted
-reasoning in ``source.replay_state``) is refused unless ``lossy=True``; item ids are dropped.
+Replay state only another API takes back (a thinking signature, redacted thinking, a compaction
+block, encrypted reasoning in ``source.replay_state``) is refused unless ``lossy=True``; item ids
+are dropped.
 No SDK is needed: the dicts are built directly.
 """
 

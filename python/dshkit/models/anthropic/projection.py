@@ -11,9 +11,10 @@ byte-identical bytes (`encode_body` is format-neutral). Mapping (see ``docs/mode
 - an assistant message whose ``source.replay_state`` (format: `dshkit.models.anthropic.replay`;
   written by `AnthropicStreamTranslator`, or on import by `dshkit.interop.anthropic`) goes back
   block for block as it came: ``thinking`` blocks with their signatures,
-  ``redacted_thinking`` with its data, text and ``tool_use`` in their order. Without that state
-  (another provider's message, an interrupted prefix, an edited message) text and tool calls are
-  sent and reasoning is dropped: Anthropic refuses thinking without a valid signature.
+  ``redacted_thinking`` with its data, a ``compaction`` block whole, text and ``tool_use`` in
+  their order. Without that state (another provider's message, an interrupted prefix, an edited
+  message) text and tool calls are sent and reasoning is dropped: Anthropic refuses thinking
+  without a valid signature.
 - tool ``arguments`` (the raw JSON text) become the ``input`` object.
 """
 
@@ -184,7 +185,7 @@ def replayed_blocks(message: Message) -> list[dict[str, Any]] | None:
         before = len(blocks)
         kind = entry.get("type") if isinstance(entry, Mapping) else None
         raw_length = entry.get("length") if isinstance(entry, Mapping) else None
-        if kind in ("thinking", "text") and (isinstance(raw_length, bool) or not isinstance(raw_length, int) or raw_length < 0):
+        if kind in ("thinking", "text", "compaction") and (isinstance(raw_length, bool) or not isinstance(raw_length, int) or raw_length < 0):
             return None
         length = raw_length if isinstance(raw_length, int) else 0
         if kind == "thinking":
@@ -207,6 +208,12 @@ def replayed_blocks(message: Message) -> list[dict[str, Any]] | None:
                 return None
             used.add(entry.get("id"))
             blocks.append(_tool_use(message, found[1], found[0]))
+        elif kind == "compaction":
+            block = entry.get("block")
+            piece, at_reasoning = reasoning[at_reasoning : at_reasoning + length], at_reasoning + length
+            if not isinstance(block, Mapping) or block.get("type") != "compaction" or (block.get("content") or "") != piece:
+                return None
+            blocks.append(thaw(block))
         else:
             return None
         extra = entry.get("extra")

@@ -9,9 +9,13 @@ dshkit blocks do not say::
     {"type": "redacted_thinking", "data": str}
     {"type": "text", "length": n}                            # n characters of the text
     {"type": "tool_use", "id": call_id}
+    {"type": "compaction", "length": n, "block": {...}}     # the whole block, as the API sent it
 
 Any entry may carry ``"extra"``: the block's other keys (``cache_control``, ``citations``), sent
-back as they were. `AnthropicStreamTranslator` writes the state from a stream; `assistant_from_blocks`
+back as they were. A ``compaction`` block (context management: the server's summary of the
+context before it, ``content``, and its ``encrypted_content``) is kept whole, its keys in their
+order, and goes back unchanged; its summary is also n characters of the reasoning text (shown,
+and checked to still fit before the block is sent back). `AnthropicStreamTranslator` writes the state from a stream; `assistant_from_blocks`
 from the whole blocks of a response or a transcript (`dshkit.interop.anthropic` imports with it);
 `dshkit.models.anthropic_projection.replayed_blocks` rebuilds the blocks from it.
 """
@@ -24,7 +28,7 @@ from typing import Any
 
 from dshkit.models.anthropic.projection import REPLAY_API
 
-__all__ = ["MAPPED_KEYS", "REPLAY_API", "assistant_from_blocks", "block_entry", "replay_state"]
+__all__ = ["ASSISTANT_BLOCKS", "MAPPED_KEYS", "REPLAY_API", "assistant_from_blocks", "block_entry", "compaction_block", "replay_state"]
 
 MAPPED_KEYS = {
     "thinking": frozenset(("type", "thinking", "signature")),
@@ -34,16 +38,24 @@ MAPPED_KEYS = {
 }
 """Per assistant block type, the keys the dshkit block or the entry holds; others go to ``extra``."""
 
+ASSISTANT_BLOCKS = frozenset((*MAPPED_KEYS, "compaction"))
+"""Every assistant content block type the replay state can hold (``compaction`` kept whole)."""
+
 
 def block_entry(block: Mapping[str, Any]) -> tuple[dict[str, Any] | None, dict[str, Any]]:
     """One whole assistant content block as ``(dshkit block or None, replay entry)``.
 
-    ``redacted_thinking`` has no dshkit block (it has no text); a ``tool_use`` input object is
+    ``redacted_thinking`` has no dshkit block (it has no text), nor has a ``compaction`` block
+    without a summary (its summary is a ``reasoning`` block); a ``tool_use`` input object is
     dumped with `json.dumps` (its arguments text). `ValueError` names what is wrong.
     """
     kind = block.get("type")
+    if kind == "compaction":
+        whole = compaction_block(block)
+        summary = whole.get("content") or ""
+        return ({"type": "reasoning", "text": summary} if summary else None), {"type": kind, "length": len(summary), "block": whole}
     if kind not in MAPPED_KEYS:
-        raise ValueError(f"{kind!r} is not an assistant content block (thinking, redacted_thinking, text, tool_use)")
+        raise ValueError(f"{kind!r} is not an assistant content block (thinking, redacted_thinking, text, tool_use, compaction)")
     dshkit_block: dict[str, Any] | None
     if kind == "thinking":
         thinking, signature = block.get("thinking"), block.get("signature")
@@ -72,6 +84,15 @@ def block_entry(block: Mapping[str, Any]) -> tuple[dict[str, Any] | None, dict[s
     if extra:
         entry["extra"] = extra
     return dshkit_block, entry
+
+
+def compaction_block(block: Mapping[str, Any]) -> dict[str, Any]:
+    """A ``compaction`` block checked (``content`` and ``encrypted_content`` a str or null when
+    present) and copied whole, its keys in their order."""
+    for key in ("content", "encrypted_content"):
+        if block.get(key) is not None and not isinstance(block[key], str):
+            raise ValueError(f"a compaction block's {key!r} must be a str or null")
+    return dict(block)
 
 
 def assistant_from_blocks(

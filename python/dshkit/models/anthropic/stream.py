@@ -9,10 +9,15 @@ I/O, like `dshkit.models.chat.stream.ChatStreamTranslator`):
 - ``content_block_start`` / ``content_block_delta`` / ``content_block_stop`` by block ``index``:
   ``text_delta`` becomes ``text_delta``, ``thinking_delta`` ``reasoning_delta``,
   ``input_json_delta`` the arguments of a ``tool_call_delta`` (a call whose input never streamed
-  gets ``{}``). ``signature_delta`` and ``redacted_thinking`` data are not chunks: they go, with
-  the block layout, into the finish chunk's ``replay_state`` (format:
+  gets ``{}``). A ``compaction`` block (context management: the server's summary of the
+  context before it) is read like the official SDK reads it, each ``compaction_delta``
+  replacing its ``content`` and ``encrypted_content``; at its ``content_block_stop`` the summary
+  becomes one ``reasoning_delta`` (the model's note on the conversation, not its answer).
+  ``signature_delta``, ``redacted_thinking`` data and the compaction block itself are not
+  chunks: they go, with the block layout, into the finish chunk's ``replay_state`` (format:
   `dshkit.models.anthropic.replay`), from which `dshkit.models.anthropic.projection` rebuilds
   the exact blocks for the next request.
+- ``stop_reason`` ``compaction`` (a pause after compacting) ends the turn like ``pause_turn``.
 - ``ping`` is ignored; an ``error`` event raises `ProviderStreamError` (transient kinds such as
   ``overloaded_error`` are retryable); ``message_stop`` ends the stream.
 """
@@ -22,7 +27,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from dshkit.models.anthropic.replay import replay_state
+from dshkit.models.anthropic.replay import compaction_block, replay_state
 from dshkit.models.stream_translation import map_finish_reason
 from dshkit.models.errors import IncompleteStreamError, MalformedResponseError
 from dshkit.models.protocol import Chunk, FinishChunk
@@ -32,7 +37,7 @@ from dshkit.models.stream_translation import closing_chunks, malformed_stream_er
 __all__ = ["AnthropicStreamTranslator", "TRANSIENT_ERRORS"]
 
 TRANSIENT_ERRORS = frozenset(("overloaded_error", "api_error", "rate_limit_error", "timeout_error"))
-_STOP_REASONS = {"pause_turn": "stop", "model_context_window_exceeded": "max_tokens"}
+_STOP_REASONS = {"pause_turn": "stop", "compaction": "stop", "model_context_window_exceeded": "max_tokens"}
 
 
 class AnthropicStreamTranslator:
@@ -141,6 +146,9 @@ class AnthropicStreamTranslator:
             arguments = json.dumps(initial, ensure_ascii=False, separators=(",", ":")) if initial else ""
             self._tool_arguments[index] = bool(arguments)
             return [{"type": "tool_call_delta", "index": self._tool_index[index], "id": call_id, "name": name, "arguments": arguments}]
+        if kind == "compaction":
+            self._layout[index] = {"type": "compaction", "length": 0, "block": self._compaction(block, data)}
+            return []
         raise self._malformed(f"event {self._events}: content block type {kind!r} is not supported", data)
 
     def _block_delta(self, payload: dict[str, Any], data: str) -> list[Chunk]:
@@ -154,11 +162,19 @@ class AnthropicStreamTranslator:
             return self._text(index, delta.get("text"), "text_delta", data)
         if kind == "thinking_delta" and entry["type"] == "thinking":
             return self._text(index, delta.get("thinking"), "reasoning_delta", data)
-        if kind == "signature_delta" and entry["type"] == "thinking":
+        if kind == "signature_delta" and entry["type"] in ("thinking", "compaction"):
             signature = delta.get("signature")
             if not isinstance(signature, str):
                 raise self._malformed(f"event {self._events}: signature_delta without a str 'signature'", data)
-            entry["signature"] += signature
+            if entry["type"] == "thinking":
+                entry["signature"] += signature
+            else:
+                entry["block"]["signature"] = (entry["block"].get("signature") or "") + signature
+            return []
+        if kind == "compaction_delta" and entry["type"] == "compaction":
+            # The delta's summary and encrypted content replace the block's (as the SDK reads them).
+            fields = {key: delta[key] for key in ("content", "encrypted_content") if key in delta}
+            entry["block"] = self._compaction({**entry["block"], **fields}, data)
             return []
         if kind == "input_json_delta" and entry["type"] == "tool_use":
             partial = delta.get("partial_json")
@@ -174,6 +190,10 @@ class AnthropicStreamTranslator:
 
     def _block_stop(self, payload: dict[str, Any], data: str) -> list[Chunk]:
         index = self._index(payload, data)
+        entry = self._layout.get(index)
+        if entry is not None and entry["type"] == "compaction" and not entry["length"]:
+            # The summary is whole only now (each delta replaces it): shown as reasoning, once.
+            return self._text(index, entry["block"].get("content"), "reasoning_delta", data)
         if index in self._tool_index and not self._tool_arguments.get(index):
             self._tool_arguments[index] = True  # a call without input still has a JSON object
             return [{"type": "tool_call_delta", "index": self._tool_index[index], "id": None, "name": None, "arguments": "{}"}]
@@ -202,6 +222,12 @@ class AnthropicStreamTranslator:
         self._layout[index]["length"] += len(text)
         chunk: Chunk = {"type": "text_delta", "text": text} if kind == "text_delta" else {"type": "reasoning_delta", "text": text}
         return [chunk]
+
+    def _compaction(self, block: dict[str, Any], data: str) -> dict[str, Any]:
+        try:
+            return compaction_block(block)
+        except ValueError as error:
+            raise self._malformed(f"event {self._events}: {error}", data) from None
 
     def _merge_usage(self, usage: object, data: str) -> None:
         if usage is None:
