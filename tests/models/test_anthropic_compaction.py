@@ -218,3 +218,14 @@ def test_a_compaction_entry_that_does_not_fit_the_content_is_not_used(entry: dic
     message = create_assistant_message([{"type": "reasoning", "text": "ok"}, {"type": "text", "text": "hi"}], provider="anthropic", model="m", replay_state=state)
     body = json.loads(AnthropicModel("m", api_key="k").request_body(ModelRequest((message,))))
     assert body["messages"] == [{"role": "assistant", "content": [{"type": "text", "text": "hi"}]}]
+
+
+def test_the_converters_keep_a_failed_compaction_and_refuse_a_bad_one() -> None:
+    failed = {"type": "compaction", "content": None, "encrypted_content": ENCRYPTED}
+    transcript = [{"role": "user", "content": [{"type": "text", "text": "Go on."}]}, {"role": "assistant", "content": [failed, {"type": "text", "text": "Done."}]}]
+    imported = from_anthropic(transcript)
+    assert imported[1].to_dict()["content"] == [{"type": "text", "text": "Done."}]  # nothing to show
+    assert imported[1].source["replay_state"]["blocks"][0] == {"type": "compaction", "length": 0, "block": failed}
+    assert to_anthropic(imported) == (None, transcript)
+    with pytest.raises(ConversionError, match=r"Anthropic item 0 content\[0\]: a compaction block's 'content' must be a str or null"):
+        from_anthropic([{"role": "assistant", "content": [{"type": "compaction", "content": 42}]}])
