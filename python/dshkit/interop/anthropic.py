@@ -13,8 +13,9 @@ import mints ids unless ``ids=`` gives them.
   as the model sends it. So a transcript imported here goes back to the API byte for byte
   through either path, and a message the model produced exports with its signatures.
 - ``thinking`` is a dshkit ``reasoning`` block (its signature in the state); ``redacted_thinking``
-  and ``compaction`` (context management's summary) have no block (only the state, the
-  compaction block whole). Reasoning without a fitting state cannot be sent: refused.
+  has no block (only the state); ``compaction`` (context management's summary) is kept whole in
+  the state, its summary a ``reasoning`` block. Reasoning without a fitting state cannot be
+  sent: refused.
 - ``tool_use`` is a ``tool_call`` (its ``input`` object dumped to JSON text, and parsed back);
   ``tool_result`` blocks become one dshkit tool-result message each, and a run of consecutive
   tool-result messages is merged back into one user message.

@@ -15,8 +15,9 @@ Any entry may carry ``"extra"``: the block's other keys (``cache_control``, ``ci
 back as they were. A ``compaction`` block (context management: the server's summary of the
 context before it, ``content``, and its ``encrypted_content``) is kept whole, its keys in their
 order, and goes back unchanged; its summary is also n characters of the reasoning text (shown,
-and checked to still fit before the block is sent back). `AnthropicStreamTranslator` writes the state from a stream; `assistant_from_blocks`
-from the whole blocks of a response or a transcript (`dshkit.interop.anthropic` imports with it);
+and checked to still fit before the block is sent back). `AnthropicStreamTranslator` writes
+the state from a stream; `assistant_from_blocks` from the whole blocks of a response or a
+transcript (`dshkit.interop.anthropic` imports with it);
 `dshkit.models.anthropic_projection.replayed_blocks` rebuilds the blocks from it.
 """
 
