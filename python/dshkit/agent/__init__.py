@@ -22,6 +22,7 @@ from dshkit.agent.hooks import (
 )
 from dshkit.agent.inbox import NEXT_STEP, NEXT_TURN, Inbox
 from dshkit.agent.tools import Tool, ToolContext, ToolOutput
+from dshkit.agent.toolsets import ToolSource
 
 __all__ = [
     "HOOK_NAMES",
@@ -44,5 +45,6 @@ __all__ = [
     "Tool",
     "ToolContext",
     "ToolOutput",
+    "ToolSource",
     "TurnStoppingContext",
 ]
