@@ -21,6 +21,7 @@ from dshkit.agent.hooks import (
     TurnStoppingContext,
 )
 from dshkit.agent.inbox import NEXT_STEP, NEXT_TURN, Inbox
+from dshkit.agent.subagent import subagent_tool
 from dshkit.agent.tools import Tool, ToolContext, ToolOutput
 from dshkit.agent.toolsets import ToolSource
 
@@ -47,4 +48,5 @@ __all__ = [
     "ToolOutput",
     "ToolSource",
     "TurnStoppingContext",
+    "subagent_tool",
 ]
