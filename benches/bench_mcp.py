@@ -41,7 +41,7 @@ def loop() -> Iterator[asyncio.AbstractEventLoop]:
 
 @pytest.fixture(scope="module")
 def server(loop: asyncio.AbstractEventLoop) -> Iterator[StdioServer]:
-    server = StdioServer("bench", sys.executable, [str(SERVER)], errlog=subprocess.DEVNULL)  # type: ignore[arg-type]
+    server = StdioServer("bench", sys.executable, [str(SERVER)], errlog=subprocess.DEVNULL)
     loop.run_until_complete(server.__aenter__())
     yield server
     loop.run_until_complete(server.aclose())

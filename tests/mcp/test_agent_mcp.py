@@ -25,7 +25,7 @@ def call(call_id: str, name: str, arguments: str = "{}") -> list[dict[str, Any]]
 
 def server() -> StdioServer:
     command, args = stdio_args()
-    return StdioServer("t", command, args, errlog=subprocess.DEVNULL)  # type: ignore[arg-type]
+    return StdioServer("t", command, args, errlog=subprocess.DEVNULL)
 
 
 def results(session: Session) -> list[Any]:

@@ -22,7 +22,7 @@ PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 8  # what the server's `picture` tool sen
 
 def server(**options: Any) -> StdioServer:
     command, args = stdio_args()
-    return StdioServer("t", command, args, errlog=subprocess.DEVNULL, **options)  # type: ignore[arg-type]
+    return StdioServer("t", command, args, errlog=subprocess.DEVNULL, **options)
 
 
 def run(coro: Any) -> Any:
@@ -134,7 +134,7 @@ def test_a_crashed_server_gives_an_error_result_and_is_restarted_for_the_next_ca
 
 def test_a_server_that_cannot_start_gives_error_results_not_exceptions() -> None:
     async def main() -> tuple[Any, Any]:
-        s = StdioServer("gone", sys.executable, ["-c", "import sys; sys.exit(1)"], timeout=5, restart_delay=0, errlog=subprocess.DEVNULL)  # type: ignore[arg-type]
+        s = StdioServer("gone", sys.executable, ["-c", "import sys; sys.exit(1)"], timeout=5, restart_delay=0, errlog=subprocess.DEVNULL)
         first = await s.call("echo", {"text": "x"})
         second = await s.call("echo", {"text": "x"})
         await s.aclose()

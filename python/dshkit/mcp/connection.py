@@ -12,14 +12,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
-from typing import Any
+from typing import Any, Protocol
 
 _log = logging.getLogger("dshkit.mcp")
 
 Transport = Callable[[], AbstractAsyncContextManager[Any]]
-MessageHandler = Callable[[Any], Awaitable[None]]
+
+
+class MessageHandler(Protocol):
+    """What the SDK calls with each server notification (or transport error)."""
+
+    async def __call__(self, message: Any) -> None: ...
 
 
 class Connection:

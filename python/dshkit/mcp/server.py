@@ -20,6 +20,7 @@ import sys
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from os import PathLike
+from pathlib import Path
 from typing import Any, TextIO
 
 from dshkit.agent.cancel import CancelToken
@@ -236,7 +237,11 @@ def _describe(exc: BaseException) -> str:
 
 
 class StdioServer(MCPServer):
-    """An MCP server run as a subprocess, spoken to over its stdin and stdout."""
+    """An MCP server run as a subprocess, spoken to over its stdin and stdout.
+
+    `env` adds to the SDK's default environment; `errlog` takes the server's stderr (a file, or
+    `subprocess.DEVNULL`; default: this process's stderr).
+    """
 
     def __init__(
         self,
@@ -246,7 +251,7 @@ class StdioServer(MCPServer):
         *,
         env: Mapping[str, str] | None = None,
         cwd: str | PathLike[str] | None = None,
-        errlog: TextIO | None = None,
+        errlog: TextIO | int | None = None,
         **options: Any,
     ) -> None:
         super().__init__(name, **options)
@@ -261,8 +266,10 @@ class StdioServer(MCPServer):
     def _transport(self) -> AbstractAsyncContextManager[Any]:
         from mcp import StdioServerParameters, stdio_client
 
-        parameters = StdioServerParameters(command=self.command, args=list(self.args), env=self.env, cwd=self.cwd)
-        return stdio_client(parameters, errlog=self._errlog or sys.stderr)
+        cwd = Path(self.cwd) if self.cwd is not None else None
+        parameters = StdioServerParameters(command=self.command, args=list(self.args), env=self.env, cwd=cwd)
+        errlog: Any = sys.stderr if self._errlog is None else self._errlog  # an fd number works too
+        return stdio_client(parameters, errlog=errlog)
 
 
 class StreamableHTTPServer(MCPServer):
