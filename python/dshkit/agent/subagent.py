@@ -83,6 +83,7 @@ def subagent_tool(
                 SUBAGENT_STARTED,
                 {"call_id": ctx.call_id, "session_id": child.id, "depth": depth, "turn": ctx.turn, "step": ctx.step, "ignorable": True},
             )
+            ctx.session.sync()  # the link is on disk before the child writes anything under it
             agent = Agent(model, session=child, tools=child_tools, system=system, hooks=hooks, config=config)
             return await _run_child(agent, task, forwarded, ctx, name, depth)
         finally:
