@@ -270,3 +270,26 @@ def test_bad_options_and_bad_arguments(tmp_path: Path) -> None:
     (result,) = results(parent)
     assert result["meta"]["subagent"]["error"] == "invalid_arguments" and "'task'" in result_text(result)
     assert children_of(parent) == {}
+
+
+def test_a_child_whose_loop_fails_answers_with_an_error_and_its_log_is_repaired_on_reopen(tmp_path: Path) -> None:
+    def break_the_log(arguments: Any, ctx: Any) -> str:
+        ctx.session.close()  # the child's log can no longer be written: its loop fails
+        return "closed"
+
+    breaker = Tool("break_log", "Break the log.", {"type": "object"}, break_the_log)
+    child_model = ScriptedModel([[{"type": "text_delta", "text": "Working on it. "}, *call("k1", "break_log", "{}")]])
+    research = subagent_tool("research", "Research.", child_model, tools=[breaker])
+    parent = Session.create(tmp_path / "parent.jsonl")
+    drive(Agent(ScriptedModel([ask("break"), "Noted."]), session=parent, tools=[research]), user("Go."))
+
+    (result,) = results(parent)
+    text = result_text(result)
+    assert result["message"].content[0]["is_error"] is True
+    assert "did not finish: its loop failed (SessionClosedError" in text and "Working on it." in text
+    child_id = children_of(parent)["c1"]
+    with Session.open(tmp_path / f"{child_id}.jsonl") as child:  # the open turn is closed on re-open
+        assert [event.data["reason"] for event in child.events if event.type == "turn/end"] == [{"kind": "interrupted"}]
+        closer = [event.data for event in child.events if event.type == "tool/result"]
+        assert closer and "outcome is unknown" in result_text(closer[0])
+    parent.close()
