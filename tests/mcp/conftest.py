@@ -8,6 +8,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,25 +28,52 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-@pytest.fixture
-def http_url() -> Iterator[str]:
-    """The test server's streamable HTTP endpoint, served by uvicorn in a thread on 127.0.0.1."""
-    import uvicorn
+class HTTPTestServer:
+    """The test server's app served by uvicorn in a thread on 127.0.0.1 (`stop` and `start` again on the same port)."""
 
-    sys.path.insert(0, str(SERVER_SCRIPT.parent))
-    try:
-        from stdio_server import build
-    finally:
-        sys.path.remove(str(SERVER_SCRIPT.parent))
-    port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(build().streamable_http_app(), host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("the test MCP HTTP server did not start")
-        time.sleep(0.01)
-    yield f"http://127.0.0.1:{port}/mcp"
-    server.should_exit = True
-    thread.join(10)
+    def __init__(self) -> None:
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}/mcp"
+        self._server: Any = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        import uvicorn
+
+        sys.path.insert(0, str(SERVER_SCRIPT.parent))
+        try:
+            from stdio_server import build
+        finally:
+            sys.path.remove(str(SERVER_SCRIPT.parent))
+        config = uvicorn.Config(
+            build().streamable_http_app(), host="127.0.0.1", port=self.port, log_level="warning", timeout_graceful_shutdown=1
+        )
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + 20
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the test MCP HTTP server did not start")
+            time.sleep(0.01)
+
+    def stop(self) -> None:
+        if self._server is not None and self._thread is not None:
+            self._server.should_exit = True
+            self._thread.join(20)
+            self._server = self._thread = None
+
+
+@pytest.fixture
+def http_server() -> Iterator[HTTPTestServer]:
+    """A running `HTTPTestServer`, stopped afterwards."""
+    server = HTTPTestServer()
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def http_url(http_server: HTTPTestServer) -> str:
+    """The test server's streamable HTTP endpoint."""
+    return http_server.url

@@ -28,6 +28,10 @@ def test_list_changed_over_http(http_url: str) -> None:
     async def main() -> tuple[bool, list[str]]:
         async with StreamableHTTPServer("web", http_url) as web:
             await web.call("grow", {"name": "late"})
+            for _ in range(500):  # over HTTP the notification may be handled just after the result
+                if web.tools_changed:
+                    break
+                await asyncio.sleep(0.01)
             changed = web.tools_changed
             await web.refresh_tools()
             return changed, [tool.name for tool in web.tools]
@@ -52,3 +56,19 @@ def test_an_unreachable_http_server_gives_an_error_result_naming_it() -> None:
 def test_a_bad_url_is_refused() -> None:
     with pytest.raises(ValueError, match="url"):
         StreamableHTTPServer("web", "ftp://example")
+
+
+def test_a_server_that_went_away_gives_an_error_result_and_is_reconnected_when_back(http_server: Any) -> None:
+    async def main() -> tuple[Any, Any, Any, int]:
+        async with StreamableHTTPServer("web", http_server.url, timeout=10, restart_delay=0.01) as web:
+            before = await web.call("echo", {"text": "one"})
+            await asyncio.to_thread(http_server.stop)
+            gone = await web.call("echo", {"text": "two"})
+            await asyncio.to_thread(http_server.start)
+            back = await web.call("echo", {"text": "three"})
+            return before, gone, back, web.restarts
+
+    before, gone, back, restarts = asyncio.run(main())
+    assert before.content == [{"type": "text", "text": "one"}]
+    assert gone.is_error and gone.meta["mcp"]["error"] in ("server_stopped", "unavailable")
+    assert back.content == [{"type": "text", "text": "three"}] and restarts == 1
