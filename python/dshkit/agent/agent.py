@@ -46,6 +46,8 @@ class Agent:
     `followup(message)` queues a message for its own turn and wakes the agent; `steer(message)`
     queues for the next step boundary and wakes; `inject(message)` queues for the next step
     boundary without waking. Each takes a complete user-role `Message` and keeps its id.
+    `tools` are `Tool`s and `ToolSource`s (an MCP server, say), whose lists are refreshed before
+    each request.
     """
 
     def __init__(

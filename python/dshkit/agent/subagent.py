@@ -15,6 +15,7 @@ parent), and its `meta` names the child's final message by id.
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -49,7 +50,7 @@ def subagent_tool(
     hooks: Mapping[str, Hook] | None = None,
     config: Mapping[str, Any] | None = None,
     max_depth: int = DEFAULT_MAX_DEPTH,
-    location: str | None = None,
+    location: str | os.PathLike[str] | None = None,
     forward: Forward | None = None,
 ) -> Tool:
     """A `Tool` named `name` that runs a child agent on the ``task`` argument and answers with its final text.
