@@ -47,6 +47,13 @@ def test_a_source_is_a_tool_source_and_its_tools_join_the_fixed_ones_in_order() 
     assert not Toolbox([tool("a")]).has_sources
 
 
+def test_an_entry_that_is_neither_a_tool_nor_a_source_is_refused_by_its_index() -> None:
+    with pytest.raises(TypeError, match=r"Agent tools\[1\]: expected a Tool or a ToolSource .*got str"):
+        Toolbox([Source("a"), "b"])  # type: ignore[list-item]
+    with pytest.raises(TypeError, match="expected an iterable of Tool"):
+        Toolbox(tool("a"))  # type: ignore[arg-type]
+
+
 def test_refresh_only_asks_stale_sources_and_reports_a_change_only_when_there_is_one() -> None:
     source = Source("b")
     box = Toolbox([source])

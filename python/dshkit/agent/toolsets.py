@@ -41,7 +41,13 @@ class Toolbox:
         if isinstance(tools, (str, bytes, Mapping, Tool)):
             raise TypeError(f"Agent tools: expected an iterable of Tool, got {type(tools).__name__}")
         self._entries: tuple[Tool | ToolSource, ...] = tuple(tools)
-        self._sources = tuple(entry for entry in self._entries if not isinstance(entry, Tool) and isinstance(entry, ToolSource))
+        for index, entry in enumerate(self._entries):
+            if not isinstance(entry, (Tool, ToolSource)):
+                raise TypeError(
+                    f"Agent tools[{index}]: expected a Tool or a ToolSource (tools, tools_changed, refresh_tools), "
+                    f"got {type(entry).__name__}"
+                )
+        self._sources = tuple(entry for entry in self._entries if not isinstance(entry, Tool))
         self.by_name: dict[str, Tool] = check_tools(self._flatten())
 
     @property
@@ -52,8 +58,8 @@ class Toolbox:
     def _flatten(self) -> list[Any]:
         flat: list[Any] = []
         for entry in self._entries:
-            if isinstance(entry, Tool) or not isinstance(entry, ToolSource):
-                flat.append(entry)  # check_tools names a non-Tool by its index
+            if isinstance(entry, Tool):
+                flat.append(entry)
             else:
                 flat.extend(entry.tools)
         return flat
