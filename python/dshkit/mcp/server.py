@@ -33,6 +33,7 @@ _SERVER_NAME = re.compile(r"[A-Za-z0-9_-]+")
 _NOT_IN_TOOL_NAMES = re.compile(r"[^A-Za-z0-9_-]")  # what model APIs refuse in a tool name
 
 ToolNaming = Callable[[str, str], str]
+_BACKSTOP_SECONDS = 5.0  # beyond a call's timeout, before the call is abandoned without the SDK's answer
 
 
 def default_tool_name(server: str, tool: str) -> str:
@@ -162,7 +163,11 @@ class MCPServer:
         request = asyncio.ensure_future(connection.session.call_tool(tool, dict(arguments), read_timeout_seconds=self.timeout))
         unregister = cancel.on_cancel(request.cancel) if cancel is not None else None
         try:
-            result = await request
+            # The SDK's own timeout answers first (and tells the server to cancel); this one bounds
+            # what it does not cover, such as a write to a server that stopped reading its input.
+            result = await asyncio.wait_for(request, self.timeout + _BACKSTOP_SECONDS)
+        except asyncio.TimeoutError:
+            return self._error(f"{tool} on {where} timed out after {self.timeout:g} s; its outcome is unknown.", "timeout", tool)
         except asyncio.CancelledError:
             if cancel is None or not cancel.cancelled or not request.cancelled():
                 raise  # the tool body itself is being cancelled
