@@ -21,7 +21,9 @@ from dshkit.agent.hooks import (
     TurnStoppingContext,
 )
 from dshkit.agent.inbox import NEXT_STEP, NEXT_TURN, Inbox
+from dshkit.agent.subagent import subagent_tool
 from dshkit.agent.tools import Tool, ToolContext, ToolOutput
+from dshkit.agent.toolsets import ToolSource
 
 __all__ = [
     "HOOK_NAMES",
@@ -44,5 +46,7 @@ __all__ = [
     "Tool",
     "ToolContext",
     "ToolOutput",
+    "ToolSource",
     "TurnStoppingContext",
+    "subagent_tool",
 ]

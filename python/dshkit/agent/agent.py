@@ -22,7 +22,8 @@ from dshkit.agent.events import AgentEvent, EventHub, EventStream
 from dshkit.agent.hooks import Hook, check_hooks
 from dshkit.agent.inbox import NEXT_STEP, NEXT_TURN, Inbox
 from dshkit.agent.tool_calls import ToolCallRunner
-from dshkit.agent.tools import Tool, check_tools
+from dshkit.agent.tools import Tool
+from dshkit.agent.toolsets import Toolbox, ToolSource
 from dshkit.agent.turn import TurnRunner
 from dshkit.llm import Message, freeze
 from dshkit.models.protocol import Model
@@ -45,6 +46,8 @@ class Agent:
     `followup(message)` queues a message for its own turn and wakes the agent; `steer(message)`
     queues for the next step boundary and wakes; `inject(message)` queues for the next step
     boundary without waking. Each takes a complete user-role `Message` and keeps its id.
+    `tools` are `Tool`s and `ToolSource`s (an MCP server, say), whose lists are refreshed before
+    each request.
     """
 
     def __init__(
@@ -52,7 +55,7 @@ class Agent:
         model: Model,
         *,
         session: Session | None = None,
-        tools: Iterable[Tool] = (),
+        tools: Iterable[Tool | ToolSource] = (),
         system: str | None = None,
         hooks: Mapping[str, Hook] | None = None,
         config: Mapping[str, Any] | None = None,
@@ -74,7 +77,8 @@ class Agent:
             raise TypeError(f"Agent session: expected a dshkit.session.Session, got {type(session).__name__}")
         self._model = model
         self._session = session if session is not None else Session()
-        self._tools = check_tools(tools)
+        toolbox = Toolbox(tools)  # Tools and ToolSources (e.g. an MCP server) whose lists may change
+        self._tools = toolbox.by_name
         checked_hooks = check_hooks(hooks)
         frozen_config = dict(freeze(dict(config or {})))
         self._hub = EventHub()
@@ -86,9 +90,10 @@ class Agent:
             self._inbox,
             checked_hooks,
             ToolCallRunner(self._session, self._hub, self._inbox, self._tools),
-            tuple(tool.spec for tool in self._tools.values()),
+            toolbox.specs(),
             system,
             frozen_config,
+            tool_refresh=toolbox.refresh if toolbox.has_sources else None,
         )
 
         self._driver: asyncio.Task[None] | None = None

@@ -12,7 +12,7 @@ hands the finished assistant message's tool calls to `ToolCallRunner`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -102,6 +102,8 @@ class TurnRunner:
         tool_specs: tuple[Mapping[str, Any], ...],
         system: str | None,
         config: Mapping[str, Any],
+        *,
+        tool_refresh: Callable[[], Awaitable[tuple[Mapping[str, Any], ...] | None]] | None = None,
     ) -> None:
         self._model = model
         self._session = session
@@ -110,6 +112,7 @@ class TurnRunner:
         self._hooks = hooks
         self._tool_calls = tool_calls
         self._tool_specs = tool_specs
+        self._tool_refresh = tool_refresh  # brings changed tool sources up to date before a request
         self._system = system
         self._config = config
         self._last_header: Any = None
@@ -314,6 +317,9 @@ class TurnRunner:
         attempt = 0
         while True:
             attempt += 1
+            if self._tool_refresh is not None and (specs := await self._tool_refresh()) is not None:
+                self._tool_specs = specs
+                self._logged_config = None  # the header changed: `_log_header` compares and logs it
             config: Mapping[str, Any] = self._config
             hook = self._hooks.get("request")
             if hook is not None:

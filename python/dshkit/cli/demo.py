@@ -5,7 +5,8 @@ over a real temporary workspace with real file tools, driven by `ScriptedModel` 
 same behaviour on every run). The agent part shows a follow-up queued while busy, a steer, an
 inject, a `pre_step` hook that rewrites a prompt (same id) and adds context (new id), a turn
 cancelled mid-stream, a tool result pruned (same id) and a summary compaction (new id), then the
-path a few ids took (inbox, claim, log, request) and the command that verifies the log.
+path a few ids took (inbox, claim, log, request) and the command that verifies the log. Last, a
+subagent that answers with an MCP server's tool (`dshkit.cli.demo_delegation`), in logs of its own.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import dshkit
+from dshkit.cli.demo_delegation import run_delegation
 
 
 def show_message_core() -> None:
@@ -390,6 +392,7 @@ def main(args: argparse.Namespace) -> int:
         show_history(session)
         show_paths(transcript, traced)
         print(f"\ntodo.txt now reads: {(workspace / 'todo.txt').read_text().splitlines()}")
+        asyncio.run(run_delegation(workspace / "delegation"))  # its two logs go with the workspace
         events = len(session.events)
         session.close()
     finally:

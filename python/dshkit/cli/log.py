@@ -43,7 +43,8 @@ def list_command(location: str, out: TextIO, err: TextIO) -> int:
         print(f"dshkit log list: {error}", file=err)
         return 1
     for info in infos:
-        parent = f"  fork of {info.parent_id}" if info.parent_id else ""
+        link = "subagent of" if info.origin == "subagent" else "fork of"
+        parent = f"  {link} {info.parent_id}" if info.parent_id else ""
         print(f"{info.id}  {info.event_count:>7} events  created {_when(info.created_at)}  updated {_when(info.updated_at)}{parent}", file=out)
     return 0
 
@@ -98,7 +99,8 @@ def run(
         return 1
     with session:
         if command == "show":
-            for line in render(session.events, session_id=session.id, created_at=session.created_at, where=path):
+            lines = render(session.events, session_id=session.id, created_at=session.created_at, where=path, header=session.stored_header)
+            for line in lines:
                 print(line, file=out)
             for problem in problems:
                 print(f"warning: {problem}", file=err)

@@ -19,6 +19,7 @@ from dshkit.session.errors import (
     UnknownEventError,
 )
 from dshkit.session.dsh.convert import convert_log
+from dshkit.session.delegation import Delegation, children_of, create_child_session, delegation_depth, delegation_of
 from dshkit.session.events import (
     KNOWN_EVENT_TYPES,
     MESSAGE_EVENT_TYPES,
@@ -41,6 +42,11 @@ __all__ = [
     "convert_log",
     "list_original_sessions",
     "DURABILITY_MODES",
+    "Delegation",
+    "children_of",
+    "create_child_session",
+    "delegation_depth",
+    "delegation_of",
     "KNOWN_EVENT_TYPES",
     "MESSAGE_EVENT_TYPES",
     "Event",

@@ -26,6 +26,7 @@ class SessionInfo(NamedTuple):
     updated_at: int
     event_count: int
     parent_id: str | None
+    origin: str | None = None  # "subagent" for a subagent's log (its parent_id is the delegating session)
 
 
 def list_sessions(location: str | os.PathLike[str]) -> tuple[SessionInfo, ...]:
@@ -62,7 +63,7 @@ def _file_info(path: Path) -> SessionInfo:
             updated_at = max(updated_at, from_json(records[-1])["time"])
         except Exception:
             raise SessionCorruptError(f"{store.describe(len(records) - 1)}: not a valid event record") from None
-    return SessionInfo(session_id, created_at, updated_at, len(records), header.get("parent_id"))
+    return SessionInfo(session_id, created_at, updated_at, len(records), header.get("parent_id"), header.get("origin"))
 
 
 def _list_original_database(path: str | os.PathLike[str]) -> tuple[SessionInfo, ...]:

@@ -49,12 +49,17 @@ def encode_event(event: Event) -> str:
     return to_json(record)
 
 
-def encode_header(session_id: str, created_at: int, *, parent_id: str | None = None, seed_length: int = 0) -> str:
-    """The JSON text of a log's header record (a fork also names its parent and seed length)."""
+def encode_header(
+    session_id: str, created_at: int, *, parent_id: str | None = None, seed_length: int = 0, extra: dict[str, Any] | None = None
+) -> str:
+    """The JSON text of a log's header record (a fork also names its parent and seed length; a
+    subagent's log adds its delegation fields in `extra`)."""
     header: dict[str, Any] = {"type": HEADER_TYPE, "version": FORMAT_VERSION, "id": session_id, "created_at": created_at}
     if parent_id is not None:
         header["parent_id"] = parent_id
         header["seed_length"] = seed_length
+    if extra:
+        header.update(extra)
     return to_json(header)
 
 

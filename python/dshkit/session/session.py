@@ -132,7 +132,7 @@ class Session:
             durability = "none"
         session._init(
             store=store, durability=durability, read_only=False, session_id=session_id,
-            created_at=created_at, events=events, surface=surface,
+            created_at=created_at, events=events, surface=surface, header=header,
         )
         session._parent = (header.get("parent_id"), header.get("seed_length", 0))
         return session
@@ -216,7 +216,7 @@ class Session:
 
     @property
     def stored_header(self) -> Any:
-        """The header record the log was opened with (frozen; `None` for a session created here)."""
+        """The header record the log was opened or created with (frozen; `None` for `Session()` in memory)."""
         return self._stored_header
 
     @property

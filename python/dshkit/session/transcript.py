@@ -8,6 +8,7 @@ from typing import Any
 
 from dshkit import Message, to_json
 
+from dshkit.session.delegation import SUBAGENT_ORIGIN, SUBAGENT_STARTED
 from dshkit.session.events import (
     ASSISTANT_CHUNK,
     INBOX_SPLICED,
@@ -85,10 +86,14 @@ def _message_lines(event: Event, indent: str) -> Iterator[str]:
         yield f"{indent}    calls {call.get('name')} id={call.get('id')} {shorten(str(call.get('arguments', '')), 80)}"
 
 
-def render(events: Any, *, session_id: str, created_at: int, where: str) -> Iterator[str]:
-    """The transcript lines of `events`."""
+def render(events: Any, *, session_id: str, created_at: int, where: str, header: Any = None) -> Iterator[str]:
+    """The transcript lines of `events` (`header`, the log's header record, names its parent if any)."""
     chunks = 0
     yield f"session {session_id} created {_iso(created_at)} ({where}), {len(events)} events"
+    if isinstance(header, Mapping) and header.get("origin") == SUBAGENT_ORIGIN:
+        yield f"subagent of session {header.get('parent_id')} (call {header.get('parent_call_id')}, depth {header.get('delegation_depth')})"
+    elif isinstance(header, Mapping) and header.get("parent_id"):
+        yield f"fork of session {header.get('parent_id')} ({header.get('seed_length')} events copied)"
     indent = ""
     for event in events:
         event_type, data = event.type, event.data
@@ -111,6 +116,8 @@ def render(events: Any, *, session_id: str, created_at: int, where: str) -> Iter
             indent = "  " if indent else ""
         elif event_type in MESSAGE_EVENT_TYPES:
             yield from _message_lines(event, indent)
+        elif event_type == SUBAGENT_STARTED:
+            yield f"{indent}#{event.seq} subagent session {data.get('session_id')} started by call {data.get('call_id')} (depth {data.get('depth')})"
         elif event_type == TOOL_CALL:
             yield f"{indent}#{event.seq} tool call {data.get('name')} id={data.get('call_id')} started"
         elif event_type == REQUEST_HEADER:

@@ -1,0 +1,108 @@
+"""Subagent logs: a child session created beside its parent's, and the links between the two.
+
+A child's header names its parent (`parent_id`, as a fork's does, with `seed_length` 0: nothing
+is copied), `origin: "subagent"`, the parent's tool call that started it (`parent_call_id`) and
+its `delegation_depth` (1 for a child of a top-level session). The parent's log records the
+other direction: an ignorable `agent/subagent/started` event per child, naming the call and the
+child's session id. Both survive a restart, so a re-opened log knows its depth and its links.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from dshkit import new_message_id
+
+from dshkit.session.codec import encode_header
+from dshkit.session.session import Session, _now_ms
+from dshkit.session.stores import store_for_location
+
+SUBAGENT_ORIGIN = "subagent"
+SUBAGENT_STARTED = "agent/subagent/started"  # in the parent's log: {call_id, session_id, depth, ignorable}
+
+
+class Delegation(NamedTuple):
+    """Where a subagent's log came from: the parent session, the call that started it, its depth."""
+
+    parent_id: str
+    call_id: str
+    depth: int
+
+
+def delegation_of(session: Session) -> Delegation | None:
+    """The delegation a subagent's log header records (`None` for a log that is no subagent's)."""
+    header = session.stored_header
+    if header is None or header.get("origin") != SUBAGENT_ORIGIN:
+        return None
+    return Delegation(header["parent_id"], header["parent_call_id"], header["delegation_depth"])
+
+
+def delegation_depth(session: Session) -> int:
+    """How many delegations deep `session` is: 0 for a top-level session, 1 for its child, ..."""
+    delegation = delegation_of(session)
+    return 0 if delegation is None else delegation.depth
+
+
+def child_location(parent: Session, child_id: str) -> str | os.PathLike[str] | None:
+    """Where a child of `parent` is logged: beside a file log (same folder and suffix), in the same
+    database for a `postgresql://` log, in memory for a session in memory."""
+    store = parent.store
+    if store is None:
+        return None
+    path = getattr(store, "path", None)
+    if isinstance(path, Path):
+        suffix = path.suffix if parent.format == "dshkit" and path.suffix in (".jsonl", ".sqlite", ".db") else ".jsonl"
+        return path.with_name(f"{child_id}{suffix}")
+    url = getattr(store, "url", None)
+    if isinstance(url, str):
+        return url
+    raise ValueError(f"cannot tell where to log a subagent of {store!r}: pass location=")
+
+
+def create_child_session(
+    parent: Session, call_id: str, *, location: str | os.PathLike[str] | None = None
+) -> Session:
+    """A new, empty subagent log for the tool call `call_id` of `parent`, one delegation deeper.
+
+    `location` is a folder (the child is ``<folder>/<child id>.jsonl``) or a `postgresql://` URL;
+    by default the child goes beside the parent's log (`child_location`).
+    """
+    if not isinstance(call_id, str) or not call_id:
+        raise ValueError(f"create_child_session: call_id must be a non-empty str, not {call_id!r}")
+    child_id = new_message_id()
+    if location is None:
+        where = child_location(parent, child_id)
+    elif "://" in os.fspath(location):
+        where = location
+    else:
+        folder = Path(location)
+        if not folder.is_dir():
+            raise NotADirectoryError(f"subagent location {str(location)!r} is not a folder (or a postgresql:// URL)")
+        where = folder / f"{child_id}.jsonl"
+    extra: dict[str, Any] = {
+        "origin": SUBAGENT_ORIGIN, "parent_call_id": call_id, "delegation_depth": delegation_depth(parent) + 1,
+    }
+    header = encode_header(child_id, _now_ms(), parent_id=parent.id, seed_length=0, extra=extra)
+    store = store_for_location(where, child_id) if where is not None else None
+    return Session._start(store, parent.durability if store is not None else "none", header)
+
+
+def children_of(session: Session) -> dict[str, str]:
+    """The subagent sessions `session`'s log says it started: call id -> child session id."""
+    return {
+        event.data["call_id"]: event.data["session_id"] for event in session.events if event.type == SUBAGENT_STARTED
+    }
+
+
+__all__ = [
+    "SUBAGENT_ORIGIN",
+    "SUBAGENT_STARTED",
+    "Delegation",
+    "child_location",
+    "children_of",
+    "create_child_session",
+    "delegation_depth",
+    "delegation_of",
+]
