@@ -1,4 +1,4 @@
-"""Which store a location selects (`dshkit.session.stores.store_for_path`).
+"""Which store a location selects (`dshkit.session.stores.open_store`).
 
 What every store must do is the contract suite, `test_store_contract.py`.
 """
@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from dshkit.session import JsonlStore, Session, SqliteStore, store_for_path
+from dshkit.session import JsonlStore, Session, SqliteStore, open_store
 
 
 def test_the_suffix_selects_the_store(tmp_path: Path):
-    assert isinstance(store_for_path(tmp_path / "a.jsonl"), JsonlStore)
-    assert isinstance(store_for_path(tmp_path / "a.sqlite"), SqliteStore)
-    assert isinstance(store_for_path(tmp_path / "a.DB"), SqliteStore)
+    assert isinstance(open_store(tmp_path / "a.jsonl"), JsonlStore)
+    assert isinstance(open_store(tmp_path / "a.sqlite"), SqliteStore)
+    assert isinstance(open_store(tmp_path / "a.DB"), SqliteStore)
     with pytest.raises(ValueError, match="store="):
         Session.create(tmp_path / "a.txt")
     with pytest.raises(ValueError, match="not both"):
@@ -33,13 +33,13 @@ def test_a_store_object_bypasses_the_selection(tmp_path: Path, build):
 
 
 def test_a_location_may_be_a_string(tmp_path: Path):
-    assert isinstance(store_for_path(str(tmp_path / "a.jsonl")), JsonlStore)
-    assert isinstance(store_for_path(str(tmp_path / "a.sqlite")), SqliteStore)
+    assert isinstance(open_store(str(tmp_path / "a.jsonl")), JsonlStore)
+    assert isinstance(open_store(str(tmp_path / "a.sqlite")), SqliteStore)
     with pytest.raises(ValueError, match=r"cannot tell the store from 'notes\.txt'"):
-        store_for_path("notes.txt")
+        open_store("notes.txt")
 
 
 def test_a_url_of_an_unknown_scheme_selects_nothing(tmp_path: Path):
     with pytest.raises(ValueError, match="cannot tell the store from 'mysql://db.example/logs'"):
-        store_for_path("mysql://db.example/logs")
+        open_store("mysql://db.example/logs")
     assert not (tmp_path / "postgresql:").exists()
