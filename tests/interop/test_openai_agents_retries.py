@@ -171,3 +171,21 @@ def test_add_items_converts_only_its_batch(tmp_path: Path, monkeypatch: pytest.M
     assert to_items == [2] * 5 and from_items == [2] * 5
     assert len(asyncio.run(session.get_items())) == 2 * turns + 10
     session.close()
+
+
+def test_a_session_opened_on_a_log_pops_and_clears_what_the_log_holds(tmp_path: Path) -> None:
+    """The stored items are read from the log before a pop or a clear changes it."""
+    first, second = {"role": "user", "content": "one"}, {"role": "user", "content": "two"}
+    session = DshkitSession("s", tmp_path)
+    asyncio.run(session.add_items([first, second]))
+    session.close()
+
+    reopened = DshkitSession("s", tmp_path)
+    assert asyncio.run(reopened.pop_item()) == second
+    assert asyncio.run(reopened.get_items()) == [first]
+    reopened.close()
+    again = DshkitSession("s", tmp_path)
+    assert asyncio.run(again.get_items()) == [first]
+    asyncio.run(again.clear_session())
+    assert asyncio.run(again.get_items()) == []
+    again.close()

@@ -142,6 +142,7 @@ class DshkitSession:
     async def pop_item(self) -> Any:
         """Remove and return the latest item (`None` when there is none); the log keeps it."""
         async with self._lock:
+            stored = self._stored_items()  # read before the log changes
             surface = self._session.messages()
             last = next((p for p in range(len(surface) - 1, -1, -1) if not _is_marker(surface[p])), None)
             if last is None:
@@ -156,7 +157,7 @@ class DshkitSession:
             self._replace_tail(start, len(surface), f"removed the latest item ({popped.get('type', 'message')})")
             self._append_items(kept)
             self._session.sync()
-            self._stored_items().pop()
+            stored.pop()
             return popped
 
     async def clear_session(self) -> None:
