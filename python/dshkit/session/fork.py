@@ -69,20 +69,15 @@ def fork_point(events: Any, first_seq: Callable[[str], int | None], at: int | st
     raise ValueError(f"at={at!r}: the turn holding message {at} has not ended")
 
 
-def fork_seed(
-    events: Sequence[Event],
-    first_seq: Callable[[str], int | None],
-    at: int | str | None,
-    *,
-    parent_id: str,
-    session_id: str | None,
-    created_at: int,
-) -> ForkSeed:
-    """The seed of a fork of the log `events` at `at` (see `Session.fork`); `session_id` `None`: a new id."""
-    count = fork_point(events, first_seq, at)
-    records = [encode_event(event) for event in events[:count]]
+def fork_records(events: Sequence[Event], first_seq: Callable[[str], int | None], at: int | str | None) -> list[str]:
+    """The records a fork of the log `events` at `at` copies (taken while the log cannot change)."""
+    return [encode_event(event) for event in events[: fork_point(events, first_seq, at)]]
+
+
+def fork_seed(records: list[str], *, parent_id: str, session_id: str | None, created_at: int) -> ForkSeed:
+    """The seed of a child of `parent_id` starting with `records`; `session_id` `None`: a new id."""
     child_id = session_id or new_message_id()
-    header = encode_header(child_id, created_at, parent_id=parent_id, seed_length=count)
+    header = encode_header(child_id, created_at, parent_id=parent_id, seed_length=len(records))
     surface = Surface()
     child_events = decode_events(records, lambda index: f"fork of {parent_id}: event {index}", surface.fold)
     return ForkSeed(child_id, header, child_events, surface, records)

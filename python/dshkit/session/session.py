@@ -25,7 +25,7 @@ from dshkit.session.events import (
     prepare_data,
     replace_op,
 )
-from dshkit.session.fork import fork_seed, write_seed
+from dshkit.session.fork import fork_records, fork_seed, write_seed
 from dshkit.session.loading import load_events
 from dshkit.session.log_format import DSHKIT_FORMAT, LogFormat, log_format_of
 from dshkit.session.stores import open_store, resolve_store
@@ -455,7 +455,8 @@ class Session:
         The child's header records `parent_id` and `seed_length`; its messages keep their ids.
         """
         with self._lock:
-            seed = fork_seed(self._events, self._surface.first_seq, at, parent_id=self._id, session_id=session_id, created_at=_now_ms())
+            records = fork_records(self._events, self._surface.first_seq, at)
+        seed = fork_seed(records, parent_id=self._id, session_id=session_id, created_at=_now_ms())
         store = open_store(dest, session_id=seed.session_id) if dest is not None else None
         child = Session._start(store, self._durability, seed.header, seed.events, seed.surface)
         write_seed(child, seed)
