@@ -1,4 +1,4 @@
-"""Live agent events: what subscribers and ``agent.events()`` see while the agent works.
+"""Live notifications of the agent (`AgentEvent`): what subscribers and ``agent.events()`` see while the agent works.
 
 Live events carry the very `Message` objects the durable log holds (and the inbox held before),
 so a UI can follow one message by identity from queueing to the model request.
