@@ -189,3 +189,33 @@ def test_a_session_opened_on_a_log_pops_and_clears_what_the_log_holds(tmp_path: 
     asyncio.run(again.clear_session())
     assert asyncio.run(again.get_items()) == []
     again.close()
+
+
+def test_a_run_resumed_after_a_tool_approval_keeps_each_item_once(tmp_path: Path) -> None:
+    """The SDK's own resume (an approval interrupts the run): the call is saved before the output."""
+    from agents import function_tool
+
+    @function_tool(needs_approval=True)
+    def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        return a + b
+
+    agent = Agent(name="calc", instructions="be brief", model=ScriptedResponses(_script()), tools=[add])
+    session = RecordingSession("conv", tmp_path / "s.jsonl")
+
+    async def run() -> Any:
+        first = await Runner.run(agent, "what is 2 + 3?", session=session, run_config=RUN_CONFIG)
+        state = first.to_state()
+        for interruption in first.interruptions:
+            state.approve(interruption)
+        return (await Runner.run(agent, state, session=session, run_config=RUN_CONFIG)).final_output
+
+    assert asyncio.run(run()) == "2 + 3 = 5"
+    items = asyncio.run(session.get_items())
+    assert [item.get("type", "message") for item in items] == ["message", "reasoning", "function_call", "function_call_output", "message"]
+    # Every batch the runs saved after the prompt, saved again (the prompt alone, an id-less item,
+    # cannot be told from the same words said again once later items follow it).
+    for batch in session.batches[1:]:
+        asyncio.run(DshkitSession.add_items(session, batch))
+    assert asyncio.run(session.get_items()) == items
+    session.close()
