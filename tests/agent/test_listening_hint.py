@@ -1,4 +1,4 @@
-"""`EventHub.maybe_listening`: the cheap hint the agent loop reads before each `emit`. It may lag
+"""`NotificationHub.maybe_listening`: the cheap hint the agent loop reads before each `emit`. It may lag
 behind a stream the collector dropped, never behind a new listener."""
 
 from __future__ import annotations
@@ -8,12 +8,12 @@ import gc
 from typing import Any
 
 from dshkit.agent import Agent
-from dshkit.agent.events import EventHub
+from dshkit.agent.notifications import NotificationHub
 from dshkit.models import ScriptedModel
 
 
 def test_the_listening_hint_is_never_false_while_anyone_listens() -> None:
-    hub = EventHub()
+    hub = NotificationHub()
     assert not hub.maybe_listening and not hub.active
     seen: list[str] = []
     unsubscribe = hub.subscribe(lambda event: seen.append(event.type))

@@ -101,3 +101,22 @@ def test_cli_lists_a_directory_and_checks_session_ids(tmp_path: Path, build, cap
     assert main(["log", "verify", str(tmp_path / "a.jsonl"), "--session", "other"]) == 1
     assert "holds session file-session, not other" in capsys.readouterr().err
     assert main(["log", "list", str(tmp_path / "missing")]) == 1
+
+
+def test_a_fork_goes_through_open_store_and_never_overwrites(tmp_path: Path, build):
+    taken = tmp_path / "taken.jsonl"
+    taken.write_text("not mine\n")
+    with Session.create(tmp_path / "parent.jsonl") as parent:
+        build.tool_turn(parent, 1)
+        with pytest.raises(FileExistsError):
+            parent.fork(dest=taken)
+        with pytest.raises(ValueError, match="cannot tell the store from .*notes.txt"):
+            parent.fork(dest=tmp_path / "notes.txt")
+        assert taken.read_text() == "not mine\n" and not (tmp_path / "notes.txt").exists()
+        seeded = len(parent.events)
+        with parent.fork(dest=tmp_path / "child.sqlite") as child:  # the parent keeps going, and so does the child
+            build.tool_turn(parent, 2)
+            build.tool_turn(child, 2)
+            assert child.seed_length == seeded and len(child.events) == len(parent.events)
+    with Session.open(tmp_path / "child.sqlite", read_only=True) as reopened:
+        assert reopened.seed_length == seeded and len(reopened.events) == len(parent.events)

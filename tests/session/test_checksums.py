@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from dshkit.session import Session, SessionCorruptError, SessionRecoveryWarning
-from dshkit.session.records import seal_line, unseal_line
+from dshkit.session.checksums import seal_line, unseal_line
 
 
 def write_log(path: Path, build) -> tuple[object, ...]:

@@ -22,7 +22,7 @@ from dshkit._core import Records, crc32c, decode_records, split_records, verifie
 from dshkit.session import Session, SessionCorruptError, SessionIntegrityWarning
 from dshkit.session.codec import decode_events
 from dshkit.session.events import Event, check_plain_data
-from dshkit.session.records import seal_line
+from dshkit.session.checksums import seal_line
 
 from tests.session.conftest import Build
 

@@ -10,7 +10,7 @@ import pytest
 import dshkit
 from dshkit.cli import main
 from dshkit.session import Session, SessionCorruptError, SessionIntegrityWarning
-from dshkit.session.records import seal_line
+from dshkit.session.checksums import seal_line
 
 from tests.session.conftest import Build
 

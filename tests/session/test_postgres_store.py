@@ -25,7 +25,7 @@ from dshkit.session import (
 )
 from dshkit.session.codec import encode_event, encode_header
 from dshkit.session.events import Event
-from dshkit.session.records import checksum
+from dshkit.session.checksums import checksum
 from dshkit.session.stores.postgres import ensure_schema
 from dshkit.session.stores.postgres_schema import SCHEMA_VERSION, WRITE_EVENTS, write_params
 from dshkit.session.verify import check_events

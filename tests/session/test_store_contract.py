@@ -32,7 +32,7 @@ from dshkit.session import (
     SessionStore,
     SqliteStore,
 )
-from dshkit.session.records import checksum
+from dshkit.session.checksums import checksum
 
 from tests.session.conftest import seal_any
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dshkit.agent.agent import IDLE, RUNNING, Agent, AgentStatus
 from dshkit.agent.assembly import StreamAssembler
 from dshkit.agent.cancel import CancelToken
-from dshkit.agent.events import AgentEvent, EventStream
+from dshkit.agent.notifications import AgentEvent, EventStream
 from dshkit.agent.hooks import (
     HOOK_NAMES,
     Enter,

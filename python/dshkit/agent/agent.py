@@ -18,7 +18,7 @@ from typing import Any, Callable, Final, Literal
 
 from dshkit.agent.calls import call_sync_or_async
 from dshkit.agent.cancel import CancelToken
-from dshkit.agent.events import AgentEvent, EventHub, EventStream
+from dshkit.agent.notifications import AgentEvent, NotificationHub, EventStream
 from dshkit.agent.hooks import Hook, check_hooks
 from dshkit.agent.inbox import NEXT_STEP, NEXT_TURN, Inbox
 from dshkit.agent.tool_calls import ToolCallRunner
@@ -81,7 +81,7 @@ class Agent:
         self._tools = toolbox.by_name
         checked_hooks = check_hooks(hooks)
         frozen_config = dict(freeze(dict(config or {})))
-        self._hub = EventHub()
+        self._hub = NotificationHub()
         self._inbox = Inbox(self._session, self._hub)
         self._turns = TurnRunner(
             model,

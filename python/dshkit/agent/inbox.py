@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from dshkit.agent.checks import check_rewrite, check_user_message
-from dshkit.agent.events import EventHub
+from dshkit.agent.notifications import NotificationHub
 from dshkit.llm import Message, freeze_message
 from dshkit.session.events import INBOX_SPLICED
 
@@ -28,7 +28,7 @@ _TARGETS = (NEXT_TURN, NEXT_STEP)
 class Inbox:
     """Pending agent input: ``next_turn`` and ``next_step``, ids unique across both."""
 
-    def __init__(self, session: Session, hub: EventHub) -> None:
+    def __init__(self, session: Session, hub: NotificationHub) -> None:
         self._session = session
         self._hub = hub
         self._lists: dict[str, list[Message]] = {NEXT_TURN: [], NEXT_STEP: []}

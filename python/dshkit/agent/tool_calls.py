@@ -19,7 +19,7 @@ from typing import Any
 from dshkit.agent.calls import durability_point, is_awaitable
 from dshkit.agent.cancel import CancelToken
 from dshkit.agent.eager import start_eagerly
-from dshkit.agent.events import EventHub
+from dshkit.agent.notifications import NotificationHub
 from dshkit.agent.inbox import Inbox
 from dshkit.agent.tools import Tool, ToolContext, ToolOutput, tool_content
 from dshkit.llm import Message, create_tool_result_message, freeze
@@ -44,7 +44,7 @@ class _CallResult:
 class ToolCallRunner:
     """Runs the tool calls of assistant messages for one agent (its tools, log and live events)."""
 
-    def __init__(self, session: Session, hub: EventHub, inbox: Inbox, tools: Mapping[str, Tool]) -> None:
+    def __init__(self, session: Session, hub: NotificationHub, inbox: Inbox, tools: Mapping[str, Tool]) -> None:
         self._session = session
         self._hub = hub
         self._inbox = inbox

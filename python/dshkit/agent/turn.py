@@ -21,7 +21,7 @@ from dshkit.agent.calls import call_sync_or_async, durability_point
 from dshkit.agent.cancel import CancelToken
 from dshkit.agent.checks import check_rewrite, check_user_message
 from dshkit.agent.cut import read_until_cut
-from dshkit.agent.events import EventHub
+from dshkit.agent.notifications import NotificationHub
 from dshkit.agent.hooks import (
     Enter,
     Hook,
@@ -95,7 +95,7 @@ class TurnRunner:
         self,
         model: Model,
         session: Session,
-        hub: EventHub,
+        hub: NotificationHub,
         inbox: Inbox,
         hooks: Mapping[str, Hook],
         tool_calls: ToolCallRunner,

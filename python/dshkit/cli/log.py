@@ -14,7 +14,7 @@ from dshkit.session.catalog import list_sessions
 from dshkit.session.dsh.convert import convert_log
 from dshkit.session.errors import SessionError, SessionIntegrityWarning, SessionRecoveryWarning
 from dshkit.session.session import Session
-from dshkit.session.stores import known_suffixes
+from dshkit.session.stores import choose_store, known_suffixes
 from dshkit.session.transcript import render
 from dshkit.session.verify import check_events, format_problems
 
@@ -51,14 +51,17 @@ def list_command(location: str, out: TextIO, err: TextIO) -> int:
 
 def _unusable(path: str) -> str | None:
     """Why `path` cannot be a session log, phrased for a shell user; ``None`` when it may be one."""
-    if "://" in path:  # a store URL: the store itself says what is wrong
+    try:
+        chosen = choose_store(path)
+    except ValueError:  # a URL of no known scheme: opening it says so
+        return None
+    if chosen is not None and chosen.is_url:  # a database: the store itself says what is wrong
         return None
     if os.path.isdir(path):
         return f"{path}: is a directory; give the log file inside it"
     if not os.path.exists(path):
         return f"{path}: no such file"
-    suffix = os.path.splitext(path)[1].lower()
-    if suffix not in known_suffixes():
+    if chosen is None:
         *others, last = known_suffixes()
         kinds = f"{', '.join(others)} or {last}" if others else last
         return (

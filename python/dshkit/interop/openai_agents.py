@@ -8,8 +8,12 @@ that ``dshkit log verify`` checks and any dshkit tool can read.
 
 - ids: a message made from items takes the id of its first item that has one, else a new ULID
   (a fresh ULID too when that id is already in the log, e.g. an item added again after a pop).
-- a retried ``add_items``: items whose id is already stored are skipped, and a call whose items
-  all equal the latest stored items adds nothing.
+- a retried ``add_items`` adds nothing (`StoredItems.split_batch`): an item stored under its
+  identity (its id, else its call id) equal to the given one is skipped, and so is an id-less item
+  next to one so skipped that equals its stored neighbour, or a call whose items all equal the
+  latest stored items; a different item under a stored identity, or a new item before a stored
+  one, raises `ValueError`. Only the batch is converted: the stored items are kept in memory
+  beside the log, read from it once.
 - ``pop_item`` and ``clear_session`` never delete: they log a surface replacement (a marker
   message, source ``{"kind": "plugin", "plugin": "openai_agents", "form": "notice"}``, in place
   of the removed range; items of that range that stay are logged again after it). The marker is
@@ -22,11 +26,13 @@ that ``dshkit log verify`` checks and any dshkit tool can read.
 from __future__ import annotations
 
 import asyncio
+import copy
 import os
 from collections.abc import Sequence
 from typing import Any
 
 from dshkit.interop.openai_responses import from_response_items, to_response_items
+from dshkit.interop.stored_items import StoredItems
 from dshkit.llm import Message, freeze_message, new_message_id
 from dshkit.session import Session, replace_op
 from dshkit.session.events import ASSISTANT_MESSAGE, TOOL_RESULT, USER_MESSAGE
@@ -58,6 +64,7 @@ class DshkitSession:
         self.session_settings = session_settings
         self._lock = asyncio.Lock()
         self._session = self._open(location)
+        self._stored: StoredItems | None = None  # read from the log on first use, then kept in step
 
     def _open(self, location: Any) -> Session:
         if isinstance(location, (str, os.PathLike)):
@@ -82,37 +89,40 @@ class DshkitSession:
 
     # -- reading -------------------------------------------------------------------------------
 
-    def _messages(self) -> list[Message]:
-        return [message for message in self._session.messages() if not _is_marker(message)]
+    def _stored_items(self) -> StoredItems:
+        if self._stored is None:
+            self._stored = StoredItems(to_response_items(m for m in self._session.messages() if not _is_marker(m)))
+        return self._stored
 
     def items(self) -> list[dict[str, Any]]:
         """Every stored item, oldest first (what `get_items()` returns, without the event loop)."""
-        return to_response_items(self._messages())
+        return copy.deepcopy(self._stored_items().tail())
 
     async def get_items(self, limit: int | None = None) -> list[Any]:
         """The latest `limit` items (all when `None`), oldest first."""
         async with self._lock:
-            items = self.items()
-        if limit is None:
-            return items
-        return items[-limit:] if limit > 0 else []
+            return copy.deepcopy(self._stored_items().tail(limit))
 
     # -- writing -------------------------------------------------------------------------------
 
     async def add_items(self, items: list[Any]) -> None:
-        """Store `items` after the others; a retried call of stored items adds nothing."""
+        """Store `items` after the others; re-added stored items (a retry) add nothing.
+
+        Converts only `items`. `ValueError` if the batch contradicts the stored items (another
+        item under a stored id or call, or a stored item after a new one); nothing is added then.
+        """
         batch = [item if isinstance(item, dict) else _as_item(item) for item in items]
         async with self._lock:
-            stored = self.items()
-            if batch and stored[-len(batch):] == batch:
-                return
-            known = {item.get("id") for item in stored if isinstance(item.get("id"), str)}
-            fresh = [item for item in batch if not (isinstance(item.get("id"), str) and item["id"] in known)]
-            self._append_items(fresh)
-            self._session.sync()
+            stored = self._stored_items()
+            fresh = batch[stored.split_batch(batch):]
+            if fresh:
+                stored.extend(to_response_items(self._append_items(fresh)))
+                self._session.sync()
 
-    def _append_items(self, items: Sequence[dict[str, Any]]) -> None:
+    def _append_items(self, items: Sequence[dict[str, Any]]) -> list[Message]:
+        """Log `items`; returns the messages logged (not yet in `_stored`)."""
         session = self._session
+        logged = []
         for message in from_response_items(items):
             if message.role == "system" or session.has_message(message.id):
                 data = message.to_dict()
@@ -126,10 +136,13 @@ class DshkitSession:
                 session.append(TOOL_RESULT, {"message": message})
             else:
                 session.append(USER_MESSAGE, message)
+            logged.append(message)
+        return logged
 
     async def pop_item(self) -> Any:
         """Remove and return the latest item (`None` when there is none); the log keeps it."""
         async with self._lock:
+            stored = self._stored_items()  # read before the log changes
             surface = self._session.messages()
             last = next((p for p in range(len(surface) - 1, -1, -1) if not _is_marker(surface[p])), None)
             if last is None:
@@ -144,6 +157,7 @@ class DshkitSession:
             self._replace_tail(start, len(surface), f"removed the latest item ({popped.get('type', 'message')})")
             self._append_items(kept)
             self._session.sync()
+            stored.pop()
             return popped
 
     async def clear_session(self) -> None:
@@ -153,6 +167,7 @@ class DshkitSession:
             if size:
                 self._replace_tail(0, size, "cleared the session")
                 self._session.sync()
+            self._stored_items().clear()
 
     def _replace_tail(self, start: int, end: int, why: str) -> None:
         pending = self._session.pending_tool_calls()

@@ -32,7 +32,7 @@ from dshkit.session.repair import closer_message_id
 from dshkit.session.request import ModelRequest, derive_messages, project_request
 from dshkit.session.events_view import EventsView
 from dshkit.session.session import Session
-from dshkit.session.stores import DURABILITY_MODES, SessionStore, store_for_location, store_for_path
+from dshkit.session.stores import DURABILITY_MODES, SessionStore, open_store
 from dshkit.session.stores.jsonl import JsonlStore
 from dshkit.session.stores.dsh_sqlite import list_original_sessions
 from dshkit.session.stores.postgres import PostgresStore
@@ -70,8 +70,7 @@ __all__ = [
     "derive_messages",
     "is_ignorable",
     "list_sessions",
+    "open_store",
     "project_request",
     "replace_op",
-    "store_for_location",
-    "store_for_path",
 ]

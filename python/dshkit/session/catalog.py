@@ -9,13 +9,10 @@ from typing import NamedTuple
 
 from dshkit import from_json
 
-from dshkit.session.dsh.detect import original_kind
 from dshkit.session.log_format import log_format_of
 from dshkit.session.errors import SessionCorruptError, SessionRecoveryWarning
-from dshkit.session.stores import store_for_path
-from dshkit.session.stores.postgres import import_psycopg, is_postgres_url, redact
-
-LOG_SUFFIXES = (".jsonl", ".sqlite", ".db", ".zstd")  # .zstd: the original harness's compressed JSONL
+from dshkit.session.stores import choose_store, open_store
+from dshkit.session.stores.postgres import import_psycopg, redact
 
 
 class SessionInfo(NamedTuple):
@@ -31,23 +28,22 @@ class SessionInfo(NamedTuple):
 
 def list_sessions(location: str | os.PathLike[str]) -> tuple[SessionInfo, ...]:
     """Every session at `location` (a `postgresql://` URL, a directory of logs or an original SQLite database), newest first."""
-    if is_postgres_url(location):
-        return _list_database(str(location))
-    if original_kind(os.fspath(location)) == "sqlite":
-        return _list_original_database(location)
+    chosen = choose_store(location)
+    if chosen is not None and chosen.holds_many:  # a database: PostgreSQL, or an original SQLite file
+        return _list_database(os.fspath(location)) if chosen.is_url else _list_original_database(location)
     directory = Path(location)
     if not directory.is_dir():
         raise NotADirectoryError(f"list_sessions needs a postgresql:// URL or a directory of logs, not {str(location)!r}")
     infos: list[SessionInfo] = []
     for path in sorted(directory.iterdir()):
-        if path.suffix.lower() in LOG_SUFFIXES and path.is_file():
-            is_original_database = original_kind(os.fspath(path)) == "sqlite"
-            infos.extend(_list_original_database(path) if is_original_database else (_file_info(path),))
+        chosen = choose_store(path) if path.is_file() else None
+        if chosen is not None:
+            infos.extend(_list_original_database(path) if chosen.holds_many else (_file_info(path),))
     return tuple(sorted(infos, key=lambda info: (-info.updated_at, -info.created_at, info.id)))
 
 
 def _file_info(path: Path) -> SessionInfo:
-    store = store_for_path(path)
+    store = open_store(path)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SessionRecoveryWarning)  # a torn tail is listed without it
         header_text, records = store.load("none", read_only=True)

@@ -36,7 +36,7 @@ from dshkit.session.events import (
 
 HEADER_TYPE = "session"
 FORMAT_VERSION = 2
-"""The version `Session.create` writes: 2 adds a checksum to every record (`dshkit.session.records`)."""
+"""The version `Session.create` writes: 2 adds a checksum to every record (`dshkit.session.checksums`)."""
 READABLE_VERSIONS = (1, 2)
 
 

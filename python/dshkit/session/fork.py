@@ -1,27 +1,45 @@
-"""`Session.fork`: a new session seeded with a copy of another's log up to a turn boundary.
+"""How `Session.fork` seeds a child: the fork point, and the parent's events copied record for record.
 
 The child's log starts with the parent's events, record for record (same seqs, times, message
 ids), so the child derives the same history up to the fork point; its header names the parent
 (`parent_id`) and how many events were copied (`seed_length`). A fork point inside a turn would
 copy half a turn, which the child's open would then "repair" as a crash: it is refused.
+Everything here takes public values (the parent's events, its id lookup); `Session.fork` creates
+the child from the `ForkSeed` and writes its records to the child's store.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple, Protocol
 
 from dshkit import new_message_id
 
 from dshkit.session.codec import decode_events, encode_event, encode_header
-from dshkit.session.events import MESSAGE_EVENT_TYPES, TURN_END, TURN_START
+from dshkit.session.event_log import EventLog
+from dshkit.session.events import MESSAGE_EVENT_TYPES, TURN_END, TURN_START, Event
 from dshkit.session.repair import open_turn_start
+from dshkit.session.stores.protocol import SessionStore
 from dshkit.session.surface import Surface
-from dshkit.session.stores import store_for_location
 
-if TYPE_CHECKING:
-    from dshkit.session.session import Session
+
+class Child(Protocol):
+    """What `write_seed` uses of the child `Session`."""
+
+    @property
+    def store(self) -> SessionStore | None: ...
+
+    def close(self) -> None: ...
+
+
+class ForkSeed(NamedTuple):
+    """What a child starts with: its id and header, the copied events, their fold and their records."""
+
+    session_id: str
+    header: str
+    events: EventLog
+    surface: Surface
+    records: list[str]
 
 
 def fork_point(events: Any, first_seq: Callable[[str], int | None], at: int | str | None) -> int:
@@ -51,27 +69,29 @@ def fork_point(events: Any, first_seq: Callable[[str], int | None], at: int | st
     raise ValueError(f"at={at!r}: the turn holding message {at} has not ended")
 
 
-def fork_session(parent: Session, at: int | str | None, dest: str | os.PathLike[str] | None, session_id: str | None) -> Session:
-    """The child of `parent` (see `Session.fork`), created in `dest` or in memory."""
-    from dshkit.session.session import Session, _now_ms
+def fork_records(events: Sequence[Event], first_seq: Callable[[str], int | None], at: int | str | None) -> list[str]:
+    """The records a fork of the log `events` at `at` copies (taken while the log cannot change)."""
+    return [encode_event(event) for event in events[: fork_point(events, first_seq, at)]]
 
-    with parent._lock:
-        events = list(parent.events)
-        count = fork_point(events, parent._surface.first_seq, at)
-        records = [encode_event(event) for event in events[:count]]
+
+def fork_seed(records: list[str], *, parent_id: str, session_id: str | None, created_at: int) -> ForkSeed:
+    """The seed of a child of `parent_id` starting with `records`; `session_id` `None`: a new id."""
     child_id = session_id or new_message_id()
-    header = encode_header(child_id, _now_ms(), parent_id=parent.id, seed_length=count)
-    store = store_for_location(dest, child_id) if dest is not None else None
-    durability = parent.durability if store is not None else "none"
+    header = encode_header(child_id, created_at, parent_id=parent_id, seed_length=len(records))
     surface = Surface()
-    child_events = decode_events(records, lambda index: f"fork of {parent.id}: event {index}", surface.fold)
-    child = Session._start(store, durability, header, child_events, surface)
+    child_events = decode_events(records, lambda index: f"fork of {parent_id}: event {index}", surface.fold)
+    return ForkSeed(child_id, header, child_events, surface, records)
+
+
+def write_seed(child: Child, seed: ForkSeed) -> None:
+    """Write the seed's events to the store of `child` (created with the seed's header) and sync; on failure close `child`."""
+    store = child.store
+    if store is None:
+        return  # in memory: the child holds the seed's events already
     try:
-        if store is not None:
-            for event, record in zip(child._events, records):
-                store.append(event, record)
-            store.sync()
+        for event, record in zip(seed.events, seed.records):
+            store.append(event, record)
+        store.sync()
     except BaseException:
         child.close()
         raise
-    return child

@@ -25,9 +25,10 @@ from dshkit.session.events import (
     prepare_data,
     replace_op,
 )
+from dshkit.session.fork import fork_records, fork_seed, write_seed
 from dshkit.session.loading import load_events
 from dshkit.session.log_format import DSHKIT_FORMAT, LogFormat, log_format_of
-from dshkit.session.stores import resolve_store
+from dshkit.session.stores import open_store, resolve_store
 from dshkit.session.stores.protocol import SessionStore, check_durability
 from dshkit.session.surface import Surface
 
@@ -170,14 +171,8 @@ class Session:
             surface = Surface()
             events = load_events(log_format, records, store.describe, surface, read_only=read_only)
             session._init(
-                store=store,
-                durability=durability,
-                read_only=read_only,
-                session_id=log_id,
-                created_at=created_at,
-                events=events,
-                surface=surface,
-                header=header,
+                store=store, durability=durability, read_only=read_only, session_id=log_id,
+                created_at=created_at, events=events, surface=surface, header=header,
             )
             session._parent = (header.get("parent_id"), header.get("seed_length", 0))
             if not read_only:
@@ -459,9 +454,13 @@ class Session:
         turns); `ValueError` otherwise. `dest` is a path or URL of any store (default: in memory).
         The child's header records `parent_id` and `seed_length`; its messages keep their ids.
         """
-        from dshkit.session.fork import fork_session
-
-        return fork_session(self, at, dest, session_id)
+        with self._lock:
+            records = fork_records(self._events, self._surface.first_seq, at)
+        seed = fork_seed(records, parent_id=self._id, session_id=session_id, created_at=_now_ms())
+        store = open_store(dest, session_id=seed.session_id) if dest is not None else None
+        child = Session._start(store, self._durability, seed.header, seed.events, seed.surface)
+        write_seed(child, seed)
+        return child
 
     # -- durability and lifetime ----------------------------------------------------------
 

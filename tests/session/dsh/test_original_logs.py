@@ -14,7 +14,7 @@ import pytest
 from dshkit import create_user_message
 from dshkit.session import Session, SessionCorruptError, SessionRecoveryWarning, UnknownEventError, convert_log, project_request
 from dshkit.cli.log import run as run_log_command
-from dshkit.session import JsonlStore, SessionError, SqliteStore, store_for_path
+from dshkit.session import JsonlStore, SessionError, SqliteStore, open_store
 from dshkit.session.stores.dsh_jsonl import DshJsonlStore
 from dshkit.session.stores.dsh_sqlite import DshSqliteStore, encode_source_seqs, list_original_sessions
 from dshkit.session.dsh.vocabulary import message_to_original
@@ -379,20 +379,20 @@ def test_the_store_is_chosen_by_the_files_first_bytes(tmp_path: Path) -> None:
     plain, packed = _write(log, tmp_path, "a.jsonl"), _write(SCENARIOS["text_and_reasoning"](), tmp_path, "b.jsonl.zstd")
     db = tmp_path / "original.db"
     _sqlite_db(db, log)
-    assert type(store_for_path(plain)) is DshJsonlStore and type(store_for_path(packed)) is DshJsonlStore
-    assert type(store_for_path(db, session_id=log.header["id"])) is DshSqliteStore
+    assert type(open_store(plain)) is DshJsonlStore and type(open_store(packed)) is DshJsonlStore
+    assert type(open_store(db, session_id=log.header["id"])) is DshSqliteStore
     renamed = tmp_path / "compressed-but-named.jsonl"
     renamed.write_bytes(packed.read_bytes())
-    assert type(store_for_path(renamed)) is DshJsonlStore
+    assert type(open_store(renamed)) is DshJsonlStore
     with Session.open(renamed, read_only=True) as session:
         assert session.format == "dsh" and len(session.events) == len(log.expanded())
-    assert type(store_for_path(tmp_path / "new.jsonl", format="dsh")) is DshJsonlStore
+    assert type(open_store(tmp_path / "new.jsonl", format="dsh")) is DshJsonlStore
     Session.create(tmp_path / "dshkit.jsonl").close()
     Session.create(tmp_path / "dshkit.sqlite").close()
-    assert type(store_for_path(tmp_path / "dshkit.jsonl")) is JsonlStore
-    assert type(store_for_path(tmp_path / "dshkit.sqlite")) is SqliteStore
-    with pytest.raises(ValueError, match="session_id= picks a session"):
-        store_for_path(tmp_path / "dshkit.jsonl", session_id="x")
+    assert type(open_store(tmp_path / "dshkit.jsonl")) is JsonlStore
+    assert type(open_store(tmp_path / "dshkit.sqlite")) is SqliteStore
+    with pytest.raises(ValueError, match="holds session"):  # one log per file: its header says whose
+        Session.open(tmp_path / "dshkit.jsonl", session_id="x")
     with pytest.raises(ValueError, match="session_id= picks a session"):
         Session.open(store=JsonlStore(tmp_path / "dshkit.jsonl"), session_id="x")
     with pytest.raises(ValueError, match="format must be"):

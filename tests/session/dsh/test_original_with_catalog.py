@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from dshkit.cli.log import run as run_log_command
-from dshkit.session import JsonlStore, Session, SessionCorruptError, convert_log, list_sessions, store_for_location
+from dshkit.session import JsonlStore, Session, SessionCorruptError, convert_log, list_sessions, open_store
 from dshkit.session.stores import known_suffixes
 from dshkit.session.stores.dsh_jsonl import DshJsonlStore
 from dshkit.session.stores.dsh_sqlite import DshSqliteStore
@@ -29,10 +29,10 @@ def test_an_original_database_is_listed_and_selected_by_session_id(tmp_path: Pat
         assert info.event_count == len(log.records) and info.parent_id is None
         assert info.updated_at == max(record.get("time", record.get("time0")) for record in log.records)
     assert [info.id for info in infos] == sorted(by_id, key=lambda i: (-by_id[i].updated_at, -by_id[i].created_at, i))
-    store = store_for_location(db, first.header["id"])
+    store = open_store(db, session_id=first.header["id"])
     assert type(store) is DshSqliteStore and store.session_id == first.header["id"]
     with pytest.raises(ValueError, match="pass session_id="):
-        store_for_location(db)
+        open_store(db)
     out, err = io.StringIO(), io.StringIO()
     assert run_log_command("list", str(db), out, err) == 0, err.getvalue()
     assert first.header["id"] in out.getvalue() and second.header["id"] in out.getvalue()
@@ -56,7 +56,7 @@ def test_a_directory_lists_original_logs_by_their_events(tmp_path: Path) -> None
 def test_open_checks_the_session_id_of_an_original_file(tmp_path: Path) -> None:
     log = SCENARIOS["text_and_reasoning"]()
     path = _write(log, tmp_path, "a.jsonl")
-    assert type(store_for_location(path, log.header["id"])) is DshJsonlStore
+    assert type(open_store(path, session_id=log.header["id"])) is DshJsonlStore
     with Session.open(path, read_only=True, session_id=log.header["id"]) as session:
         assert session.format == "dsh"
     with pytest.raises(ValueError, match="holds session"):

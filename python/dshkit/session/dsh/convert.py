@@ -20,10 +20,13 @@ from dshkit.session.codec import encode_event as encode_dshkit_event
 from dshkit.session.events import MESSAGE_EVENT_TYPES, Event
 from dshkit.session.surface import Surface
 from dshkit.session.dsh.chunk_rows import pack_runs
-from dshkit.session.dsh.records import encode_record, new_header
+from dshkit.session.dsh.codec import encode_record, new_header
 from dshkit.session.dsh.zstd_frames import compress_frame
-from dshkit.session.records import seal_line
+from dshkit.session.checksums import seal_line
 from dshkit.session.session import Session
+from dshkit.session.stores import open_store
+from dshkit.session.stores.dsh_jsonl import DshJsonlStore
+from dshkit.session.stores.jsonl import JsonlStore
 from dshkit.session.stores.sqlite import SqliteStore
 
 FORMATS = ("dshkit", "dsh")
@@ -97,12 +100,17 @@ def convert_log(
 ) -> None:
     """Rewrite the log at `src` (either format; `session_id` for an original SQLite database) at `dest`.
 
-    `format="dshkit"` writes dshkit's JSON Lines (or SQLite, by `dest`'s suffix);
-    `format="dsh"` writes the original's JSONL, Zstandard-compressed when `dest` ends in
-    `.zstd`, with its chunk runs packed. `progress(done, total)` is called as events are written.
+    `format="dshkit"` writes dshkit's JSON Lines or SQLite, `format="dsh"` the original's JSONL,
+    Zstandard-compressed for a `.jsonl.zstd` path, with its chunk runs packed: the store `dest`
+    selects (`open_store`) says which. `progress(done, total)` is called as events are written.
     """
     if format not in FORMATS:
         raise ValueError(f"format must be 'dshkit' or 'dsh', not {format!r}")
+    if Path(dest).exists():
+        raise FileExistsError(f"{dest} already exists (convert_log never overwrites a log)")
+    target = open_store(dest, format=format)
+    if not isinstance(target, (JsonlStore, SqliteStore) if format == "dshkit" else DshJsonlStore):
+        raise ValueError(f"convert_log writes a {format} log file, not {target!r}")
     dest = Path(dest)
     session = Session.open(src, read_only=True, session_id=session_id)
     with session:
@@ -115,14 +123,14 @@ def convert_log(
 
         if format == "dshkit":
             header = to_json(_dshkit_header(session))
-            if dest.suffix.lower() in (".sqlite", ".db"):
-                _write_dshkit_sqlite(dest, header, events, report)
+            if isinstance(target, SqliteStore):
+                _write_dshkit_sqlite(target, header, events, report)
                 return
             _publish(dest, _sealed_lines(header, _dshkit_lines(events, report)))
             return
         header = to_json(_original_header(session))
         lines = [to_json(record) for record in pack_runs(_original_records(events, report))]
-        if dest.name.endswith(".zstd"):
+        if isinstance(target, DshJsonlStore) and target.compressed:
             _publish(dest, _frames(header, lines))
         else:
             _publish(dest, _lines_as_bytes(header, iter(lines)))
@@ -159,8 +167,7 @@ def _frames(header: str, lines: list[str]) -> Iterator[bytes]:
         yield compress_frame(("\n".join(lines[start : start + _FRAME_LINES]) + "\n").encode())
 
 
-def _write_dshkit_sqlite(dest: Path, header: str, events: Any, report: Callable[[int], None]) -> None:
-    store = SqliteStore(dest)
+def _write_dshkit_sqlite(store: SqliteStore, header: str, events: Any, report: Callable[[int], None]) -> None:
     store.create(header, "none")
     try:
         for event, line in zip(events, _dshkit_lines(events, report), strict=True):

@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from dshkit import FrozenDict, to_json
-from dshkit.session.dsh import records, repair
+from dshkit.session.dsh import codec, repair
 from dshkit.session.event_log import EventLog
 from dshkit.session.events import Event
 from dshkit.session.log_format import Closer, LogFormat
@@ -21,13 +21,13 @@ class OriginalFormat:
     @staticmethod
     def new_header(created_at: int, session_id: str | None = None) -> tuple[str, str]:
         """The session id (default: a new UUID, as the original mints) and its header."""
-        header = records.new_header(created_at, session_id=session_id)
+        header = codec.new_header(created_at, session_id=session_id)
         return header["id"], to_json(header)
 
     @staticmethod
     def read_header(text: str | bytes, where: str) -> tuple[str, int, FrozenDict[Any]]:
         """The checked original header (`createdAt`, `delegationDepth`, ...)."""
-        header = records.decode_header(text, where)
+        header = codec.decode_header(text, where)
         return header["id"], header["createdAt"], header
 
     @staticmethod
@@ -39,12 +39,12 @@ class OriginalFormat:
         into: EventLog | None = None,
     ) -> EventLog:
         """dshkit events of the original's lines (packed rows expanded), folded as they come."""
-        return records.decode_records(lines, describe, fold, into=into)
+        return codec.decode_records(lines, describe, fold, into=into)
 
     @staticmethod
     def encode_event(event: Event, surface: Surface) -> str:
         """The original's line for an event about to be appended."""
-        return records.encode_event(event, surface)
+        return codec.encode_event(event, surface)
 
     @staticmethod
     def plan_closers(events: Sequence[Event], surface: Surface) -> list[Closer]:

@@ -19,7 +19,7 @@ from dshkit import from_json
 from dshkit.session.errors import SessionCorruptError, SessionError, SessionRecoveryWarning
 from dshkit.session.events import Event
 from dshkit.session.dsh.log_format import ORIGINAL_FORMAT
-from dshkit.session.dsh.records import decode_header
+from dshkit.session.dsh.codec import decode_header
 from dshkit.session.stores.jsonl import cut_torn_line, read_all, write_all
 from dshkit.session.stores.protocol import check_durability
 from dshkit.session.dsh.zstd_frames import (

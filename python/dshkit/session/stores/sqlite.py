@@ -2,7 +2,7 @@
 
 Tables `dshkit_session` (one row: the header record and its checksum) and `dshkit_events` (`seq`
 primary key, `type`, `time`, `body`: the same JSON record the JSON Lines store writes, `crc`: its
-checksum, `dshkit.session.records`; a version 1 database has no `crc` columns). Every append is
+checksum, `dshkit.session.checksums`; a version 1 database has no `crc` columns). Every append is
 its own transaction, so a crash never leaves half an event. Durability maps onto SQLite's own:
 `"always"` is `synchronous=FULL` (the WAL is fsynced at every commit), `"checkpoint"` is
 `synchronous=NORMAL` plus an fsync of the WAL file at `sync()`, `"none"` is `synchronous=OFF`.
@@ -22,7 +22,7 @@ import sqlite3
 from pathlib import Path
 
 from dshkit.session.errors import SessionCorruptError, SessionError
-from dshkit.session.records import check_header, checksum, verified
+from dshkit.session.checksums import check_header, checksum, verified
 from dshkit.session.events import Event
 from dshkit.session.stores.protocol import check_durability
 

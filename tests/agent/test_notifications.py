@@ -1,4 +1,4 @@
-"""Live events carry the same Message objects as the log; identity across the whole lifecycle."""
+"""Live notifications (`dshkit.agent.notifications`) carry the same Message objects as the log; identity across the whole lifecycle."""
 
 from __future__ import annotations
 

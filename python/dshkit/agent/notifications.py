@@ -1,4 +1,4 @@
-"""Live agent events: what subscribers and ``agent.events()`` see while the agent works.
+"""Live notifications of the agent (`AgentEvent`): what subscribers and ``agent.events()`` see while the agent works.
 
 Live events carry the very `Message` objects the durable log holds (and the inbox held before),
 so a UI can follow one message by identity from queueing to the model request.
@@ -47,7 +47,7 @@ class AgentEvent:
 Subscriber = Callable[[AgentEvent], object]
 
 
-class EventHub:
+class NotificationHub:
     """Delivers live events to callbacks and to open `EventStream`s; failures are contained."""
 
     def __init__(self) -> None:
@@ -121,8 +121,8 @@ class EventStream:
     dropped automatically.
     """
 
-    def __init__(self, hub: EventHub) -> None:
-        self._hub: EventHub | None = hub
+    def __init__(self, hub: NotificationHub) -> None:
+        self._hub: NotificationHub | None = hub
         # None is the end marker that wakes a reader blocked in __anext__ when the stream closes.
         self._queue: asyncio.Queue[AgentEvent | None] = asyncio.Queue()
 
@@ -157,4 +157,4 @@ class EventStream:
         self.close()
 
 
-__all__ = ["AgentEvent", "EventHub", "EventStream", "Subscriber"]
+__all__ = ["AgentEvent", "NotificationHub", "EventStream", "Subscriber"]
