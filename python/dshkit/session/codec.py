@@ -59,6 +59,9 @@ def encode_header(
         header["parent_id"] = parent_id
         header["seed_length"] = seed_length
     if extra:
+        taken = sorted(set(extra) & set(header))
+        if taken:
+            raise ValueError(f"a log header's own fields cannot be given again: {taken}")
         header.update(extra)
     return to_json(header)
 

@@ -10,14 +10,12 @@ child's session id. Both survive a restart, so a re-opened log knows its depth a
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any, NamedTuple
 
 from dshkit import new_message_id
 
-from dshkit.session.codec import encode_header
-from dshkit.session.session import Session, _now_ms
-from dshkit.session.stores import store_for_location
+from dshkit.session.session import Session
+from dshkit.session.stores import in_folder, sibling_location
 
 SUBAGENT_ORIGIN = "subagent"
 SUBAGENT_STARTED = "agent/subagent/started"  # in the parent's log: {call_id, session_id, depth, ignorable}
@@ -51,14 +49,10 @@ def child_location(parent: Session, child_id: str) -> str | os.PathLike[str] | N
     store = parent.store
     if store is None:
         return None
-    path = getattr(store, "path", None)
-    if isinstance(path, Path):
-        suffix = path.suffix if parent.format == "dshkit" and path.suffix in (".jsonl", ".sqlite", ".db") else ".jsonl"
-        return path.with_name(f"{child_id}{suffix}")
-    url = getattr(store, "url", None)
-    if isinstance(url, str):
-        return url
-    raise ValueError(f"cannot tell where to log a subagent of {store!r}: pass location=")
+    where = sibling_location(store, child_id, same_kind=parent.format == "dshkit")
+    if where is None:
+        raise ValueError(f"cannot tell where to log a subagent of {store!r}: pass location=")
+    return where
 
 
 def create_child_session(
@@ -72,21 +66,17 @@ def create_child_session(
     if not isinstance(call_id, str) or not call_id:
         raise ValueError(f"create_child_session: call_id must be a non-empty str, not {call_id!r}")
     child_id = new_message_id()
-    if location is None:
-        where = child_location(parent, child_id)
-    elif "://" in os.fspath(location):
-        where = location
-    else:
-        folder = Path(location)
-        if not folder.is_dir():
-            raise NotADirectoryError(f"subagent location {str(location)!r} is not a folder (or a postgresql:// URL)")
-        where = folder / f"{child_id}.jsonl"
-    extra: dict[str, Any] = {
-        "origin": SUBAGENT_ORIGIN, "parent_call_id": call_id, "delegation_depth": delegation_depth(parent) + 1,
+    where = child_location(parent, child_id) if location is None else in_folder(location, child_id)
+    fields: dict[str, Any] = {
+        "parent_id": parent.id,
+        "seed_length": 0,
+        "origin": SUBAGENT_ORIGIN,
+        "parent_call_id": call_id,
+        "delegation_depth": delegation_depth(parent) + 1,
     }
-    header = encode_header(child_id, _now_ms(), parent_id=parent.id, seed_length=0, extra=extra)
-    store = store_for_location(where, child_id) if where is not None else None
-    return Session._start(store, parent.durability if store is not None else "none", header)
+    if where is None:
+        return Session.create(session_id=child_id, header_fields=fields)
+    return Session.create(where, durability=parent.durability, session_id=child_id, header_fields=fields)
 
 
 def children_of(session: Session) -> dict[str, str]:

@@ -28,8 +28,8 @@ class LogFormat(Protocol):
 
     name: str
 
-    def new_header(self, created_at: int, session_id: str | None = None) -> tuple[str, str]:
-        """(session id, header JSON text) for a new log (`session_id`, or a fresh id)."""
+    def new_header(self, created_at: int, session_id: str | None = None, fields: dict[str, Any] | None = None) -> tuple[str, str]:
+        """(session id, header JSON text) for a new log (`session_id`, or a fresh id), with `fields` added."""
 
     def read_header(self, text: str | bytes, where: str) -> tuple[str, int, FrozenDict[Any]]:
         """(session id, created-at ms, the whole header) of a checked header record."""
@@ -57,10 +57,10 @@ class DshkitFormat:
     name = "dshkit"
 
     @staticmethod
-    def new_header(created_at: int, session_id: str | None = None) -> tuple[str, str]:
-        """The session id (default: a new ULID-based one) and its header."""
+    def new_header(created_at: int, session_id: str | None = None, fields: dict[str, Any] | None = None) -> tuple[str, str]:
+        """The session id (default: a new ULID-based one) and its header, with `fields` added."""
         session_id = session_id or new_message_id()
-        return session_id, encode_header(session_id, created_at)
+        return session_id, encode_header(session_id, created_at, extra=fields)
 
     @staticmethod
     def read_header(text: str | bytes, where: str) -> tuple[str, int, FrozenDict[Any]]:

@@ -11,7 +11,6 @@ from typing import Any
 
 from dshkit import Message, freeze, new_message_id
 from dshkit._core import vouch_plain_append
-
 from dshkit.session.errors import SessionClosedError
 from dshkit.session.event_log import EventLog
 from dshkit.session.history import History
@@ -100,10 +99,12 @@ class Session:
         store: SessionStore | None = None,
         session_id: str | None = None,
         format: str = "dshkit",  # noqa: A002 - the contract's name
+        header_fields: dict[str, Any] | None = None,
     ) -> Session:
         """Start a new log at `path` (`.jsonl`, `.sqlite`, `.db` or a `postgresql://` URL) or in `store`.
 
-        `session_id` names the new session (default: a fresh id). `format="dsh"` writes the
+        `session_id` names the new session (default: a fresh id); `header_fields` adds fields to a
+        dshkit log's header (a subagent's link to its parent). `format="dsh"` writes the
         original TypeScript harness's format instead (a `.jsonl`, or `.jsonl.zstd` compressed,
         path). `FileExistsError` if the path (or, in a database, the session id) already exists:
         an existing log is never overwritten.
@@ -118,7 +119,7 @@ class Session:
                 raise ValueError(f"format={format!r} needs a path or a store")
             raise ValueError(f"{store!r} writes the {log_format.name!r} format, not {format!r}")
         session_id = session_id or getattr(store, "session_id", None)
-        return cls._start(store, durability, log_format.new_header(_now_ms(), session_id)[1])
+        return cls._start(store, durability, log_format.new_header(_now_ms(), session_id, header_fields)[1])
 
     @classmethod
     def _start(

@@ -19,8 +19,10 @@ class OriginalFormat:
     name = "dsh"
 
     @staticmethod
-    def new_header(created_at: int, session_id: str | None = None) -> tuple[str, str]:
+    def new_header(created_at: int, session_id: str | None = None, fields: dict[str, Any] | None = None) -> tuple[str, str]:
         """The session id (default: a new UUID, as the original mints) and its header."""
+        if fields:
+            raise ValueError(f"an original-format log's header takes no added fields ({sorted(fields)})")
         header = codec.new_header(created_at, session_id=session_id)
         return header["id"], to_json(header)
 

@@ -134,13 +134,39 @@ def known_suffixes() -> tuple[str, ...]:
     return (*_BY_SUFFIX, ".zstd")
 
 
+def sibling_location(store: SessionStore, session_id: str, *, same_kind: bool = True) -> str | Path | None:
+    """Where a new dshkit log named `session_id` goes beside `store`'s log: the same folder and kind
+    of file (JSON Lines when `same_kind` is false or the file is no dshkit kind), the same
+    database for a server store; `None` when `store` names no place."""
+    path = getattr(store, "path", None)
+    if isinstance(path, Path):
+        keep = same_kind and path.suffix.lower() in _BY_SUFFIX
+        return path.with_name(session_id + (path.suffix if keep else ".jsonl"))
+    url = getattr(store, "url", None)
+    return url if isinstance(url, str) else None
+
+
+def in_folder(location: str | os.PathLike[str], session_id: str) -> str | Path:
+    """`location` itself when it is a server URL, else the JSON Lines log `session_id` in the folder
+    `location` (`NotADirectoryError` if it is none)."""
+    if _url_scheme(os.fspath(location)) is not None:
+        choose_store(location)  # an unknown scheme is a ValueError here, not a folder name
+        return os.fspath(location)
+    folder = Path(location)
+    if not folder.is_dir():
+        raise NotADirectoryError(f"{os.fspath(location)!r} is not a folder (or a postgresql:// URL)")
+    return folder / f"{session_id}.jsonl"
+
+
 __all__ = [
     "DURABILITY_MODES",
     "SessionStore",
     "StoreChoice",
     "check_durability",
     "choose_store",
+    "in_folder",
     "known_suffixes",
     "open_store",
     "resolve_store",
+    "sibling_location",
 ]
