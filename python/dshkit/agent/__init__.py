@@ -10,6 +10,7 @@ from __future__ import annotations
 from dshkit.agent.agent import IDLE, RUNNING, Agent, AgentStatus
 from dshkit.agent.assembly import StreamAssembler
 from dshkit.agent.cancel import CancelToken
+from dshkit.agent.compaction import Compaction, CompactionFailed
 from dshkit.agent.events import AgentEvent, EventStream
 from dshkit.agent.hooks import (
     HOOK_NAMES,
@@ -21,6 +22,7 @@ from dshkit.agent.hooks import (
     TurnStoppingContext,
 )
 from dshkit.agent.inbox import NEXT_STEP, NEXT_TURN, Inbox
+from dshkit.agent.tokens import TokenMeter
 from dshkit.agent.tools import Tool, ToolContext, ToolOutput
 
 __all__ = [
@@ -33,6 +35,8 @@ __all__ = [
     "AgentEvent",
     "AgentStatus",
     "CancelToken",
+    "Compaction",
+    "CompactionFailed",
     "Enter",
     "EventStream",
     "Inbox",
@@ -41,6 +45,7 @@ __all__ = [
     "RequestContext",
     "RequestErrorContext",
     "StreamAssembler",
+    "TokenMeter",
     "Tool",
     "ToolContext",
     "ToolOutput",

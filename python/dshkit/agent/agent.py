@@ -18,6 +18,7 @@ from typing import Any, Callable, Final, Literal
 
 from dshkit.agent.calls import call_sync_or_async
 from dshkit.agent.cancel import CancelToken
+from dshkit.agent.compaction import Compaction, Compactor
 from dshkit.agent.events import AgentEvent, EventHub, EventStream
 from dshkit.agent.hooks import Hook, check_hooks
 from dshkit.agent.inbox import NEXT_STEP, NEXT_TURN, Inbox
@@ -56,6 +57,7 @@ class Agent:
         system: str | None = None,
         hooks: Mapping[str, Hook] | None = None,
         config: Mapping[str, Any] | None = None,
+        compaction: Compaction | None = None,
     ) -> None:
         if not (
             callable(getattr(model, "stream", None))
@@ -72,6 +74,8 @@ class Agent:
             raise TypeError(f"Agent config: expected a mapping of call settings, got {type(config).__name__}")
         if session is not None and not isinstance(session, Session):
             raise TypeError(f"Agent session: expected a dshkit.session.Session, got {type(session).__name__}")
+        if compaction is not None and not isinstance(compaction, Compaction):
+            raise TypeError(f"Agent compaction: expected a dshkit.agent.Compaction, got {type(compaction).__name__}")
         self._model = model
         self._session = session if session is not None else Session()
         self._tools = check_tools(tools)
@@ -79,6 +83,7 @@ class Agent:
         frozen_config = dict(freeze(dict(config or {})))
         self._hub = EventHub()
         self._inbox = Inbox(self._session, self._hub)
+        self._compactor = Compactor(compaction, model, self._session)
         self._turns = TurnRunner(
             model,
             self._session,
@@ -89,6 +94,7 @@ class Agent:
             tuple(tool.spec for tool in self._tools.values()),
             system,
             frozen_config,
+            self._compactor if compaction is not None else None,
         )
 
         self._driver: asyncio.Task[None] | None = None
@@ -130,6 +136,16 @@ class Agent:
     def tools(self) -> tuple[Tool, ...]:
         """The agent's tools, in the order given."""
         return tuple(self._tools.values())
+
+    @property
+    def tokens(self) -> int:
+        """The size of the next request in tokens, by the token meter (`dshkit.agent.tokens`)."""
+        return self._compactor.meter.reading()
+
+    @property
+    def context_window(self) -> int | None:
+        """The model's context window in tokens, if known (from `Compaction` or the model)."""
+        return self._compactor.window
 
     # -- input --------------------------------------------------------------------------------
 
@@ -238,6 +254,16 @@ class Agent:
             if wake and len(self._inbox) and not self._closed:
                 self._start_driver(asyncio.get_running_loop())
             self._notify_state_change()
+
+    async def compact(self, instructions: str | None = None) -> Message | None:
+        """Summarize the oldest history now, as idle maintenance; the summary, or None if nothing to cut.
+
+        Waits for the running turn like `run_maintenance`. `instructions` are added to the summary
+        prompt. Raises `CompactionFailed` when no summary could be made (logged in `compaction/end`).
+        """
+        return await self.run_maintenance(  # type: ignore[no-any-return]
+            lambda: self._compactor.summarize(None, CancelToken(), reason="manual", instructions=instructions)
+        )
 
     async def close(self, cause: str = "disposed") -> None:
         """Refuse further input and abort the running turn (as `cancel(cause)` does); waits for it."""
