@@ -37,9 +37,9 @@ def choose_summary_range(messages: Sequence[Message], tokens: Sequence[int], kee
     """The cut: how many of the oldest `messages` a summary replaces (0 when no cut is possible).
 
     `tokens[i]` is the estimate of `messages[i]`. The newest messages worth up to `keep_tokens`
-    are kept verbatim: the cut is the earliest cut point (`cut_points`) that keeps no more than
-    that, or, when none does (a long run of one step's results at the end), the latest cut point
-    before it, which keeps more.
+    are kept verbatim, and always the newest one: the cut is the earliest cut point
+    (`cut_points`) that keeps no more than that, or, when none does (a long run of one step's
+    results at the end), the latest cut point before it, which keeps more.
     """
     if len(tokens) != len(messages):
         raise ValueError(f"choose_summary_range: {len(tokens)} token estimates for {len(messages)} messages")
@@ -47,6 +47,8 @@ def choose_summary_range(messages: Sequence[Message], tokens: Sequence[int], kee
         raise ValueError(f"choose_summary_range: keep_tokens must be >= 0, not {keep_tokens}")
     desired = kept_start(tokens, keep_tokens)
     points = cut_points(messages)
+    if points and points[-1] == len(messages):
+        points.pop()  # the newest message always stays: the request goes on from it
     later = [point for point in points if point >= desired]
     if later:
         return later[0]
