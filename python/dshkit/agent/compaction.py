@@ -147,14 +147,14 @@ class Compactor:
             _log.warning("compaction failed (%s): %s", exc.code, exc)
 
     async def on_overflow(self, turn: int | None, token: CancelToken) -> bool:
-        """The provider said the request is too large: prune and summarize once; True if anything shrank."""
-        before = self.meter.reading()
-        self.prune(force=True)
+        """The provider said the request is too large: prune and summarize once; True if anything was replaced."""
+        pruned = self.prune(force=True)
         try:
-            await self.summarize(turn, token, reason="overflow")
+            summary = await self.summarize(turn, token, reason="overflow")
         except CompactionFailed as exc:
             _log.warning("compaction after a context overflow failed (%s): %s", exc.code, exc)
-        return self.meter.reading() < before
+            summary = None
+        return pruned > 0 or summary is not None
 
     def prune(self, *, force: bool = False) -> int:
         """Shorten old large tool results in place (same ids); returns how many were pruned."""
