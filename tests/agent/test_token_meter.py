@@ -117,3 +117,36 @@ def test_an_original_log_with_a_compaction_opens_and_continues(tmp_path: Path) -
         assert check_events(session.events) == []
     text = path.read_text()
     assert '"shadowedSeqs"' in text and '"compactionId"' in text and "shadowed_seqs" not in text  # the original's names on disk
+
+
+def test_log_show_and_chat_show_the_meter(tmp_path: Path) -> None:
+    import io
+    import os
+    import subprocess
+    import sys
+
+    from dshkit.agent import AgentEvent
+    from dshkit.agent.tokens import format_tokens, meter_label
+    from dshkit.cli.chat import _Chat
+    from dshkit.models.chat.model import OpenAICompatibleModel
+
+    assert [format_tokens(n) for n in (950, 1000, 12_345, 128_000, 1_234_567)] == ["950", "1k", "12.3k", "128k", "1.2M"]
+    assert meter_label(12_345, 128_000) == "[12.3k/128k]" and meter_label(5, None) == "[5]"
+    path = tmp_path / "shown.jsonl"
+    session = Session.create(path)
+    session.append("user/message", user("hi"))
+    reply = dshkit.create_assistant_message("hello", provider="p", model="m")
+    event = session.append("assistant/message", {"message": reply, "usage": {"prompt_tokens": 12_000, "completion_tokens": 300}})
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    err = Terminal()
+    chat = _Chat(OpenAICompatibleModel("m", base_url="http://x"), session, path, None, io.StringIO(), Terminal(), err, context_window=128_000)
+    chat._on_event(AgentEvent("message", 1, 1, reply, {"event_type": "assistant/message", "seq": event.seq}))
+    assert "[tokens: 12000 in, 300 out] [12.3k/128k]" in err.getvalue()
+    session.close()
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "python")}
+    shown = subprocess.run([sys.executable, "-m", "dshkit", "log", "show", str(path)], capture_output=True, text=True, env=env)
+    assert shown.returncode == 0 and shown.stdout.splitlines()[-1] == "next request: 12.3k tokens (12300, provider usage + estimate)"

@@ -79,6 +79,20 @@ def usage_tokens(usage: object) -> int | None:
     return summary["input_tokens"] + summary.get("output_tokens", 0)
 
 
+def format_tokens(tokens: int) -> str:
+    """A token count as people read it: `950`, `12.3k`, `128k`, `1.2M`."""
+    for size, suffix in ((1_000_000, "M"), (1000, "k")):
+        if tokens >= size:
+            text = f"{tokens / size:.1f}".removesuffix(".0") if tokens < 100 * size else str(round(tokens / size))
+            return text + suffix
+    return str(tokens)
+
+
+def meter_label(tokens: int, window: int | None) -> str:
+    """`[12.3k/128k]`: the meter's reading and the window (`[12.3k]` when the window is unknown)."""
+    return f"[{format_tokens(tokens)}/{format_tokens(window)}]" if window else f"[{format_tokens(tokens)}]"
+
+
 class TokenMeter:
     """The size of the next request of one session, in tokens (`reading()`).
 
@@ -164,4 +178,13 @@ class TokenMeter:
             self._anchor = None
 
 
-__all__ = ["CHARS_PER_TOKEN", "TokenMeter", "estimate_header", "estimate_message", "estimate_text", "usage_tokens"]
+__all__ = [
+    "CHARS_PER_TOKEN",
+    "TokenMeter",
+    "estimate_header",
+    "estimate_message",
+    "estimate_text",
+    "format_tokens",
+    "meter_label",
+    "usage_tokens",
+]
