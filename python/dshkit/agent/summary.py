@@ -126,15 +126,16 @@ def summary_message(text: str, compaction_id: str) -> Message:
 
 def pruned_result(message: Message, keep_chars: int) -> Message:
     """The same tool result (same id) with each long text's middle replaced by a marker."""
-    blocks = []
+    blocks: list[Any] = []
     for block in message.content:
         if block.get("type") == "tool_result":
             inner = [
                 {**item, "text": shorten(item["text"], keep_chars)} if item.get("type") == "text" else item
                 for item in block["content"]
             ]
-            block = {**block, "content": inner}
-        blocks.append(block)
+            blocks.append({**block, "content": inner})
+        else:
+            blocks.append(block)
     return message.with_content(blocks)
 
 
