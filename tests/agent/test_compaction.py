@@ -19,6 +19,7 @@ from dshkit.agent.summary import SUMMARY_SYSTEM, is_summary
 from dshkit.models import ScriptedModel
 from dshkit.models.protocol import CONTEXT_WINDOW_EXCEEDED, ModelError
 from dshkit.session import Session, project_request
+from dshkit.session.transcript import render
 from dshkit.session.verify import check_events
 from tests.agent.long_run import LoopModel, read_tool
 
@@ -136,6 +137,9 @@ def test_the_summary_event_records_range_seqs_tokens_and_model() -> None:
     messages = session.messages()
     assert messages[0] is summary and messages[1].text == "And now?" and messages[2].text == "Short."
     assert of_type(session, "compaction/end")[0].data == {"compaction_id": data["compaction_id"], "turn": 2}
+    lines = list(render(session.events, session_id=session.id, created_at=session.created_at, where="memory"))
+    assert f"    #{summary_event.seq} compaction summary: 2 messages ({data['shadowed_token_count']} tokens) by gate/gate; " \
+        f"request {data['tokens_before']} -> {data['tokens_after']} tokens" in lines
 
 
 def test_an_overflow_error_compacts_once_and_retries_the_step() -> None:
