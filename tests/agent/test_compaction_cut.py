@@ -127,3 +127,15 @@ def test_pruning_picks_old_large_results_and_keeps_their_id_head_and_tail() -> N
     assert estimate_message(new) < tokens[2]
     session.replace(new)  # a rewrite the session accepts: same id, only the content changed
     assert shorten("short", 100) == "short"
+
+
+def test_a_summary_request_keeps_the_newest_transcript_and_the_previous_checkpoint_whole() -> None:
+    from dshkit.agent.summary import summary_message, summary_request
+
+    previous = summary_message("Earlier: the user wants a report.", "cmp-1")
+    messages = [previous, *(dshkit.create_user_message(f"message {n} " + "x" * 500, source={"kind": "user"}) for n in range(20))]
+    request = summary_request(messages, budget=300, instructions=None, config={}, max_chars=2000)
+    text = request.messages[0].text
+    assert "<previous-checkpoint>\nEarlier: the user wants a report.\n</previous-checkpoint>" in text
+    assert "[... earlier messages omitted ...]" in text and "message 19 " in text and "message 0 " not in text
+    assert "at most about 300 tokens" in text and "## Next step" in text and "## Errors and fixes" in text

@@ -150,3 +150,16 @@ def test_log_show_and_chat_show_the_meter(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "python")}
     shown = subprocess.run([sys.executable, "-m", "dshkit", "log", "show", str(path)], capture_output=True, text=True, env=env)
     assert shown.returncode == 0 and shown.stdout.splitlines()[-1] == "next request: 12.3k tokens (12300, provider usage + estimate)"
+
+
+def test_the_meter_mirrors_the_surface_of_every_original_log(tmp_path: Path) -> None:
+    from tests.session.dsh.original_logs import user as original_user
+
+    logs = {name: build() for name, build in SCENARIOS.items()}
+    off_surface = SCENARIOS["text_and_reasoning"]()
+    off_surface.event("user/message", original_user("logged, never sent"))  # no surfaceOp: off the surface
+    logs["off_surface"] = off_surface
+    for name, log in logs.items():
+        with Session.open(log.write(tmp_path / f"{name}.jsonl"), read_only=True) as session:
+            expected = [estimate_message(message) for message in session.messages()]
+            assert TokenMeter(session).node_estimates() == expected, name

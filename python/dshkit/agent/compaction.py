@@ -23,7 +23,7 @@ from dshkit.agent.cancel import CancelToken
 from dshkit.agent.compaction_range import choose_summary_range, prunable_results
 from dshkit.agent.cut import read_until_cut
 from dshkit.agent.summary import is_summary, pruned_result, summary_message, summary_request
-from dshkit.agent.tokens import TokenMeter, estimate_message, usage_tokens
+from dshkit.agent.tokens import CHARS_PER_TOKEN, TokenMeter, estimate_message, usage_tokens
 from dshkit.models.protocol import Model, ModelError
 from dshkit.session import Session
 from dshkit.session.events import COMPACTION_END, COMPACTION_PRUNE, COMPACTION_START, COMPACTION_SUMMARY, USER_MESSAGE, replace_op
@@ -228,7 +228,13 @@ class Compactor:
         settings = self._settings or Compaction()
         model = settings.summarizer if settings.summarizer is not None else self._model
         budget = self._summary_tokens()
-        request = summary_request(replaced, budget=budget, instructions=instructions, config=_budget_config(model, budget))
+        window = getattr(model, "context_window", None) if settings.summarizer is not None else None
+        window = window if type(window) is int and window > 0 else self.window
+        # the transcript fits the summarizer's window beside the prompt (~1,000 tokens) and the answer
+        max_chars = None if window is None else max(4000, (window - budget - 1000) * CHARS_PER_TOKEN)
+        request = summary_request(
+            replaced, budget=budget, instructions=instructions, config=_budget_config(model, budget), max_chars=max_chars
+        )
         assembler = StreamAssembler()
         stream = model.stream(request, token)
 

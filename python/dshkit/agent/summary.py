@@ -103,9 +103,17 @@ def render_transcript(messages: Sequence[Message]) -> tuple[str, str]:
     return "\n\n".join(previous), "\n\n".join(lines)
 
 
-def summary_request(messages: Sequence[Message], *, budget: int, instructions: str | None, config: Any) -> ModelRequest:
-    """The one-shot request asking the summarizer for the checkpoint of `messages`."""
+def summary_request(
+    messages: Sequence[Message], *, budget: int, instructions: str | None, config: Any, max_chars: int | None = None
+) -> ModelRequest:
+    """The one-shot request asking the summarizer for the checkpoint of `messages`.
+
+    A transcript longer than `max_chars` keeps its newest part (the summarizer's own window
+    must hold it); the previous checkpoint is always shown whole.
+    """
     previous, transcript = render_transcript(messages)
+    if max_chars is not None and len(transcript) > max_chars:
+        transcript = "[... earlier messages omitted ...]\n\n" + transcript[len(transcript) - max_chars :]
     parts = [SUMMARY_PROMPT.format(budget=budget)]
     if instructions:
         parts.append(f"Additional instructions: {instructions}")

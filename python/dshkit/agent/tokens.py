@@ -150,10 +150,12 @@ class TokenMeter:
         self._folded = end
 
     def _fold_message(self, event: Any) -> None:
+        op = event.surface_op
+        if op is None:
+            return  # a message the original harness logged off its surface: never sent
         message: Message = event.data if event.type == USER_MESSAGE else event.data["message"]
         visible = is_model_visible(message)
         tokens = estimate_message(message) if visible else 0
-        op = event.surface_op
         if op == SURFACE_APPEND:
             if not visible:
                 return
