@@ -12,7 +12,7 @@ from typing import Any, Callable
 import pytest
 
 from dshkit import create_user_message
-from dshkit.agent import Agent, Compaction
+from dshkit.agent import Agent, Compaction, Tool
 from dshkit.agent.summary import SUMMARY_SYSTEM
 from dshkit.models.anthropic.model import AnthropicModel
 from dshkit.models.chat.model import OpenAICompatibleModel
@@ -118,3 +118,108 @@ def test_every_api_names_its_overflow_with_the_one_code(api: str, loopback: Any,
     reason = [event for event in agent.session.events if event.type == "turn/end"][-1].data["reason"]
     assert reason["kind"] == "error" and reason["error"]["code"] == CONTEXT_WINDOW_EXCEEDED
     assert reason["error"]["status"] == 400
+
+
+class _Responder:
+    """Stands in for the loopback server's reply queue: each reply is chosen from the request
+    just received (a summary request gets a summary; an agent request a tool call until `steps`)."""
+
+    def __init__(self, server: Any, choose: Callable[[Any, int], Any]) -> None:
+        self._server, self._choose, self.agent_requests = server, choose, 0
+
+    def __bool__(self) -> bool:
+        return True
+
+    def popleft(self) -> Any:
+        request = self._server.received[-1]
+        if SUMMARY_SYSTEM.encode() in request.body:
+            return self._choose(request, 0)
+        self.agent_requests += 1
+        return self._choose(request, self.agent_requests)
+
+
+STEPS = 40
+WINDOW = 6000
+
+
+def _counted(request: Any) -> int:
+    return len(request.body) // 4  # the server's "provider count" of the request it got
+
+
+def long_chat(loopback: Any, wire: Any, anthropic_wire: Any, responses_wire: Any) -> tuple[Any, Callable[[Any, int], Any]]:
+    model = OpenAICompatibleModel("gpt-test", base_url=loopback.base_url, api_key="sk-test", provider="openai", timeout=5.0)
+
+    def choose(request: Any, number: int) -> Any:
+        if number == 0 or number > STEPS:
+            return wire.sse_reply(wire.answer(SUMMARY if number == 0 else "All read."))
+        call = [wire.tool_call_start(0, f"call_{number}", "read"), wire.tool_call_args(0, json.dumps({"page": number}))]
+        return wire.sse_reply([wire.chunk(role="assistant", tool_calls=call[:1]), wire.chunk(tool_calls=call[1:]),
+                               wire.chunk(finish="tool_calls"), wire.usage({"prompt_tokens": _counted(request), "completion_tokens": 20}), wire.DONE])
+
+    return model, choose
+
+
+def long_anthropic(loopback: Any, wire: Any, anthropic_wire: Any, responses_wire: Any) -> tuple[Any, Callable[[Any, int], Any]]:
+    model = AnthropicModel("claude-test", base_url=loopback.base_url, api_key="sk-ant-test", max_tokens=1024, timeout=5.0)
+    a = anthropic_wire
+
+    def choose(request: Any, number: int) -> Any:
+        if number == 0 or number > STEPS:
+            return a.sse_reply(a.answer(SUMMARY if number == 0 else "All read."))
+        usage = {"input_tokens": _counted(request), "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0, "output_tokens": 1}
+        return a.sse_reply([a.message_start(f"msg_{number}", usage), *a.tool_use(0, f"toolu_{number}", "read", [json.dumps({"page": number})]),
+                            a.message_delta("tool_use", 20), a.MESSAGE_STOP])
+
+    return model, choose
+
+
+def long_responses(loopback: Any, wire: Any, anthropic_wire: Any, responses_wire: Any) -> tuple[Any, Callable[[Any, int], Any]]:
+    model = OpenAIResponsesModel("gpt-test", base_url=loopback.base_url, api_key="sk-test", timeout=5.0)
+
+    def choose(request: Any, number: int) -> Any:
+        r = responses_wire(f"resp_{number}_{len(request.body)}")
+        if number == 0 or number > STEPS:
+            return r.sse_reply(r.answer(SUMMARY if number == 0 else "All read."))
+        usage = {"input_tokens": _counted(request), "output_tokens": 20, "total_tokens": _counted(request) + 20}
+        return r.sse_reply([*r.created(), *r.function_call(0, f"fc_{number}", f"call_{number}", "read", [json.dumps({"page": number})]),
+                            r.completed(usage)])
+
+    return model, choose
+
+
+LONG_APIS = {"chat": long_chat, "anthropic": long_anthropic, "responses": long_responses}
+
+
+@pytest.mark.parametrize("api", list(LONG_APIS))
+def test_a_long_run_compacts_by_the_meter_over_http(
+    api: str, loopback: Any, wire: Any, anthropic_wire: Any, responses_wire: Any, tmp_path: Path
+) -> None:
+    model, choose = LONG_APIS[api](loopback, wire, anthropic_wire, responses_wire)
+    responder = _Responder(loopback, choose)
+    loopback.replies = responder
+    path = tmp_path / "long.jsonl"
+
+    def read(arguments: dict[str, Any], ctx: Any) -> str:
+        return (f"page {arguments['page']}: lorem ipsum dolor sit amet. " * 60)[:2000]
+
+    async def main() -> None:
+        session = Session.create(path)
+        agent = Agent(model, session=session, system="Read.", tools=[Tool("read", "Read a page.", {"type": "object"}, read)],
+                      compaction=Compaction(context_window=WINDOW))
+        async with model:
+            agent.followup(create_user_message("Read every page.", source={"kind": "user"}))
+            await agent.when_idle()
+        session.close()
+
+    asyncio.run(main())
+    assert responder.agent_requests == STEPS + 1
+    with Session.open(path, read_only=True) as session:
+        assert check_events(session.events) == []
+        assert [event.data["reason"]["kind"] for event in session.events if event.type == "turn/end"] == ["completed"]
+        summaries = [event for event in session.events if event.type == "compaction/summary"]
+        assert len(summaries) >= 3 and all(event.data["tokens_after"] < 0.8 * WINDOW for event in summaries)
+        agent_bodies = [request.body for request in loopback.received if SUMMARY_SYSTEM.encode() not in request.body]
+        assert max(len(body) // 4 for body in agent_bodies) < WINDOW  # the provider's count stayed in the window
+        rebuilt = [model.request_body(project_request(session, at_seq=seq)) for seq in request_prefixes(session)]
+        assert [body for body in rebuilt if SUMMARY_SYSTEM.encode() not in body] == agent_bodies
+        assert session.messages()[-1].text == "All read."
