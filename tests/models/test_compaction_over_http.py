@@ -223,3 +223,17 @@ def test_a_long_run_compacts_by_the_meter_over_http(
         rebuilt = [model.request_body(project_request(session, at_seq=seq)) for seq in request_prefixes(session)]
         assert [body for body in rebuilt if SUMMARY_SYSTEM.encode() not in body] == agent_bodies
         assert session.messages()[-1].text == "All read."
+
+
+def test_the_one_overflow_mapping() -> None:
+    from dshkit.models.errors import http_error_for_status, is_context_overflow
+    from dshkit.models.stream_translation import provider_stream_error
+
+    vllm = "This model's maximum context length is 4096 tokens. However, you requested 5000 tokens."
+    assert http_error_for_status(400, vllm).code == CONTEXT_WINDOW_EXCEEDED  # no provider code, its words
+    assert http_error_for_status(413, "too large", provider_code="context_length_exceeded").code == CONTEXT_WINDOW_EXCEEDED
+    assert http_error_for_status(400, "bad temperature", provider_code="invalid_value").code == "http_400"
+    assert http_error_for_status(500, vllm).code == "http_500"  # a server error stays one (and is retried)
+    failed = provider_stream_error("{}", {"code": "context_length_exceeded", "message": "too long"}, status=200, request_id=None)
+    assert failed.code == CONTEXT_WINDOW_EXCEEDED and failed.provider_code == "context_length_exceeded"
+    assert not is_context_overflow("rate_limit_exceeded", "slow down") and is_context_overflow(None, "Prompt is too long: 1 > 0")
