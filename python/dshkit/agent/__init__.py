@@ -10,6 +10,7 @@ from __future__ import annotations
 from dshkit.agent.agent import IDLE, RUNNING, Agent, AgentStatus
 from dshkit.agent.assembly import StreamAssembler
 from dshkit.agent.cancel import CancelToken
+from dshkit.agent.compaction import Compaction, CompactionFailed
 from dshkit.agent.notifications import AgentEvent, EventStream
 from dshkit.agent.hooks import (
     HOOK_NAMES,
@@ -22,6 +23,7 @@ from dshkit.agent.hooks import (
 )
 from dshkit.agent.inbox import NEXT_STEP, NEXT_TURN, Inbox
 from dshkit.agent.subagent import subagent_tool
+from dshkit.agent.tokens import TokenMeter
 from dshkit.agent.tools import Tool, ToolContext, ToolOutput
 from dshkit.agent.toolsets import ToolSource
 
@@ -35,6 +37,8 @@ __all__ = [
     "AgentEvent",
     "AgentStatus",
     "CancelToken",
+    "Compaction",
+    "CompactionFailed",
     "Enter",
     "EventStream",
     "Inbox",
@@ -43,6 +47,7 @@ __all__ = [
     "RequestContext",
     "RequestErrorContext",
     "StreamAssembler",
+    "TokenMeter",
     "Tool",
     "ToolContext",
     "ToolOutput",

@@ -18,7 +18,8 @@ from typing import Any, Callable, Final, Literal
 
 from dshkit.agent.calls import call_sync_or_async
 from dshkit.agent.cancel import CancelToken
-from dshkit.agent.notifications import AgentEvent, NotificationHub, EventStream
+from dshkit.agent.compaction import Compaction, Compactor
+from dshkit.agent.notifications import AgentEvent, EventStream, NotificationHub
 from dshkit.agent.hooks import Hook, check_hooks
 from dshkit.agent.inbox import NEXT_STEP, NEXT_TURN, Inbox
 from dshkit.agent.tool_calls import ToolCallRunner
@@ -59,6 +60,7 @@ class Agent:
         system: str | None = None,
         hooks: Mapping[str, Hook] | None = None,
         config: Mapping[str, Any] | None = None,
+        compaction: Compaction | None = None,
     ) -> None:
         if not (
             callable(getattr(model, "stream", None))
@@ -75,6 +77,8 @@ class Agent:
             raise TypeError(f"Agent config: expected a mapping of call settings, got {type(config).__name__}")
         if session is not None and not isinstance(session, Session):
             raise TypeError(f"Agent session: expected a dshkit.session.Session, got {type(session).__name__}")
+        if compaction is not None and not isinstance(compaction, Compaction):
+            raise TypeError(f"Agent compaction: expected a dshkit.agent.Compaction, got {type(compaction).__name__}")
         self._model = model
         self._session = session if session is not None else Session()
         toolbox = Toolbox(tools)  # Tools and ToolSources (e.g. an MCP server) whose lists may change
@@ -83,6 +87,7 @@ class Agent:
         frozen_config = dict(freeze(dict(config or {})))
         self._hub = NotificationHub()
         self._inbox = Inbox(self._session, self._hub)
+        self._compactor = Compactor(compaction, model, self._session)
         self._turns = TurnRunner(
             model,
             self._session,
@@ -93,6 +98,7 @@ class Agent:
             toolbox.specs(),
             system,
             frozen_config,
+            compactor=self._compactor if compaction is not None else None,
             tool_refresh=toolbox.refresh if toolbox.has_sources else None,
         )
 
@@ -135,6 +141,16 @@ class Agent:
     def tools(self) -> tuple[Tool, ...]:
         """The agent's tools, in the order given."""
         return tuple(self._tools.values())
+
+    @property
+    def tokens(self) -> int:
+        """The size of the next request in tokens, by the token meter (`dshkit.agent.tokens`)."""
+        return self._compactor.meter.reading()
+
+    @property
+    def context_window(self) -> int | None:
+        """The model's context window in tokens, if known (from `Compaction` or the model)."""
+        return self._compactor.window
 
     # -- input --------------------------------------------------------------------------------
 
@@ -243,6 +259,16 @@ class Agent:
             if wake and len(self._inbox) and not self._closed:
                 self._start_driver(asyncio.get_running_loop())
             self._notify_state_change()
+
+    async def compact(self, instructions: str | None = None) -> Message | None:
+        """Summarize the oldest history now, as idle maintenance; the summary, or None if nothing to cut.
+
+        Waits for the running turn like `run_maintenance`. `instructions` are added to the summary
+        prompt. Raises `CompactionFailed` when no summary could be made (logged in `compaction/end`).
+        """
+        return await self.run_maintenance(  # type: ignore[no-any-return]
+            lambda: self._compactor.summarize(None, CancelToken(), reason="manual", instructions=instructions)
+        )
 
     async def close(self, cause: str = "disposed") -> None:
         """Refuse further input and abort the running turn (as `cancel(cause)` does); waits for it."""

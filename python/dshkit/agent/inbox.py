@@ -222,7 +222,8 @@ def inbox_snapshot(events: Any) -> Mapping[str, tuple[Message, ...]]:
         if event.type == INBOX_SPLICED:
             data = event.data
             inserted = [item if isinstance(item, Message) else freeze_message(item) for item in data["inserted"]]
-            lists[data["target"]][data["start"] : data["start"] + data["removed_count"]] = inserted
+            # The original harness leaves `removedCount` out when nothing was removed.
+            lists[data["target"]][data["start"] : data["start"] + data.get("removed_count", 0)] = inserted
     return {target: tuple(items) for target, items in lists.items()}
 
 

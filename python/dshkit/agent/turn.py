@@ -20,6 +20,7 @@ from dshkit.agent.assembly import StreamAssembler
 from dshkit.agent.calls import call_sync_or_async, durability_point
 from dshkit.agent.cancel import CancelToken
 from dshkit.agent.checks import check_rewrite, check_user_message
+from dshkit.agent.compaction import Compactor
 from dshkit.agent.cut import read_until_cut
 from dshkit.agent.notifications import NotificationHub
 from dshkit.agent.hooks import (
@@ -35,7 +36,7 @@ from dshkit.agent.inbox import NEXT_STEP, Inbox
 from dshkit.agent.tool_calls import ToolCallRunner
 from dshkit.llm import Message, create_assistant_message, freeze
 from dshkit.models.errors import MalformedResponseError
-from dshkit.models.protocol import Model, ModelError
+from dshkit.models.protocol import CONTEXT_WINDOW_EXCEEDED, Model, ModelError
 from dshkit.session import Session, project_request
 from dshkit.session.events import (
     ASSISTANT_CHUNK,
@@ -103,9 +104,11 @@ class TurnRunner:
         system: str | None,
         config: Mapping[str, Any],
         *,
+        compactor: Compactor | None = None,
         tool_refresh: Callable[[], Awaitable[tuple[Mapping[str, Any], ...] | None]] | None = None,
     ) -> None:
         self._model = model
+        self._compactor = compactor
         self._session = session
         self._hub = hub
         self._inbox = inbox
@@ -315,6 +318,7 @@ class TurnRunner:
     async def _call_model(self, turn: Turn) -> StepResult:
         token = turn.token
         attempt = 0
+        overflowed = False  # the provider said the request was too large, and it was compacted
         while True:
             attempt += 1
             if self._tool_refresh is not None and (specs := await self._tool_refresh()) is not None:
@@ -339,6 +343,8 @@ class TurnRunner:
             if token.cancelled:
                 return StepResult("aborted")
             self._log_header(config)
+            if self._compactor is not None:
+                await self._compactor.before_request(turn.number, token)  # a cancel cuts the stream below
             # Durability point: the log is on disk before the model sees the request.
             if (synced := durability_point(self._session)) is not None:
                 await synced
@@ -364,6 +370,10 @@ class TurnRunner:
                 else:
                     return await self._complete_response(turn, assembler, content, chunk_seqs)
             # A failed response's output is discarded (its chunks stay in the log, uncited).
+            if info.get("code") == CONTEXT_WINDOW_EXCEEDED and self._compactor is not None and not overflowed:
+                overflowed = True  # compact once and retry; a second overflow ends the step in error
+                if await self._compactor.on_overflow(turn.number, token):
+                    continue
             retry = await self._should_retry(turn, attempt, error)
             if token.cancelled:
                 return StepResult("aborted")  # never an interrupted prefix on the error path

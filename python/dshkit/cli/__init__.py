@@ -58,6 +58,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     chat.add_argument("--log", metavar="PATH", help="session log to write (default: a new file)")
     chat.add_argument("--system", metavar="TEXT", help="system prompt")
+    chat.add_argument(
+        "--context-window", type=int, default=None, metavar="TOKENS",
+        help="the model's context window: shows [used/window] and compacts the history automatically",
+    )
 
     bench = commands.add_parser(
         "bench", help="what freezing your JSON documents costs, beside deepcopy, json and orjson"

@@ -30,7 +30,8 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-from dshkit.agent import Agent
+from dshkit.agent import Agent, Compaction
+from dshkit.agent.tokens import TokenMeter, meter_label
 from dshkit.cli.terminal import LineEditor, colour_enabled, state_dir
 from dshkit.llm import create_user_message
 from dshkit.models.stream_translation import usage_summary
@@ -72,7 +73,10 @@ def main(args: argparse.Namespace) -> int:
         print(f"dshkit chat: cannot {'open' if resuming else 'create'} the log {path}: {error}", file=err)
         return 1
     editor = LineEditor(state_dir() / "chat_history") if _edits_lines(sys.stdin, sys.stdout) else None
-    chat = _Chat(model, session, path, getattr(args, "system", None), sys.stdin, sys.stdout, err, editor=editor)
+    chat = _Chat(
+        model, session, path, getattr(args, "system", None), sys.stdin, sys.stdout, err,
+        editor=editor, context_window=getattr(args, "context_window", None),
+    )
     try:
         return asyncio.run(chat.run(resuming=resuming))
     except KeyboardInterrupt:  # platforms without loop signal handlers
@@ -110,8 +114,11 @@ class _Chat:
         err: IO[str],
         *,
         editor: LineEditor | None = None,
+        context_window: int | None = None,
     ) -> None:
         self.model = model
+        self.context_window = context_window
+        self.meter = TokenMeter(session)
         self.session = session
         self.path = path
         self.system = system
@@ -129,7 +136,8 @@ class _Chat:
 
     async def run(self, *, resuming: bool) -> int:
         session = self.session
-        agent = Agent(self.model, session=session, system=self.system)
+        compaction = Compaction(context_window=self.context_window) if self.context_window else None
+        agent = Agent(self.model, session=session, system=self.system, compaction=compaction)
         agent.subscribe(self._on_event)
         loop = asyncio.get_running_loop()
         inputs: asyncio.Queue[object] = asyncio.Queue()
@@ -247,7 +255,7 @@ class _Chat:
             return ""
         usage = self.session.events[seq].data.get("usage")
         if not usage:
-            return ""
+            return meter_label(self.meter.reading(), self.context_window)
         summary = usage_summary(usage)
         parts = []
         if "input_tokens" in summary:
@@ -256,7 +264,8 @@ class _Chat:
         if "output_tokens" in summary:
             reasoning = summary.get("reasoning_tokens")
             parts.append(f"{summary['output_tokens']} out" + (f" ({reasoning} reasoning)" if reasoning else ""))
-        return f"[tokens: {', '.join(parts)}]" if parts else ""
+        meter = meter_label(self.meter.reading(), self.context_window)  # the next request's size
+        return f"[tokens: {', '.join(parts)}] {meter}" if parts else meter
 
     def _end_line(self) -> None:
         if self._wrote_text:

@@ -105,6 +105,7 @@ def run(
             lines = render(session.events, session_id=session.id, created_at=session.created_at, where=path, header=session.stored_header)
             for line in lines:
                 print(line, file=out)
+            print(_meter_line(session), file=out)
             for problem in problems:
                 print(f"warning: {problem}", file=err)
             return 0
@@ -132,6 +133,19 @@ def run(
             print(f"{path}: ok ({len(session.events)} events, {len(session.messages())} messages)", file=out)
             return 0
     raise ValueError(f"unknown log command {command!r}")
+
+
+def _meter_line(session: Session) -> str:
+    """What the token meter reads for the log's next request (provider usage plus the estimate)."""
+    from dshkit.agent.tokens import TokenMeter, format_tokens
+
+    try:
+        meter = TokenMeter(session)
+        reading = meter.reading()
+    except SessionError as error:  # a log whose history cannot be derived
+        return f"next request: unknown ({error})"
+    basis = "provider usage + estimate" if meter.provider_based else "estimate"
+    return f"next request: {format_tokens(reading)} tokens ({reading}, {basis})"
 
 
 def _progress_bar(err: TextIO) -> Callable[[int, int], None]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from dshkit.models.protocol import ModelError
+from dshkit.models.protocol import CONTEXT_WINDOW_EXCEEDED, ModelError
 
 __all__ = [
     "AuthenticationError",
@@ -25,6 +25,7 @@ __all__ = [
     "RateLimitError",
     "ServerError",
     "http_error_for_status",
+    "is_context_overflow",
     "provider_error_fields",
 ]
 
@@ -128,6 +129,25 @@ class ProviderStreamError(ModelError):
         self.provider_code = provider_code
 
 
+# How providers word "the request does not fit the context window" (lowercase): OpenAI's and
+# vLLM's "maximum context length", Anthropic's "prompt is too long: N tokens > M maximum".
+_OVERFLOW_CODES = frozenset({"context_length_exceeded", "context_window_exceeded", "string_above_max_length"})
+_OVERFLOW_WORDS = ("prompt is too long", "maximum context length", "context length exceeded", "exceeds the context window")
+
+
+def is_context_overflow(provider_code: str | None, message: str | None) -> bool:
+    """Whether a provider's error (its code and message) says the request is too large for the window.
+
+    The one mapping behind `CONTEXT_WINDOW_EXCEEDED` for every API: Chat Completions and
+    Responses send the code ``context_length_exceeded`` (as an HTTP 400 or a ``response.failed``
+    event), Anthropic an ``invalid_request_error`` whose message begins "prompt is too long".
+    """
+    if provider_code is not None and provider_code.lower() in _OVERFLOW_CODES:
+        return True
+    text = (message or "").lower()
+    return any(words in text for words in _OVERFLOW_WORDS)
+
+
 def http_error_for_status(
     status: int,
     message: str,
@@ -148,7 +168,7 @@ def http_error_for_status(
     else:
         # 408 (request timeout) and 409 (lock conflict) are transient by definition.
         kind, retryable = BadRequestError, status in (408, 409)
-    return kind(
+    error = kind(
         message,
         status=status,
         request_id=request_id,
@@ -157,6 +177,9 @@ def http_error_for_status(
         retry_after=retry_after,
         provider_code=provider_code,
     )
+    if status in (400, 413) and is_context_overflow(provider_code, message):
+        error.code = CONTEXT_WINDOW_EXCEEDED
+    return error
 
 
 def provider_error_fields(error: object) -> tuple[str | None, str | None]:

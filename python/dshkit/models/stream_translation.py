@@ -11,8 +11,8 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from dshkit.models.errors import MalformedResponseError, ProviderStreamError, provider_error_fields
-from dshkit.models.protocol import Chunk, FinishChunk, ModelErrorInfo
+from dshkit.models.errors import MalformedResponseError, ProviderStreamError, is_context_overflow, provider_error_fields
+from dshkit.models.protocol import CONTEXT_WINDOW_EXCEEDED, Chunk, FinishChunk, ModelErrorInfo
 
 __all__ = [
     "closing_chunks",
@@ -48,13 +48,16 @@ def provider_stream_error(
     """The error for a provider's error event: its message and code, or the event's excerpt;
     retryable when the code is one of the provider's `transient` kinds."""
     message, code = provider_error_fields(error)
-    return ProviderStreamError(
+    failure = ProviderStreamError(
         message or f"the provider reported an error in the stream: {excerpt(data)}",
         status=status,
         request_id=request_id,
         provider_code=code,
         retryable=code in transient,
     )
+    if is_context_overflow(code, message):
+        failure.code = CONTEXT_WINDOW_EXCEEDED
+    return failure
 
 
 def event_object(data: str, events: int, malformed: Callable[[str, str], MalformedResponseError]) -> dict[str, Any]:

@@ -10,6 +10,11 @@ Each closer result has a deterministic message id, a function of the call id and
 `tool/call` (or, for a call never started, of the `assistant/message` that requested it), so a
 repair that is itself interrupted and redone produces the same ids; once `turn/end` is written
 there is nothing left to repair.
+
+A compaction left open (`compaction/start` without `compaction/end`: the process stopped while a
+summary was being written) is closed first, by a `compaction/end` whose `error` says so
+(`compaction_closer`); nothing it would have replaced was touched, as the replacement is the
+last thing a compaction writes before its end.
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ from dshkit.llm import encode_ulid
 
 from dshkit.session.events import (
     ASSISTANT_MESSAGE,
+    COMPACTION_END,
+    COMPACTION_START,
     STEP_END,
     STEP_START,
     TOOL_CALL,
@@ -73,11 +80,35 @@ def open_turn_start(events: Sequence[Event]) -> int | None:
     return None
 
 
+COMPACTION_INTERRUPTED = "interrupted: the session stopped before the compaction ended"
+
+
+def compaction_closer(events: Sequence[Event]) -> tuple[str, Any, tuple[int, ...]] | None:
+    """The `compaction/end` that closes a compaction the log left open, if any.
+
+    A compaction never crosses a turn boundary, so the search stops at the latest one.
+    """
+    for index in range(len(events) - 1, -1, -1):
+        event = events[index]
+        event_type = event.type
+        if event_type == COMPACTION_END or event_type == TURN_START or event_type == TURN_END:
+            return None
+        if event_type == COMPACTION_START:
+            data = event.data
+            closer = {key: data[key] for key in ("compaction_id", "turn") if key in data}
+            if "compaction_id" not in data:
+                closer["start_seq"] = event.seq  # `Session.compact`'s own events name no id
+            closer["error"] = COMPACTION_INTERRUPTED
+            return (COMPACTION_END, closer, ())
+    return None
+
+
 def plan_closers(events: Sequence[Event], surface: Surface) -> list[tuple[str, Any, tuple[int, ...]]]:
-    """The events (type, data, source seqs) that close the open turn; empty if none is open."""
+    """The events (type, data, source seqs) that close an open compaction and the open turn; empty if none is open."""
+    compaction = compaction_closer(events)
     start = open_turn_start(events)
     if start is None:
-        return []
+        return [compaction] if compaction is not None else []
     turn = events[start].data.get("turn")
     open_step: Any = None
     calls: dict[str, tuple[int, Any]] = {}  # unanswered call id -> (assistant seq, step), log order
@@ -99,7 +130,7 @@ def plan_closers(events: Sequence[Event], surface: Surface) -> list[tuple[str, A
         elif event_type == TOOL_RESULT:
             calls.pop(event.data["message"].source.get("call_id"), None)
     pending = surface.pending_calls()
-    closers: list[tuple[str, Any, tuple[int, ...]]] = []
+    closers: list[tuple[str, Any, tuple[int, ...]]] = [compaction] if compaction is not None else []
     for call_id, (assistant_seq, step) in calls.items():
         if call_id not in pending:
             continue  # replaced away from the surface: nothing the model would see unanswered

@@ -86,6 +86,24 @@ def _message_lines(event: Event, indent: str) -> Iterator[str]:
         yield f"{indent}    calls {call.get('name')} id={call.get('id')} {shorten(str(call.get('arguments', '')), 80)}"
 
 
+_COMPACTION_LINES: dict[str, Any] = {
+    "compaction/summary": lambda data: (
+        f"compaction summary: {len(data['shadowed_seqs'])} messages ({data['shadowed_token_count']} tokens) "
+        f"by {data['provider']}/{data['model']}; request {data['tokens_before']} -> {data['tokens_after']} tokens"
+    ),
+    "compaction/prune": lambda data: (
+        f"compaction prune: result #{data['shadowed_seqs'][0]} {data['shadowed_token_count']} -> {data['token_count_after']} tokens"
+    ),
+    "compaction/end": lambda data: f"compaction end: failed: {shorten(str(data['error']), 100)}",
+}
+# The fields a compaction line shows (other data, e.g. the original harness's, is shown as JSON).
+_COMPACTION_KEYS = {
+    "compaction/summary": {"shadowed_seqs", "shadowed_token_count", "provider", "model", "tokens_before", "tokens_after"},
+    "compaction/prune": {"shadowed_seqs", "shadowed_token_count", "token_count_after"},
+    "compaction/end": {"error"},
+}
+
+
 def render(events: Any, *, session_id: str, created_at: int, where: str, header: Any = None) -> Iterator[str]:
     """The transcript lines of `events` (`header`, the log's header record, names its parent if any)."""
     chunks = 0
@@ -133,6 +151,8 @@ def render(events: Any, *, session_id: str, created_at: int, where: str, header:
                 f"{indent}#{event.seq} inbox {data.get('target')}{outcome}: at {data.get('start')} "
                 f"removed {data.get('removed_count')}, inserted {len(inserted)}" + (f" ({ids})" if ids else "")
             )
+        elif event_type in _COMPACTION_LINES and isinstance(data, Mapping) and _COMPACTION_KEYS[event_type] <= set(data):
+            yield f"{indent}#{event.seq} {_COMPACTION_LINES[event_type](data)}"
         else:
             yield f"{indent}#{event.seq} {event_type} {shorten(to_json(data), 100)}"
     if chunks:

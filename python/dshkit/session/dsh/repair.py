@@ -5,7 +5,9 @@ still without a result (`TOOL_OUTCOME_UNKNOWN` when a `tool/call` recorded its s
 seq; `TOOL_NOT_STARTED` otherwise), then `step/end` if a step is open, then
 `turn/end {"reason": {"kind": "interrupted"}}`. Each closer result has the original's id
 `interrupted-tool-result-<callId>-<seq>` where seq is the seq the closer itself gets. A
-`step/end` clears the pending calls, as in the original.
+`step/end` clears the pending calls, as in the original. A compaction the crash left open is closed
+before all that, by a `compaction/end` with an `error` (`compaction_closer`, shared with dshkit's
+format): the original's invariant refuses a turn boundary inside an open compaction.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 
 from dshkit import freeze_message
 from dshkit.session.events import Event
+from dshkit.session.repair import compaction_closer
 
 TOOL_NOT_STARTED = "TOOL_NOT_STARTED"
 TOOL_OUTCOME_UNKNOWN = "TOOL_OUTCOME_UNKNOWN"
@@ -59,10 +62,11 @@ def plan_closers(events: Sequence[Event]) -> list[tuple[str, Any, tuple[int, ...
                 entry[1] = event.seq
         elif event_type == "tool/result":
             pending.pop(data["message"].source.get("call_id"), None)
+    compaction = compaction_closer(events)
+    closers: list[tuple[str, Any, tuple[int, ...]]] = [compaction] if compaction is not None else []
     if open_turn is None or not events:
-        return []
-    seq = events[-1].seq + 1
-    closers: list[tuple[str, Any, tuple[int, ...]]] = []
+        return closers
+    seq = events[-1].seq + 1 + len(closers)
     for call_id, (step, call_seq) in pending.items():
         started = call_seq is not None
         message = freeze_message(

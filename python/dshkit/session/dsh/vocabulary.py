@@ -270,7 +270,24 @@ def _is_mapping(value: object) -> bool:
     return type(value) is FrozenDict or isinstance(value, Mapping)
 
 
+def _compaction_to_dshkit(data: Mapping[str, Any]) -> Any:
+    out = {snake_key(key): data[key] for key in data}
+    if _is_mapping(out.get("usage")):
+        out["usage"] = _rename(out["usage"], _USAGE)
+    return freeze(out)
+
+
+def _compaction_to_original(data: Mapping[str, Any]) -> dict[str, Any]:
+    out = {camel_key(key): data[key] for key in data}
+    if isinstance(out.get("usage"), Mapping):
+        out["usage"] = _rename(out["usage"], _USAGE_BACK)
+    return out
+
+
+_COMPACTION_TYPES = ("compaction/start", "compaction/summary", "compaction/prune", "compaction/end")
+
 _TO_DSHKIT = {
+    **{event_type: _compaction_to_dshkit for event_type in _COMPACTION_TYPES},
     "assistant/message": _message_event_to_dshkit,
     "tool/result": _message_event_to_dshkit,
     "tool/call": _tool_call_to_dshkit,
@@ -315,6 +332,8 @@ def data_to_original(event_type: str, data: Any) -> Any:
         return {**data, "reason": _reason_to_original(data["reason"])}
     if event_type == "request/header" and isinstance(data.get("header"), Mapping):
         return {**data, "header": _header_to_original(data["header"])}
+    if event_type in _COMPACTION_TYPES:
+        return _compaction_to_original(data)
     if event_type == "agent/inbox/spliced":
         out = _rename(data, {"removed_count": "removedCount"})
         out["target"] = _TARGETS_BACK.get(data.get("target"), data.get("target"))  # type: ignore[arg-type]

@@ -1,0 +1,161 @@
+"""What a compaction writes: the summary request and message, and a pruned tool result.
+
+The summary request shows the summarizer the replaced messages as a transcript (tool results
+shortened to their head and tail) after the previous summary, if the range holds one: the new
+summary merges it rather than nesting it. The prompt asks for the task state a continuation
+needs: the request and its intent, files touched, errors and their fixes, pending work and the
+next step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from dshkit import Message, create_user_message, to_json
+from dshkit.session import ModelRequest
+
+COMPACT_PLUGIN = "compact"
+"""The `source.plugin` of a summary message."""
+
+SUMMARY_SYSTEM = (
+    "You write the checkpoint of a coding agent's conversation whose older part is being removed "
+    "from its context. The agent continues from your checkpoint and the newest messages alone."
+)
+
+SUMMARY_PROMPT = """Summarize the conversation below into a checkpoint the agent continues from.
+If a previous checkpoint is given, merge it with the newer messages into one checkpoint (do not
+quote or nest it). Keep every fact the agent still needs, in these sections:
+
+## Request and intent
+What the user asked for, their constraints and preferences, in their own words where it matters.
+## Files and code
+Every file read, created or changed, and what changed.
+## Errors and fixes
+Errors met, what caused them, how they were fixed (or that they were not).
+## Pending work
+What is left to do, in order.
+## Next step
+The very next action, with the details needed to take it.
+
+Write only the checkpoint, at most about {budget} tokens."""
+
+_PREAMBLE = (
+    "This is an automatically generated checkpoint condensing an earlier span of the conversation "
+    "to free up context. Treat the captured context as established background and build on it "
+    "without restating it. Continue the task directly from the messages that follow, without "
+    "acknowledging this checkpoint.\n\n<compacted-summary>"
+)
+_CLOSE = "</compacted-summary>"
+_RESULT_CHARS = 2000  # of a tool result shown to the summarizer (head and tail)
+
+
+def is_summary(message: Message) -> bool:
+    """Whether `message` is a compaction's summary (source plugin `compact`)."""
+    source = message.source
+    return source["kind"] == "plugin" and source.get("plugin") == COMPACT_PLUGIN
+
+
+def summary_text(message: Message) -> str:
+    """The summary a summary message holds (without the checkpoint preamble)."""
+    texts = [block["text"] for block in message.content if block.get("type") == "text"]
+    if texts and texts[0] == _PREAMBLE and texts[-1] == _CLOSE:
+        texts = texts[1:-1]
+    return "\n".join(texts)
+
+
+def shorten(text: str, keep_chars: int) -> str:
+    """`text` with its middle replaced by a marker when longer than `keep_chars` (head and tail kept)."""
+    if len(text) <= keep_chars:
+        return text
+    head = keep_chars // 2
+    tail = keep_chars - head
+    return f"{text[:head]}\n[... {len(text) - keep_chars} characters pruned ...]\n{text[len(text) - tail:]}"
+
+
+def _block_text(block: Any) -> str:
+    kind = block.get("type")
+    if kind == "text":
+        return str(block["text"])
+    if kind == "reasoning":
+        return ""  # the answer and the calls carry what the reasoning concluded
+    if kind == "tool_call":
+        return f"[tool call {block['name']}({block['arguments']})]"
+    if kind == "tool_result":
+        inner = "\n".join(_block_text(item) for item in block.get("content", ()))
+        flag = " (error)" if block.get("is_error") else ""
+        return f"[tool result{flag}]\n{shorten(inner, _RESULT_CHARS)}"
+    if kind == "image":
+        return "[image]"
+    return to_json(block)
+
+
+def render_transcript(messages: Sequence[Message]) -> tuple[str, str]:
+    """`(previous checkpoint, transcript)` of the messages a summary replaces."""
+    previous: list[str] = []
+    lines: list[str] = []
+    for message in messages:
+        if is_summary(message):
+            previous.append(summary_text(message))
+            continue
+        text = "\n".join(part for part in (_block_text(block) for block in message.content) if part)
+        lines.append(f"### {message.role}\n{text}")
+    return "\n\n".join(previous), "\n\n".join(lines)
+
+
+def summary_request(
+    messages: Sequence[Message], *, budget: int, instructions: str | None, config: Any, max_chars: int | None = None
+) -> ModelRequest:
+    """The one-shot request asking the summarizer for the checkpoint of `messages`.
+
+    A transcript longer than `max_chars` keeps its newest part (the summarizer's own window
+    must hold it); the previous checkpoint is always shown whole.
+    """
+    previous, transcript = render_transcript(messages)
+    if max_chars is not None and len(transcript) > max_chars:
+        transcript = "[... earlier messages omitted ...]\n\n" + transcript[len(transcript) - max_chars :]
+    parts = [SUMMARY_PROMPT.format(budget=budget)]
+    if instructions:
+        parts.append(f"Additional instructions: {instructions}")
+    if previous:
+        parts.append(f"<previous-checkpoint>\n{previous}\n</previous-checkpoint>")
+    parts.append(f"<conversation>\n{transcript}\n</conversation>")
+    prompt = create_user_message("\n\n".join(parts), source={"kind": "plugin", "plugin": COMPACT_PLUGIN})
+    return ModelRequest([prompt], system=SUMMARY_SYSTEM, config=config)
+
+
+def summary_message(text: str, compaction_id: str) -> Message:
+    """The new user message that replaces the range (source plugin `compact`)."""
+    return create_user_message(
+        [{"type": "text", "text": _PREAMBLE}, {"type": "text", "text": text}, {"type": "text", "text": _CLOSE}],
+        source={"kind": "plugin", "plugin": COMPACT_PLUGIN, "compaction_id": compaction_id},
+    )
+
+
+def pruned_result(message: Message, keep_chars: int) -> Message:
+    """The same tool result (same id) with each long text's middle replaced by a marker."""
+    blocks: list[Any] = []
+    for block in message.content:
+        if block.get("type") == "tool_result":
+            inner = [
+                {**item, "text": shorten(item["text"], keep_chars)} if item.get("type") == "text" else item
+                for item in block["content"]
+            ]
+            blocks.append({**block, "content": inner})
+        else:
+            blocks.append(block)
+    return message.with_content(blocks)
+
+
+__all__ = [
+    "COMPACT_PLUGIN",
+    "SUMMARY_PROMPT",
+    "SUMMARY_SYSTEM",
+    "is_summary",
+    "pruned_result",
+    "render_transcript",
+    "shorten",
+    "summary_message",
+    "summary_request",
+    "summary_text",
+]
