@@ -12,19 +12,13 @@ from typing import Any
 from dshkit import Message, freeze, new_message_id
 from dshkit._core import vouch_plain_append
 
+from dshkit.session.attachments import attach as _attach, session_attachments
 from dshkit.session.errors import SessionClosedError
 from dshkit.session.event_log import EventLog
 from dshkit.session.history import History
 from dshkit.session.events_view import EventsView
-from dshkit.session.events import (
-    COMPACTION_END,
-    COMPACTION_START,
-    REQUEST_HEADER,
-    USER_MESSAGE,
-    Event,
-    prepare_data,
-    replace_op,
-)
+from dshkit.session.events import COMPACTION_END, COMPACTION_START, REQUEST_HEADER, USER_MESSAGE, Event
+from dshkit.session.events import prepare_data, replace_op
 from dshkit.session.loading import load_events
 from dshkit.session.log_format import DSHKIT_FORMAT, LogFormat, log_format_of
 from dshkit.session.stores import resolve_store
@@ -253,6 +247,9 @@ class Session:
     def request_header(self) -> Event | None:
         """The latest `request/header` event, if any."""
         return self._header
+
+    attachments = property(session_attachments, doc="The bytes the log's attachment blocks refer to (`Attachments`).")
+    attach = _attach
 
     # -- derivation -----------------------------------------------------------------------
 
