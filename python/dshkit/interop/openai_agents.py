@@ -87,7 +87,7 @@ class DshkitSession:
 
     def items(self) -> list[dict[str, Any]]:
         """Every stored item, oldest first (what `get_items()` returns, without the event loop)."""
-        return to_response_items(self._messages())
+        return to_response_items(self._messages(), attachments=self._session.attachments)
 
     async def get_items(self, limit: int | None = None) -> list[Any]:
         """The latest `limit` items (all when `None`), oldest first."""

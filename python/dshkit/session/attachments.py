@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from dshkit import FrozenDict, Message, freeze
 
 from dshkit.session.errors import AttachmentError, SessionClosedError
+from dshkit.session.events import Event
 
 if TYPE_CHECKING:
     from dshkit.session.session import Session
@@ -158,6 +159,22 @@ def attachment_references(message: Message) -> Iterator[tuple[str, Mapping[str, 
                     yield f"content[{index}].content[{position}]", reference
 
 
+def logged_messages(events: Iterable[Event]) -> Iterator[tuple[int, Message]]:
+    """Each message an event carries (a message event's, an inbox splice's), with the event's seq."""
+    for event in events:
+        data = event.data
+        if isinstance(data, Message):
+            yield event.seq, data
+        elif isinstance(data, Mapping):
+            for value in data.values():
+                if isinstance(value, Message):
+                    yield event.seq, value
+                elif isinstance(value, tuple):
+                    for item in value:
+                        if isinstance(item, Message):
+                            yield event.seq, item
+
+
 def _inline_blocks(blocks: tuple[Any, ...], attachments: Attachments, where: str) -> list[Any]:
     out = []
     for index, block in enumerate(blocks):
@@ -174,7 +191,7 @@ def inline_attachments(messages: Any, attachments: Attachments | None) -> list[M
     that have no way to refer to stored bytes. A message without attachments is kept as it is."""
     out = []
     for message in messages:
-        if next(attachment_references(message), None) is not None:
+        if isinstance(message, Message) and next(attachment_references(message), None) is not None:
             if attachments is None:
                 where, reference = next(attachment_references(message))
                 raise AttachmentError(
@@ -186,14 +203,16 @@ def inline_attachments(messages: Any, attachments: Attachments | None) -> list[M
     return out
 
 
-def copy_attachments(messages: Any, source: Attachments, dest: Attachments) -> int:
-    """Copy, verified, every attachment `messages` refer to from `source` to `dest`; how many ids."""
+def copy_attachments(events: Iterable[Event], source: Attachments, dest: AttachmentBackend) -> int:
+    """Copy, verified, every attachment the messages of `events` refer to from `source` to `dest`
+    (before the log that refers to them is published); how many ids."""
     copied: set[str] = set()
-    for message in messages:
-        for _, reference in attachment_references(message):
+    for seq, message in logged_messages(events):
+        for where, reference in attachment_references(message):
             identity = reference["id"]
             if identity not in copied:
-                dest.backend.save_attachment(digest_of(identity), source.read(identity, referrer=f"message {message.id}"))
+                data = source.read(identity, referrer=f"message {message.id} {where} (event {seq})")
+                dest.save_attachment(digest_of(identity), data)
                 copied.add(identity)
     return len(copied)
 

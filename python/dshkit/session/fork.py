@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from dshkit import new_message_id
 
+from dshkit.session.attachments import copy_attachments
 from dshkit.session.codec import decode_events, encode_event, encode_header
 from dshkit.session.events import MESSAGE_EVENT_TYPES, TURN_END, TURN_START
 from dshkit.session.repair import open_turn_start
@@ -67,6 +68,7 @@ def fork_session(parent: Session, at: int | str | None, dest: str | os.PathLike[
     child_events = decode_events(records, lambda index: f"fork of {parent.id}: event {index}", surface.fold)
     child = Session._start(store, durability, header, child_events, surface)
     try:
+        copy_attachments(child_events, parent.attachments, child.attachments.backend)  # before the events
         if store is not None:
             for event, record in zip(child._events, records):
                 store.append(event, record)

@@ -53,7 +53,7 @@ RESERVED_BODY_KEYS = frozenset(("model", "messages", "tools", "stream", "system"
 
 def anthropic_body(request: ModelRequest, *, model: str, max_tokens: int) -> dict[str, Any]:
     """The Messages API request body for `request` (streaming); config may set ``max_tokens``."""
-    system, messages = anthropic_messages(request.messages, system=request.system, attachments=request.attachments)
+    system, messages = anthropic_messages(request.messages, system=request.system, attachments=getattr(request, "attachments", None))
     body: dict[str, Any] = {"model": model, "max_tokens": max_tokens}
     if system:
         body["system"] = system

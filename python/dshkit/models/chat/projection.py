@@ -77,7 +77,7 @@ def chat_body(
             system=request.system,
             reasoning_field=reasoning_field,
             empty_reasoning_with_tool_calls=empty_reasoning_with_tool_calls,
-            attachments=request.attachments,
+            attachments=getattr(request, "attachments", None),
         ),
     }
     tools = chat_tools(request.tools)

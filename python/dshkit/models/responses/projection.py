@@ -60,7 +60,7 @@ def responses_body(request: ModelRequest, *, model: str) -> dict[str, Any]:
             body["instructions"] = system
     elif system is not None:
         items.append({"type": "message", "role": "system", "content": _system_parts(system)})
-    items.extend(responses_input(request.messages, attachments=request.attachments))
+    items.extend(responses_input(request.messages, attachments=getattr(request, "attachments", None)))
     body["input"] = items
     tools = responses_tools(request.tools)
     if tools:
