@@ -94,8 +94,9 @@ class OriginalLog:
     def lines(self) -> list[str]:
         return [json.dumps(record, separators=(",", ":")) for record in self.records]
 
-    def write(self, path: Path) -> Path:
-        self.write_attachments(path.parent)
+    def write(self, path: Path, *, home: Path | None = None) -> Path:
+        """The log at `path`, its attachments below `home` (default: beside the log)."""
+        self.write_attachments(path.parent if home is None else home)
         if path.name.endswith(".zstd"):
             import zstandard
 
