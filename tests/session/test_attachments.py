@@ -28,7 +28,7 @@ from dshkit.models.chat.projection import chat_body
 from dshkit.models.projection import encode_body
 from dshkit.models.responses.projection import responses_body
 from dshkit.session import Session, SessionClosedError, project_request
-from dshkit.session.errors import AttachmentError
+from dshkit.session import AttachmentError
 
 from tests.session.test_store_contract import STORES, StoreUnderTest, store  # noqa: F401 - the fixture
 

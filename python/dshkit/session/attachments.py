@@ -219,6 +219,8 @@ def copy_attachments(events: Iterable[Event], source: Attachments, dest: Attachm
 
 def session_attachments(session: Session) -> Attachments:
     """The attachments of `session`: its store's backend, or memory (made on first use)."""
+    # Kept in the session's own __dict__ rather than set up in `Session._init`: `session.py`
+    # stays free of attachment code, and a session that never reads one never makes one.
     attachments: Attachments | None = session.__dict__.get("_attachments")
     if attachments is None:
         make = getattr(session.store, "attachment_backend", None)

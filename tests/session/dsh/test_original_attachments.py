@@ -15,7 +15,7 @@ from dshkit.cli.log import run as run_log_command
 from dshkit.models.anthropic.projection import anthropic_body
 from dshkit.models.chat.projection import chat_body
 from dshkit.session import Session, convert_log, project_request
-from dshkit.session.errors import AttachmentError
+from dshkit.session import AttachmentError
 
 from tests.session.dsh.original_logs import OriginalLog, user
 from tests.session.dsh.scenarios import PIXEL, SCREENSHOT, images
