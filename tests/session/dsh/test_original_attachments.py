@@ -9,6 +9,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import dshkit
 from dshkit.cli.log import run as run_log_command
@@ -16,6 +18,7 @@ from dshkit.models.anthropic.projection import anthropic_body
 from dshkit.models.chat.projection import chat_body
 from dshkit.session import Session, convert_log, project_request
 from dshkit.session import AttachmentError
+from dshkit.session.dsh.vocabulary import message_to_dshkit, message_to_original
 
 from tests.session.dsh.original_logs import OriginalLog, user
 from tests.session.dsh.scenarios import PIXEL, SCREENSHOT, images
@@ -127,3 +130,32 @@ def test_a_log_without_images_needs_no_attachment_folder(tmp_path: Path) -> None
     path = log.write(tmp_path / "session.jsonl")
     assert _verify(path)[0] == 0
     assert not (tmp_path / "attachments").exists()
+
+
+_REFERENCE_FIELDS = {
+    "mediaType": st.sampled_from(["image/png", "image/jpeg", "image/webp", "image/gif"]),
+    "bytes": st.integers(0, 2**40),
+    "width": st.integers(1, 8192),
+    "height": st.integers(1, 8192),
+    "name": st.text(max_size=20),
+    "originalDimensions": st.fixed_dictionaries({"width": st.integers(1, 9000), "height": st.integers(1, 9000)}),
+}
+
+
+@given(
+    digest=st.binary(min_size=1, max_size=8).map(lambda raw: hashlib.sha256(raw).hexdigest()),
+    order=st.permutations(list(_REFERENCE_FIELDS)),
+    present=st.lists(st.booleans(), min_size=len(_REFERENCE_FIELDS), max_size=len(_REFERENCE_FIELDS)),
+    data=st.data(),
+)
+def test_an_original_image_reference_maps_to_dshkit_and_back_exactly(digest: str, order: list[str], present: list[bool], data: st.DataObject) -> None:
+    reference = {"attachmentId": f"sha256:{digest}"}
+    for key, keep in zip(order, present):
+        if keep or key == "mediaType":
+            reference[key] = data.draw(_REFERENCE_FIELDS[key])
+    original = {"content": [{"type": "image", "attachment": reference}], "source": {"kind": "user"}, "role": "user", "id": "u-1"}
+    message = message_to_dshkit(original)
+    assert message.content[0]["attachment"]["id"] == reference["attachmentId"]
+    assert message.content[0]["attachment"]["media_type"] == reference["mediaType"]
+    back = message_to_original(message)
+    assert dshkit.to_json(back["content"]) == dshkit.to_json(original["content"])  # same keys, same order
