@@ -40,6 +40,29 @@ fn optional_str(block: &Bound<'_, FrozenDict>, key: &str) -> Result<bool, PathEr
     }
 }
 
+/// Whether the block refers to stored bytes: an `attachment` mapping with a content address
+/// `id` ("sha256:" and 64 lowercase hex digits) and a str `media_type`.
+fn optional_attachment(block: &Bound<'_, FrozenDict>) -> Result<bool, PathError> {
+    let py = block.py();
+    let Some(attachment) = block.get().get_str(py, "attachment") else { return Ok(false) };
+    let attachment = attachment.cast::<FrozenDict>().map_err(|_| {
+        PathError::type_error(format!("must be a mapping, not {}", type_name(&attachment))).at_key("attachment")
+    })?;
+    let id = required_str(attachment, "id", "an attachment").map_err(|e| e.at_key("attachment"))?;
+    let id = id.cast::<PyString>().map_err(|_| PathError::type_error("id must be str"))?;
+    let text = id.to_str().unwrap_or("");
+    let hex = text.strip_prefix("sha256:").unwrap_or("");
+    if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+        return Err(PathError::value_error(format!(
+            "must be 'sha256:' and 64 lowercase hex digits, not {text:?}"
+        ))
+        .at_key("id")
+        .at_key("attachment"));
+    }
+    required_str(attachment, "media_type", "an attachment").map_err(|e| e.at_key("attachment"))?;
+    Ok(true)
+}
+
 pub(crate) fn validate_block(block: &Bound<'_, PyAny>) -> Result<(), PathError> {
     let py = block.py();
     let block = block.cast::<FrozenDict>().map_err(|_| {
@@ -58,9 +81,19 @@ pub(crate) fn validate_block(block: &Bound<'_, PyAny>) -> Result<(), PathError> 
             let has_url = optional_str(block, "url")?;
             let has_data = optional_str(block, "data")?;
             let has_media_type = optional_str(block, "media_type")?;
-            if !(has_url || (has_data && has_media_type)) {
+            let has_attachment = optional_attachment(block)?;
+            if !(has_url || (has_data && has_media_type) || has_attachment) {
                 return Err(PathError::value_error(
-                    "an 'image' block needs either 'url' or both 'media_type' and 'data' (base64)",
+                    "an 'image' block needs 'url', both 'media_type' and 'data' (base64), or an 'attachment'",
+                ));
+            }
+        }
+        "file" => {
+            let has_data = optional_str(block, "data")?;
+            let has_media_type = optional_str(block, "media_type")?;
+            if !((has_data && has_media_type) || optional_attachment(block)?) {
+                return Err(PathError::value_error(
+                    "a 'file' block needs both 'media_type' and 'data' (base64), or an 'attachment'",
                 ));
             }
         }

@@ -59,7 +59,7 @@ def message_text(**fields: Any) -> str:
         (
             message_text(content=[{"type": "text", "text": "a"}, {"type": "image"}]),
             ValueError,
-            "content[1]: an 'image' block needs either 'url' or both 'media_type' and 'data' (base64)",
+            "content[1]: an 'image' block needs 'url', both 'media_type' and 'data' (base64), or an 'attachment'",
         ),
         (
             message_text(content=[{"type": "tool_result", "tool_call_id": "c", "is_error": False, "content": [{"type": "reasoning"}]}]),

@@ -222,8 +222,8 @@ def inbox_snapshot(events: Any) -> Mapping[str, tuple[Message, ...]]:
         if event.type == INBOX_SPLICED:
             data = event.data
             inserted = [item if isinstance(item, Message) else freeze_message(item) for item in data["inserted"]]
-            # The original harness leaves `removedCount` out when nothing was removed.
-            lists[data["target"]][data["start"] : data["start"] + data.get("removed_count", 0)] = inserted
+            removed = data.get("removed_count", 0)  # the original harness leaves out a count of 0
+            lists[data["target"]][data["start"] : data["start"] + removed] = inserted
     return {target: tuple(items) for target, items in lists.items()}
 
 

@@ -16,7 +16,7 @@ from dshkit.session.errors import SessionError, SessionIntegrityWarning, Session
 from dshkit.session.session import Session
 from dshkit.session.stores import choose_store, known_suffixes
 from dshkit.session.transcript import render
-from dshkit.session.verify import check_events, format_problems
+from dshkit.session.verify import check_attachments, check_events, format_problems
 
 
 def _open(path: str, problems: list[str], session_id: str | None) -> Session:
@@ -122,6 +122,7 @@ def run(
             store = session.store
             assert store is not None  # opened from a path
             problems.extend(format_problems(check_events(session.events), store.describe, path))
+            problems.extend(format_problems(check_attachments(session.events, session.attachments), store.describe, path))
             shown = problems if all_problems else problems[:SHOWN_PROBLEMS]
             for problem in shown:
                 print(problem, file=out)

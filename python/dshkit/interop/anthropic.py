@@ -46,6 +46,7 @@ from dshkit.interop.blocks import (
     user_source,
 )
 from dshkit.llm import Message, thaw
+from dshkit.session.attachments import Attachments, inline_attachments
 from dshkit.models.anthropic.projection import replayed_blocks
 from dshkit.models.anthropic.replay import ASSISTANT_BLOCKS, MAPPED_KEYS, block_entry, replay_state
 from dshkit.models.projection import UnsupportedContentError
@@ -60,10 +61,13 @@ EXTRA = "anthropic"  # the dshkit block key holding a block's other Anthropic ke
 
 
 def to_anthropic(
-    messages: Iterable[Message], *, lossy: bool = False
+    messages: Iterable[Message], *, lossy: bool = False, attachments: Attachments | None = None
 ) -> tuple[str | list[dict[str, Any]] | None, list[dict[str, Any]]]:
-    """``(system, messages)``: leading system messages become `system` (a str, or text blocks)."""
+    """``(system, messages)``: leading system messages become `system` (a str, or text blocks).
+
+    Attachment blocks go inline (base64 sources), their bytes read from `attachments`."""
     refuse = Refusal("Anthropic", lossy)
+    messages = inline_attachments(messages, attachments)
     system: list[dict[str, Any]] = []
     out: list[dict[str, Any]] = []
     merging_results = False

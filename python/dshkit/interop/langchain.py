@@ -41,6 +41,7 @@ from dshkit.interop.blocks import (
 )
 from dshkit.interop.anthropic import native_replay_state
 from dshkit.llm import Message, thaw
+from dshkit.session.attachments import Attachments, inline_attachments
 
 __all__ = ["from_langchain", "to_langchain"]
 
@@ -61,10 +62,12 @@ def _messages_module() -> Any:
 # -- export --------------------------------------------------------------------------------
 
 
-def to_langchain(messages: Iterable[Message], *, lossy: bool = False) -> list[Any]:
-    """langchain-core message objects for `messages`; each carries its dshkit id as ``id``."""
+def to_langchain(messages: Iterable[Message], *, lossy: bool = False, attachments: Attachments | None = None) -> list[Any]:
+    """langchain-core message objects for `messages`; each carries its dshkit id as ``id``
+    (attachment blocks inline, their bytes read from `attachments`)."""
     lc = _messages_module()
     refuse = Refusal("langchain", lossy)
+    messages = inline_attachments(messages, attachments)
     out: list[Any] = []
     for index, message in enumerate(messages):
         if not isinstance(message, Message):

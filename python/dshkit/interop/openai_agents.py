@@ -91,7 +91,9 @@ class DshkitSession:
 
     def _stored_items(self) -> StoredItems:
         if self._stored is None:
-            self._stored = StoredItems(to_response_items(m for m in self._session.messages() if not _is_marker(m)))
+            self._stored = StoredItems(
+                to_response_items((m for m in self._session.messages() if not _is_marker(m)), attachments=self._session.attachments)
+            )
         return self._stored
 
     def items(self) -> list[dict[str, Any]]:
@@ -116,7 +118,7 @@ class DshkitSession:
             stored = self._stored_items()
             fresh = batch[stored.split_batch(batch):]
             if fresh:
-                stored.extend(to_response_items(self._append_items(fresh)))
+                stored.extend(to_response_items(self._append_items(fresh), attachments=self._session.attachments))
                 self._session.sync()
 
     def _append_items(self, items: Sequence[dict[str, Any]]) -> list[Message]:
@@ -152,7 +154,7 @@ class DshkitSession:
             if message.source.get("kind") == "tool":
                 call_id = message.source.get("call_id")
                 start = next(p for p in range(last, -1, -1) if any(c.get("id") == call_id for c in surface[p].tool_calls))
-            kept = to_response_items([m for m in surface[start:] if not _is_marker(m)])
+            kept = to_response_items([m for m in surface[start:] if not _is_marker(m)], attachments=self._session.attachments)
             popped = kept.pop()
             self._replace_tail(start, len(surface), f"removed the latest item ({popped.get('type', 'message')})")
             self._append_items(kept)

@@ -35,6 +35,7 @@ from dshkit.interop.blocks import (
     user_source,
 )
 from dshkit.llm import Message
+from dshkit.session.attachments import Attachments, inline_attachments
 
 __all__ = ["from_chat_messages", "to_chat_messages"]
 
@@ -46,10 +47,14 @@ REASONING_FIELD = "reasoning_content"
 
 
 def to_chat_messages(
-    messages: Iterable[Message], *, system: str | None = None, lossy: bool = False
+    messages: Iterable[Message], *, system: str | None = None, lossy: bool = False, attachments: Attachments | None = None
 ) -> list[dict[str, Any]]:
-    """Chat Completions message params for `messages`, after an optional `system` prompt."""
+    """Chat Completions message params for `messages`, after an optional `system` prompt.
+
+    Attachment blocks go inline (base64), their bytes read from `attachments` (a session's
+    `attachments`); `AttachmentError` names one that cannot be read."""
     refuse = Refusal("Chat Completions", lossy)
+    messages = inline_attachments(messages, attachments)
     out: list[dict[str, Any]] = []
     if system:
         out.append({"role": "system", "content": system})

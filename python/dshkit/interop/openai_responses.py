@@ -49,6 +49,7 @@ from dshkit.interop.blocks import (
     user_source,
 )
 from dshkit.llm import Message, thaw
+from dshkit.session.attachments import Attachments, inline_attachments
 from dshkit.models.projection import UnsupportedContentError
 from dshkit.models.responses.projection import REPLAY_API, replayed_items
 from dshkit.models.responses.replay import ASSISTANT_ITEMS, item_entry, replay_state
@@ -63,9 +64,13 @@ PART = "openai_part"
 # -- export --------------------------------------------------------------------------------
 
 
-def to_response_items(messages: Iterable[Message], *, lossy: bool = False) -> list[dict[str, Any]]:
-    """Responses API input items for `messages`, in order."""
+def to_response_items(
+    messages: Iterable[Message], *, lossy: bool = False, attachments: Attachments | None = None
+) -> list[dict[str, Any]]:
+    """Responses API input items for `messages`, in order (attachment blocks inline, their bytes
+    read from `attachments`)."""
     refuse = Refusal("the Responses API", lossy)
+    messages = inline_attachments(messages, attachments)
     out: list[dict[str, Any]] = []
     for index, message in enumerate(messages):
         if not isinstance(message, Message):

@@ -43,6 +43,7 @@ from dshkit.interop.blocks import (
 )
 from dshkit.interop.anthropic import native_replay_state
 from dshkit.llm import Message, thaw
+from dshkit.session.attachments import Attachments, inline_attachments
 
 __all__ = ["from_pydantic_ai", "to_pydantic_ai"]
 
@@ -68,10 +69,12 @@ def _details(block: Mapping[str, Any], mapped: tuple[str, ...]) -> dict[str, Any
 # -- export --------------------------------------------------------------------------------
 
 
-def to_pydantic_ai(messages: Iterable[Message], *, lossy: bool = False) -> list[Any]:
-    """pydantic-ai ``ModelRequest``/``ModelResponse`` objects, one per dshkit message."""
+def to_pydantic_ai(messages: Iterable[Message], *, lossy: bool = False, attachments: Attachments | None = None) -> list[Any]:
+    """pydantic-ai ``ModelRequest``/``ModelResponse`` objects, one per dshkit message
+    (attachment blocks inline, their bytes read from `attachments`)."""
     pa = _messages_module()
     refuse = Refusal("pydantic-ai", lossy)
+    messages = inline_attachments(messages, attachments)
     out: list[Any] = []
     tool_names: dict[str, str] = {}
     for index, message in enumerate(messages):

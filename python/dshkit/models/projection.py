@@ -2,7 +2,7 @@
 
 Each wire format shapes its body differently, but reads the same `ModelRequest` fields the same
 way: a tool spec's name, description and schema; a tool call's id, name and argument text; a
-text block's text; an image's URL; a system prompt given as text blocks; the call settings; an
+text block's text; an image's URL or its bytes (inline, or read from the request's attachments); a system prompt given as text blocks; the call settings; an
 assistant message's replay state. Reading them once here keeps the error messages (and what is
 accepted) the same whichever provider a request goes to. `encode_body` turns any format's body
 into its bytes.
@@ -15,16 +15,21 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from dshkit.llm import json_default
+from dshkit.session.errors import AttachmentError
 
 if TYPE_CHECKING:
     from dshkit.llm import Message
+    from dshkit.session.attachments import Attachments
 
 __all__ = [
     "UnsupportedContentError",
     "apply_call_settings",
     "block_text",
     "encode_body",
+    "file_data_url",
+    "file_name",
     "image_url",
+    "inline_data",
     "replay_layout",
     "system_block_texts",
     "tool_call_fields",
@@ -103,15 +108,56 @@ def block_text(message: Message, block: Mapping[str, Any], index: int) -> str:
     return text
 
 
-def image_url(message: Message, block: Mapping[str, Any], where: str) -> str:
-    """An image block's ``url``, or its base64 ``data`` as a data URL."""
+def inline_data(
+    message: Message, block: Mapping[str, Any], where: str, attachments: Attachments | None
+) -> tuple[str, str] | None:
+    """An image or file block's ``(media_type, base64 data)``: its own ``data``, or the verified
+    bytes of its ``attachment`` read through `attachments`; `None` when it has neither.
+
+    `AttachmentError` (naming the attachment, the message and the block) when the bytes are
+    missing or altered, or when no `attachments` were given to read them from.
+    """
+    reference = block.get("attachment")
+    if isinstance(reference, Mapping):
+        referrer = f"message {message.id} {where}"
+        if attachments is None:
+            identity = str(reference.get("id"))
+            raise AttachmentError(f"{referrer}: attachment {identity} cannot be read: the request carries no attachments", identity)
+        return reference["media_type"], attachments.base64(reference, referrer=referrer)
+    media_type, data = block.get("media_type"), block.get("data")
+    if isinstance(media_type, str) and isinstance(data, str):
+        return media_type, data
+    return None
+
+
+def image_url(message: Message, block: Mapping[str, Any], where: str, attachments: Attachments | None = None) -> str:
+    """An image block's ``url``, or its bytes (inline or attached) as a data URL."""
     url = block.get("url")
     if isinstance(url, str):
         return url
-    media_type, data = block.get("media_type"), block.get("data")
-    if not isinstance(media_type, str) or not isinstance(data, str):
-        raise UnsupportedContentError(f"message {message.id} {where}: an image needs 'url' or 'media_type' and base64 'data'")
-    return f"data:{media_type};base64,{data}"
+    inline = inline_data(message, block, where, attachments)
+    if inline is None:
+        raise UnsupportedContentError(
+            f"message {message.id} {where}: an image needs 'url', 'media_type' and base64 'data', or an 'attachment'"
+        )
+    return f"data:{inline[0]};base64,{inline[1]}"
+
+
+def file_data_url(message: Message, block: Mapping[str, Any], where: str, attachments: Attachments | None) -> str:
+    """A file block's bytes (inline or attached) as a data URL."""
+    inline = inline_data(message, block, where, attachments)
+    if inline is None:
+        raise UnsupportedContentError(f"message {message.id} {where}: a file needs 'media_type' and base64 'data', or an 'attachment'")
+    return f"data:{inline[0]};base64,{inline[1]}"
+
+
+def file_name(block: Mapping[str, Any]) -> str | None:
+    """A file block's display name (its own ``name``, or its attachment's)."""
+    name = block.get("name")
+    reference = block.get("attachment")
+    if name is None and isinstance(reference, Mapping):
+        name = reference.get("name")
+    return name if isinstance(name, str) else None
 
 
 def replay_layout(message: Message, api: str, key: str) -> Sequence[Any] | None:

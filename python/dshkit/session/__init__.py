@@ -8,8 +8,10 @@ See DESIGN section 3 and `docs/session.md`.
 
 from __future__ import annotations
 
+from dshkit.session.attachments import Attachments
 from dshkit.session.catalog import SessionInfo, list_sessions
 from dshkit.session.errors import (
+    AttachmentError,
     SessionClosedError,
     SessionConflictError,
     SessionCorruptError,
@@ -39,6 +41,8 @@ from dshkit.session.stores.postgres import PostgresStore
 from dshkit.session.stores.sqlite import SqliteStore
 
 __all__ = [
+    "AttachmentError",
+    "Attachments",
     "convert_log",
     "list_original_sessions",
     "DURABILITY_MODES",

@@ -30,6 +30,18 @@ class UnknownEventError(SessionError):
     """Derivation met an event type it does not know and that is not marked ignorable."""
 
 
+class AttachmentError(SessionError):
+    """An attachment a block refers to is missing, or its stored bytes do not match its id.
+
+    The message names the attachment id, where it was looked for, and (when known) the message
+    whose block refers to it; `attachment_id` holds the id.
+    """
+
+    def __init__(self, message: str, attachment_id: str) -> None:
+        super().__init__(message)
+        self.attachment_id = attachment_id
+
+
 class SessionRecoveryWarning(UserWarning):
     """Opening a log repaired its storage: a torn last line (an unfinished write) was cut off."""
 
@@ -39,6 +51,7 @@ class SessionIntegrityWarning(UserWarning):
 
 
 __all__ = [
+    "AttachmentError",
     "SessionClosedError",
     "SessionConflictError",
     "SessionCorruptError",

@@ -15,6 +15,7 @@ from typing import Any, NamedTuple, Protocol
 
 from dshkit import new_message_id
 
+from dshkit.session.attachments import Attachments, copy_attachments
 from dshkit.session.codec import decode_events, encode_event, encode_header
 from dshkit.session.event_log import EventLog
 from dshkit.session.events import MESSAGE_EVENT_TYPES, TURN_END, TURN_START, Event
@@ -28,6 +29,9 @@ class Child(Protocol):
 
     @property
     def store(self) -> SessionStore | None: ...
+
+    @property
+    def attachments(self) -> Attachments: ...
 
     def close(self) -> None: ...
 
@@ -83,15 +87,16 @@ def fork_seed(records: list[str], *, parent_id: str, session_id: str | None, cre
     return ForkSeed(child_id, header, child_events, surface, records)
 
 
-def write_seed(child: Child, seed: ForkSeed) -> None:
-    """Write the seed's events to the store of `child` (created with the seed's header) and sync; on failure close `child`."""
-    store = child.store
-    if store is None:
-        return  # in memory: the child holds the seed's events already
+def write_seed(child: Child, seed: ForkSeed, attachments: Attachments) -> None:
+    """Copy the attachments the seed refers to from `attachments` (the parent's) into `child`, then
+    write the seed's events to its store (created with the seed's header) and sync; on failure close `child`."""
     try:
-        for event, record in zip(seed.events, seed.records):
-            store.append(event, record)
-        store.sync()
+        copy_attachments(seed.events, attachments, child.attachments.backend)  # before any event refers to them
+        store = child.store
+        if store is not None:  # in memory, the child holds the seed's events already
+            for event, record in zip(seed.events, seed.records):
+                store.append(event, record)
+            store.sync()
     except BaseException:
         child.close()
         raise

@@ -12,6 +12,7 @@ from dshkit.session.history import History
 from dshkit.session.surface import Surface
 
 if TYPE_CHECKING:
+    from dshkit.session.attachments import Attachments
     from dshkit.session.session import Session
 
 _EMPTY: FrozenDict[Any] = FrozenDict()
@@ -24,16 +25,19 @@ class ModelRequest:
     on first read: a request built from a session's `History` shares it until then, so keeping
     many requests (a scripted model does) costs no copy of the history each; `system`,
     `tools` and `config` are deep-frozen; `header_seq` is the seq of the `request/header` event
-    they came from (`None` when none was logged).
+    they came from (`None` when none was logged). `attachments` reads the bytes the messages'
+    attachment blocks refer to (the session's `Attachments`; not part of equality: the bytes
+    are fixed by their ids), which a model inlines when it projects the request.
     """
 
-    __slots__ = ("_messages", "_messages_tuple", "system", "tools", "config", "header_seq")
+    __slots__ = ("_messages", "_messages_tuple", "system", "tools", "config", "header_seq", "attachments")
     _messages: tuple[Message, ...] | History
     _messages_tuple: tuple[Message, ...] | None
     system: Any
     tools: tuple[FrozenDict[Any], ...]
     config: FrozenDict[Any]
     header_seq: int | None
+    attachments: Attachments | None
 
     def __init__(
         self,
@@ -43,6 +47,7 @@ class ModelRequest:
         tools: Sequence[Mapping[str, Any]] = (),
         config: Mapping[str, Any] | None = None,
         header_seq: int | None = None,
+        attachments: Attachments | None = None,
     ) -> None:
         if type(messages) is not History:  # a History holds Message values only
             messages = tuple(messages)
@@ -58,9 +63,12 @@ class ModelRequest:
                 raise TypeError(f"tools[{index}] must be a mapping, not {type(tool).__name__}")
         if config is not None and type(config) is not FrozenDict and not isinstance(config, Mapping):
             raise TypeError(f"config must be a mapping, not {type(config).__name__}")
-        self._fill(messages, freeze(system), frozen_tools, _EMPTY if config is None else freeze(config), header_seq)
+        config = _EMPTY if config is None else freeze(config)
+        self._fill(messages, freeze(system), frozen_tools, config, header_seq, attachments)
 
-    def _fill(self, messages: Any, system: Any, tools: Any, config: Any, header_seq: int | None) -> None:
+    def _fill(
+        self, messages: Any, system: Any, tools: Any, config: Any, header_seq: int | None, attachments: Attachments | None
+    ) -> None:
         # Each slot's own setter (this class refuses __setattr__); object.__setattr__ would look
         # every name up again: ~1.9k instructions more per request on 3.11.
         set_slot = _SLOT_SETTERS
@@ -70,6 +78,7 @@ class ModelRequest:
         set_slot["tools"](self, tools)
         set_slot["config"](self, config)
         set_slot["header_seq"](self, header_seq)
+        set_slot["attachments"](self, attachments)
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"ModelRequest is immutable: cannot set {name!r}")
@@ -146,7 +155,8 @@ def project_request(
 
     The header's `system`, `tools` and `config` are the base; a `system` or `config` that is not
     `None`, or non-empty `tools`, overrides that field. `at_seq` projects the log as it was
-    right after event `at_seq` (to rebuild a request that was sent earlier).
+    right after event `at_seq` (to rebuild a request that was sent earlier). The request carries
+    the session's attachments, so a model can inline the bytes its blocks refer to.
     """
     if at_seq is None:
         messages = session.messages()
@@ -163,7 +173,7 @@ def project_request(
         last = _last_header_fields
         if last[0] is header_event:  # an agent's step: the header its previous request had
             request = ModelRequest.__new__(ModelRequest)
-            request._fill(messages, last[1], last[2], last[3], header_event.seq)
+            request._fill(messages, last[1], last[2], last[3], header_event.seq, session.attachments)
             return request
     header: Mapping[str, Any] = header_event.data["header"] if header_event is not None else _EMPTY
     request = ModelRequest(
@@ -172,6 +182,7 @@ def project_request(
         tools=tools if tools else header.get("tools", ()),
         config=config if config is not None else header.get("config"),
         header_seq=header_event.seq if header_event is not None else None,
+        attachments=session.attachments,
     )
     if from_header:
         _last_header_fields = (header_event, request.system, request.tools, request.config)

@@ -11,19 +11,13 @@ from typing import Any
 
 from dshkit import Message, freeze, new_message_id
 from dshkit._core import vouch_plain_append
+from dshkit.session.attachments import attach as _attach, session_attachments
 from dshkit.session.errors import SessionClosedError
 from dshkit.session.event_log import EventLog
 from dshkit.session.history import History
 from dshkit.session.events_view import EventsView
-from dshkit.session.events import (
-    COMPACTION_END,
-    COMPACTION_START,
-    REQUEST_HEADER,
-    USER_MESSAGE,
-    Event,
-    prepare_data,
-    replace_op,
-)
+from dshkit.session.events import COMPACTION_END, COMPACTION_START, REQUEST_HEADER, USER_MESSAGE, Event
+from dshkit.session.events import prepare_data, replace_op
 from dshkit.session.fork import fork_records, fork_seed, write_seed
 from dshkit.session.loading import load_events
 from dshkit.session.log_format import DSHKIT_FORMAT, LogFormat, log_format_of
@@ -250,6 +244,9 @@ class Session:
         """The latest `request/header` event, if any."""
         return self._header
 
+    attachments = property(session_attachments, doc="The bytes the log's attachment blocks refer to (`Attachments`).")
+    attach = _attach
+
     # -- derivation -----------------------------------------------------------------------
 
     def messages(self) -> History:
@@ -460,7 +457,7 @@ class Session:
         seed = fork_seed(records, parent_id=self._id, session_id=session_id, created_at=_now_ms())
         store = open_store(dest, session_id=seed.session_id) if dest is not None else None
         child = Session._start(store, self._durability, seed.header, seed.events, seed.surface)
-        write_seed(child, seed)
+        write_seed(child, seed, self.attachments)
         return child
 
     # -- durability and lifetime ----------------------------------------------------------

@@ -3,8 +3,8 @@
 The checks replay the log through the same rules an append must pass: contiguous seqs (checked
 while loading), times that never go back, valid event data, unique message ids on the surface,
 replacements that keep ids and change only content, every tool call answered within its turn,
-and requests that can be rebuilt (derivation possible, a `request/header` logged before each
-model response of a turn).
+requests that can be rebuilt (derivation possible, a `request/header` logged before each
+model response of a turn), and every attachment a message refers to stored with its bytes.
 """
 
 from __future__ import annotations
@@ -28,6 +28,8 @@ from dshkit.session.events import (
     prepare_data,
     prepare_surface_op,
 )
+from dshkit.session.attachments import Attachments, attachment_references, logged_messages
+from dshkit.session.errors import AttachmentError
 from dshkit.session.surface import Surface
 
 
@@ -113,6 +115,23 @@ def check_events(events: Sequence[Event]) -> list[Problem]:
         add(Problem(open_turn.seq, f"turn {open_turn.data.get('turn')} has no turn/end (a crash; it is closed when the log is opened for writing)"))
     if open_compaction is not None:
         add(Problem(open_compaction.seq, "compaction/start without compaction/end"))
+    return problems
+
+
+def check_attachments(events: Sequence[Event], attachments: Attachments) -> list[Problem]:
+    """A problem for each attachment a logged message refers to that is missing or altered."""
+    problems: list[Problem] = []
+    checked: set[str] = set()
+    for seq, message in logged_messages(events):
+        for where, reference in attachment_references(message):
+            identity = str(reference.get("id"))
+            if identity in checked:
+                continue
+            checked.add(identity)
+            try:
+                attachments.read(identity, referrer=f"message {message.id} {where}")
+            except (AttachmentError, ValueError) as error:
+                problems.append(Problem(seq, str(error)))
     return problems
 
 

@@ -8,6 +8,7 @@ used as the expected value.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import uuid
 from pathlib import Path
@@ -46,6 +47,23 @@ class OriginalLog:
         self.frames: list[int] = []  # record counts at frame boundaries
         self.seq = 0
         self.time = T0
+        self.attachments: dict[str, bytes] = {}  # hex sha256 -> bytes, written beside the log
+
+    def image(self, data: bytes, *, media_type: str = "image/png", name: str | None = None) -> dict[str, Any]:
+        """An image block referring to `data` by content address, as the original writes it."""
+        digest = hashlib.sha256(data).hexdigest()
+        self.attachments[digest] = data
+        reference: dict[str, Any] = {"attachmentId": f"sha256:{digest}", "mediaType": media_type, "width": 1, "height": 1, "bytes": len(data)}
+        if name is not None:
+            reference["name"] = name
+        return {"type": "image", "attachment": reference}
+
+    def write_attachments(self, home: Path) -> None:
+        """The attachments' bytes as the original keeps them: `<home>/attachments/v1/objects/<2 hex>/<hex>`."""
+        for digest, data in self.attachments.items():
+            target = home / "attachments" / "v1" / "objects" / digest[:2] / digest
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
 
     def event(self, event_type: str, data: Any, **envelope: Any) -> int:
         self.time += 7
@@ -76,7 +94,9 @@ class OriginalLog:
     def lines(self) -> list[str]:
         return [json.dumps(record, separators=(",", ":")) for record in self.records]
 
-    def write(self, path: Path) -> Path:
+    def write(self, path: Path, *, home: Path | None = None) -> Path:
+        """The log at `path`, its attachments below `home` (default: beside the log)."""
+        self.write_attachments(path.parent if home is None else home)
         if path.name.endswith(".zstd"):
             import zstandard
 

@@ -151,10 +151,35 @@ def crashed_turn() -> OriginalLog:
     return log
 
 
+PIXEL = bytes.fromhex("89504e470d0a1a0a") + b"a red pixel, as the test writes it"
+SCREENSHOT = bytes.fromhex("89504e470d0a1a0a") + b"a screenshot the read-image tool returned"
+
+
+def images() -> OriginalLog:
+    """A prompt with an image, and a tool whose result is an image (both by attachment reference)."""
+    log = OriginalLog()
+    prompt = user("What is this?")
+    prompt["content"] = [{"type": "text", "text": "Inspect this image "}, log.image(PIXEL, name="red.png"), {"type": "text", "text": "then read the screen."}]
+    _turn_start(log, 1, prompt)
+    call = assistant({"type": "tool-call", "id": "call_00_img", "name": "read_image", "arguments": '{"path":"s.png"}'})
+    log.event("assistant/message", {"turn": 1, "step": 1, "message": call}, surfaceOp="append")
+    seq = log.event("tool/call", {"turn": 1, "step": 1, "callId": "call_00_img", "name": "read_image", "arguments": '{"path":"s.png"}'})
+    result = tool_result("call_00_img", "s.png:")
+    result["content"][0]["content"].append(log.image(SCREENSHOT, media_type="image/png"))
+    log.event("tool/result", {"turn": 1, "step": 1, "message": result}, sourceEventSeqs=[seq], surfaceOp="append")
+    log.event("step/end", {"turn": 1, "step": 1})
+    log.event("step/start", {"turn": 1, "step": 2})
+    log.event("assistant/message", {"turn": 1, "step": 2, "message": assistant({"type": "text", "text": "A red pixel."})}, surfaceOp="append")
+    log.event("step/end", {"turn": 1, "step": 2})
+    log.event("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
+    return log
+
+
 SCENARIOS: dict[str, Callable[[], OriginalLog]] = {
     "text_and_reasoning": text_and_reasoning,
     "parallel_tools": parallel_tools,
     "cancellation_and_max_tokens": cancellation_and_max_tokens,
     "compaction_and_inbox": compaction_and_inbox,
     "fork_seed_and_unknown": fork_seed_and_unknown,
+    "images": images,
 }

@@ -5,7 +5,8 @@ byte-identical bytes (`encode_body` is format-neutral). Mapping (see ``docs/mode
 
 - the request's system prompt, then any logged ``system`` messages (in log order), become the
   top-level ``system`` (the Messages API has no system turn inside the conversation).
-- user ``text`` / ``image`` blocks become ``text`` / ``image`` blocks; each ``tool_result`` block
+- user ``text`` / ``image`` / ``file`` blocks become ``text`` / ``image`` / ``document`` blocks (an
+  attachment's bytes read from the request's attachments, base64); each ``tool_result`` block
   a ``tool_result`` block (first in its user turn, as the API requires) with ``is_error`` kept.
 - consecutive messages of one role are one turn (parallel tool results answer one assistant turn).
 - an assistant message whose ``source.replay_state`` (format: `dshkit.models.anthropic.replay`;
@@ -29,6 +30,8 @@ from dshkit.models.projection import (
     UnsupportedContentError,
     apply_call_settings,
     block_text,
+    file_name,
+    inline_data,
     replay_layout,
     system_block_texts,
     tool_call_fields,
@@ -39,6 +42,7 @@ from dshkit.models.projection import (
 if TYPE_CHECKING:
     from dshkit.llm import Message
     from dshkit.session import ModelRequest
+    from dshkit.session.attachments import Attachments
 
 __all__ = ["REPLAY_API", "RESERVED_BODY_KEYS", "anthropic_body", "anthropic_messages", "anthropic_tools", "replayed_blocks"]
 
@@ -50,7 +54,7 @@ RESERVED_BODY_KEYS = frozenset(("model", "messages", "tools", "stream", "system"
 
 def anthropic_body(request: ModelRequest, *, model: str, max_tokens: int) -> dict[str, Any]:
     """The Messages API request body for `request` (streaming); config may set ``max_tokens``."""
-    system, messages = anthropic_messages(request.messages, system=request.system)
+    system, messages = anthropic_messages(request.messages, system=request.system, attachments=getattr(request, "attachments", None))
     body: dict[str, Any] = {"model": model, "max_tokens": max_tokens}
     if system:
         body["system"] = system
@@ -69,9 +73,13 @@ def anthropic_tools(tools: Iterable[Mapping[str, Any]] | None) -> list[dict[str,
 
 
 def anthropic_messages(
-    messages: Iterable[Message], *, system: str | Sequence[Mapping[str, Any]] | None = None
+    messages: Iterable[Message],
+    *,
+    system: str | Sequence[Mapping[str, Any]] | None = None,
+    attachments: Attachments | None = None,
 ) -> tuple[str | list[dict[str, Any]] | None, list[dict[str, Any]]]:
-    """The ``(system, messages)`` pair: the system prompt and the alternating turns."""
+    """The ``(system, messages)`` pair: the system prompt and the alternating turns (attachment
+    blocks inlined from `attachments`)."""
     system_texts = _system_texts(system)
     turns: list[dict[str, Any]] = []
     for message in messages:
@@ -80,7 +88,7 @@ def anthropic_messages(
             system_texts.extend(block_text(message, block, index) for index, block in enumerate(message.content))
             continue
         if role == "user":
-            blocks = _user_blocks(message)
+            blocks = _user_blocks(message, attachments)
         elif role == "assistant":
             blocks = _assistant_blocks(message)
         else:
@@ -113,7 +121,7 @@ def _system_texts(system: object) -> list[str]:
     return system_block_texts(system)
 
 
-def _user_blocks(message: Message) -> list[dict[str, Any]]:
+def _user_blocks(message: Message, attachments: Attachments | None) -> list[dict[str, Any]]:
     results: list[dict[str, Any]] = []
     others: list[dict[str, Any]] = []
     for index, block in enumerate(message.content):
@@ -121,15 +129,17 @@ def _user_blocks(message: Message) -> list[dict[str, Any]]:
         if kind == "text":
             others.append({"type": "text", "text": block_text(message, block, index)})
         elif kind == "image":
-            others.append(_image(message, block, f"content[{index}]"))
+            others.append(_image(message, block, f"content[{index}]", attachments))
+        elif kind == "file":
+            others.append(_document(message, block, f"content[{index}]", attachments))
         elif kind == "tool_result":
-            results.append(_tool_result(message, block, index))
+            results.append(_tool_result(message, block, index, attachments))
         else:
             raise UnsupportedContentError(f"message {message.id} content[{index}]: {kind!r} blocks cannot be sent to Anthropic")
     return results + others
 
 
-def _tool_result(message: Message, block: Mapping[str, Any], index: int) -> dict[str, Any]:
+def _tool_result(message: Message, block: Mapping[str, Any], index: int, attachments: Attachments | None) -> dict[str, Any]:
     call_id, inner = tool_result_fields(message, block, index)
     parts: list[dict[str, Any]] = []
     for position, part in enumerate(inner):
@@ -137,7 +147,7 @@ def _tool_result(message: Message, block: Mapping[str, Any], index: int) -> dict
         if part.get("type") == "text":
             parts.append({"type": "text", "text": block_text(message, part, index)})
         elif part.get("type") == "image":
-            parts.append(_image(message, part, where))
+            parts.append(_image(message, part, where, attachments))
         else:
             raise UnsupportedContentError(
                 f"message {message.id} {where}: {part.get('type')!r} blocks cannot be sent in a tool result"
@@ -237,11 +247,24 @@ def _tool_use(message: Message, block: Mapping[str, Any], index: int) -> dict[st
     return {"type": "tool_use", "id": call_id, "name": name, "input": parsed}
 
 
-def _image(message: Message, block: Mapping[str, Any], where: str) -> dict[str, Any]:
+def _image(message: Message, block: Mapping[str, Any], where: str, attachments: Attachments | None) -> dict[str, Any]:
     url = block.get("url")
     if isinstance(url, str):
         return {"type": "image", "source": {"type": "url", "url": url}}
-    media_type, data = block.get("media_type"), block.get("data")
-    if not isinstance(media_type, str) or not isinstance(data, str):
-        raise UnsupportedContentError(f"message {message.id} {where}: an image needs 'url' or 'media_type' and base64 'data'")
-    return {"type": "image", "source": {"type": "base64", "media_type": media_type, "data": data}}
+    inline = inline_data(message, block, where, attachments)
+    if inline is None:
+        raise UnsupportedContentError(
+            f"message {message.id} {where}: an image needs 'url', 'media_type' and base64 'data', or an 'attachment'"
+        )
+    return {"type": "image", "source": {"type": "base64", "media_type": inline[0], "data": inline[1]}}
+
+
+def _document(message: Message, block: Mapping[str, Any], where: str, attachments: Attachments | None) -> dict[str, Any]:
+    inline = inline_data(message, block, where, attachments)
+    if inline is None:
+        raise UnsupportedContentError(f"message {message.id} {where}: a file needs 'media_type' and base64 'data', or an 'attachment'")
+    document: dict[str, Any] = {"type": "document", "source": {"type": "base64", "media_type": inline[0], "data": inline[1]}}
+    name = file_name(block)
+    if name is not None:
+        document["title"] = name
+    return document

@@ -9,7 +9,9 @@ Mapping (see ``docs/models.md``):
 
 - the request's system prompt first, as a ``system`` message; logged ``system`` messages in place.
 - a content that is exactly one text block is a string; anything else is a list of parts
-  (``{"type": "text"}``, ``{"type": "image_url"}``); images become data URLs or plain URLs.
+  (``{"type": "text"}``, ``{"type": "image_url"}``, ``{"type": "file"}``); images become data
+  URLs or plain URLs, files data URLs; an attachment block's bytes are read from the request's
+  attachments and inlined.
 - ``reasoning`` blocks of an assistant message go back under `reasoning_field`
   (``reasoning_content``, as DeepSeek requires after tool calls; ``None`` drops them), an empty
   one beside tool calls when `empty_reasoning_with_tool_calls` (DeepSeek's thinking mode).
@@ -30,6 +32,8 @@ from typing import TYPE_CHECKING, Any
 from dshkit.models.projection import (
     UnsupportedContentError,
     apply_call_settings,
+    file_data_url,
+    file_name,
     image_url,
     system_block_texts,
     tool_call_fields,
@@ -40,6 +44,7 @@ from dshkit.models.projection import (
 if TYPE_CHECKING:
     from dshkit.llm import Message
     from dshkit.session import ModelRequest
+    from dshkit.session.attachments import Attachments
 
 __all__ = [
     "RESERVED_BODY_KEYS",
@@ -72,6 +77,7 @@ def chat_body(
             system=request.system,
             reasoning_field=reasoning_field,
             empty_reasoning_with_tool_calls=empty_reasoning_with_tool_calls,
+            attachments=getattr(request, "attachments", None),
         ),
     }
     tools = chat_tools(request.tools)
@@ -101,8 +107,10 @@ def chat_messages(
     system: str | Sequence[Mapping[str, Any]] | None = None,
     reasoning_field: str | None = "reasoning_content",
     empty_reasoning_with_tool_calls: bool = False,
+    attachments: Attachments | None = None,
 ) -> list[dict[str, Any]]:
-    """The ``messages`` array: the system prompt, then each message in order."""
+    """The ``messages`` array: the system prompt, then each message in order (attachment blocks
+    inlined from `attachments`)."""
     projected: list[dict[str, Any]] = []
     if isinstance(system, str):
         if system:
@@ -115,7 +123,7 @@ def chat_messages(
     for message in messages:
         role = message.role
         if role == "user":
-            _project_user(message, projected, tool_images)
+            _project_user(message, projected, tool_images, attachments)
             continue
         if tool_images:
             projected.append({"role": "user", "content": tool_images})
@@ -139,7 +147,9 @@ def _system_parts(system: object) -> str | list[dict[str, Any]]:
     return [{"type": "text", "text": text} for text in texts]
 
 
-def _project_user(message: Message, out: list[dict[str, Any]], tool_images: list[dict[str, Any]]) -> None:
+def _project_user(
+    message: Message, out: list[dict[str, Any]], tool_images: list[dict[str, Any]], attachments: Attachments | None
+) -> None:
     others: list[Mapping[str, Any]] = []
     for index, block in enumerate(message.content):
         if block.get("type") != "tool_result":
@@ -157,13 +167,13 @@ def _project_user(message: Message, out: list[dict[str, Any]], tool_images: list
         out.append({"role": "tool", "tool_call_id": call_id, "content": _parts(message, texts, images=False)})
         if images:
             tool_images.append({"type": "text", "text": f"Images returned by tool call {call_id}:"})
-            tool_images.extend(_image_part(message, index, image) for image in images)
+            tool_images.extend(_image_part(message, f"content[{index}]", image, attachments) for image in images)
     if not others and len(message.content) > 0:
         return
     if tool_images:
         out.append({"role": "user", "content": tool_images[:]})
         tool_images.clear()
-    out.append({"role": "user", "content": _parts(message, others, images=True)})
+    out.append({"role": "user", "content": _parts(message, others, images=True, attachments=attachments)})
 
 
 def _project_assistant(
@@ -195,8 +205,10 @@ def _project_assistant(
     return projected
 
 
-def _parts(message: Message, blocks: Sequence[Mapping[str, Any]], *, images: bool) -> str | list[dict[str, Any]]:
-    """One text block as a string; otherwise a list of text (and, where allowed, image) parts."""
+def _parts(
+    message: Message, blocks: Sequence[Mapping[str, Any]], *, images: bool, attachments: Attachments | None = None
+) -> str | list[dict[str, Any]]:
+    """One text block as a string; otherwise a list of text (and, where allowed, image and file) parts."""
     if not blocks:
         return ""
     if len(blocks) == 1 and blocks[0].get("type") == "text":
@@ -207,7 +219,9 @@ def _parts(message: Message, blocks: Sequence[Mapping[str, Any]], *, images: boo
         if kind == "text":
             parts.append({"type": "text", "text": _text(message, block)})
         elif kind == "image" and images:
-            parts.append(_image_part(message, index, block))
+            parts.append(_image_part(message, f"content[{index}]", block, attachments))
+        elif kind == "file" and images:
+            parts.append(_file_part(message, f"content[{index}]", block, attachments))
         else:
             raise UnsupportedContentError(
                 f"message {message.id} ({message.role}): {kind!r} blocks cannot be sent in this message"
@@ -222,9 +236,17 @@ def _text(message: Message, block: Mapping[str, Any]) -> str:
     return text
 
 
-def _image_part(message: Message, index: int, block: Mapping[str, Any]) -> dict[str, Any]:
-    image: dict[str, Any] = {"url": image_url(message, block, f"content[{index}]")}
+def _image_part(message: Message, where: str, block: Mapping[str, Any], attachments: Attachments | None) -> dict[str, Any]:
+    image: dict[str, Any] = {"url": image_url(message, block, where, attachments)}
     detail = block.get("detail")
     if isinstance(detail, str):
         image["detail"] = detail
     return {"type": "image_url", "image_url": image}
+
+
+def _file_part(message: Message, where: str, block: Mapping[str, Any], attachments: Attachments | None) -> dict[str, Any]:
+    file: dict[str, Any] = {"file_data": file_data_url(message, block, where, attachments)}
+    name = file_name(block)
+    if name is not None:
+        file["filename"] = name
+    return {"type": "file", "file": file}

@@ -7,7 +7,8 @@ authority and every request carries the whole conversation; encrypted reasoning 
 
 - the request's system prompt is ``instructions`` (a list of text blocks: a leading ``system``
   message item); logged ``system`` messages are ``system`` message items in place.
-- user ``text`` / ``image`` blocks are ``input_text`` / ``input_image`` parts of a ``message``
+- user ``text`` / ``image`` / ``file`` blocks are ``input_text`` / ``input_image`` / ``input_file``
+  parts (an attachment's bytes read from the request's attachments, as a data URL) of a ``message``
   item; each ``tool_result`` block a ``function_call_output`` item (text as a string, with images
   a list of parts), before the rest of its message.
 - an assistant message whose ``source.replay_state`` (format: `dshkit.models.responses.replay`;
@@ -28,6 +29,8 @@ from dshkit.models.projection import (
     UnsupportedContentError,
     apply_call_settings,
     block_text,
+    file_data_url,
+    file_name,
     image_url,
     replay_layout,
     system_block_texts,
@@ -39,6 +42,7 @@ from dshkit.models.projection import (
 if TYPE_CHECKING:
     from dshkit.llm import Message
     from dshkit.session import ModelRequest
+    from dshkit.session.attachments import Attachments
 
 __all__ = ["REPLAY_API", "RESERVED_BODY_KEYS", "replayed_items", "responses_body", "responses_input", "responses_tools"]
 
@@ -56,7 +60,7 @@ def responses_body(request: ModelRequest, *, model: str) -> dict[str, Any]:
             body["instructions"] = system
     elif system is not None:
         items.append({"type": "message", "role": "system", "content": _system_parts(system)})
-    items.extend(responses_input(request.messages))
+    items.extend(responses_input(request.messages, attachments=getattr(request, "attachments", None)))
     body["input"] = items
     tools = responses_tools(request.tools)
     if tools:
@@ -79,13 +83,13 @@ def responses_tools(tools: Iterable[Mapping[str, Any]] | None) -> list[dict[str,
     return projected
 
 
-def responses_input(messages: Iterable[Message]) -> list[dict[str, Any]]:
-    """The ``input`` items for the logged messages, in order."""
+def responses_input(messages: Iterable[Message], *, attachments: Attachments | None = None) -> list[dict[str, Any]]:
+    """The ``input`` items for the logged messages, in order (attachment blocks inlined from `attachments`)."""
     items: list[dict[str, Any]] = []
     for message in messages:
         role = message.role
         if role == "user":
-            items.extend(_user_items(message))
+            items.extend(_user_items(message, attachments))
         elif role == "assistant":
             items.extend(_assistant_items(message))
         elif role == "system":
@@ -100,7 +104,7 @@ def _system_parts(system: object) -> list[dict[str, Any]]:
     return [{"type": "input_text", "text": text} for text in system_block_texts(system)]
 
 
-def _user_items(message: Message) -> list[dict[str, Any]]:
+def _user_items(message: Message, attachments: Attachments | None) -> list[dict[str, Any]]:
     outputs: list[dict[str, Any]] = []
     parts: list[dict[str, Any]] = []
     for index, block in enumerate(message.content):
@@ -108,9 +112,11 @@ def _user_items(message: Message) -> list[dict[str, Any]]:
         if kind == "text":
             parts.append({"type": "input_text", "text": block_text(message, block, index)})
         elif kind == "image":
-            parts.append(_image(message, block, f"content[{index}]"))
+            parts.append(_image(message, block, f"content[{index}]", attachments))
+        elif kind == "file":
+            parts.append(_file(message, block, f"content[{index}]", attachments))
         elif kind == "tool_result":
-            outputs.append(_call_output(message, block, index))
+            outputs.append(_call_output(message, block, index, attachments))
         else:
             raise UnsupportedContentError(f"message {message.id} content[{index}]: {kind!r} blocks cannot be sent to the Responses API")
     if parts or not outputs:
@@ -118,7 +124,7 @@ def _user_items(message: Message) -> list[dict[str, Any]]:
     return outputs
 
 
-def _call_output(message: Message, block: Mapping[str, Any], index: int) -> dict[str, Any]:
+def _call_output(message: Message, block: Mapping[str, Any], index: int, attachments: Attachments | None) -> dict[str, Any]:
     call_id, inner = tool_result_fields(message, block, index)
     parts: list[dict[str, Any]] = []
     for position, part in enumerate(inner):
@@ -126,7 +132,7 @@ def _call_output(message: Message, block: Mapping[str, Any], index: int) -> dict
         if part.get("type") == "text":
             parts.append({"type": "input_text", "text": block_text(message, part, index)})
         elif part.get("type") == "image":
-            parts.append(_image(message, part, where))
+            parts.append(_image(message, part, where, attachments))
         else:
             raise UnsupportedContentError(f"message {message.id} {where}: {part.get('type')!r} blocks cannot be sent in a tool result")
     output: str | list[dict[str, Any]]
@@ -239,7 +245,15 @@ def _function_call(message: Message, block: Mapping[str, Any], index: int, item_
     return item
 
 
-def _image(message: Message, block: Mapping[str, Any], where: str) -> dict[str, Any]:
-    url = image_url(message, block, where)
+def _image(message: Message, block: Mapping[str, Any], where: str, attachments: Attachments | None) -> dict[str, Any]:
+    url = image_url(message, block, where, attachments)
     detail = block.get("detail")
     return {"type": "input_image", "image_url": url, "detail": detail if isinstance(detail, str) else "auto"}
+
+
+def _file(message: Message, block: Mapping[str, Any], where: str, attachments: Attachments | None) -> dict[str, Any]:
+    part: dict[str, Any] = {"type": "input_file", "file_data": file_data_url(message, block, where, attachments)}
+    name = file_name(block)
+    if name is not None:
+        part["filename"] = name
+    return part

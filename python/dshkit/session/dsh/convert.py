@@ -3,7 +3,8 @@
 Everything both formats can say survives both ways: events (types, data, seqs, times, surface
 operations, source seqs) and message ids. The original's header (cwd, delegation depth, parent
 session, ...) rides along in a dshkit log's header under `original_header`, so converting back
-restores it. The destination is written to a temporary file beside it and published with a
+restores it. The attachments the log's messages refer to are copied (verified) to the
+destination's attachment store before the log itself appears. The destination is written to a temporary file beside it and published with a
 hard link, so it appears complete or not at all, and an existing file is never overwritten.
 """
 
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from dshkit import thaw, to_json
+from dshkit.session.attachments import Attachments, copy_attachments
 from dshkit.session.codec import FORMAT_VERSION as DSHKIT_VERSION
 from dshkit.session.codec import encode_event as encode_dshkit_event
 from dshkit.session.events import MESSAGE_EVENT_TYPES, Event
@@ -124,10 +126,12 @@ def convert_log(
         if format == "dshkit":
             header = to_json(_dshkit_header(session))
             if isinstance(target, SqliteStore):
-                _write_dshkit_sqlite(target, header, events, report)
+                _write_dshkit_sqlite(target, header, events, report, session.attachments)
                 return
+            copy_attachments(events, session.attachments, JsonlStore(dest).attachment_backend())
             _publish(dest, _sealed_lines(header, _dshkit_lines(events, report)))
             return
+        copy_attachments(events, session.attachments, DshJsonlStore(dest).attachment_backend())
         header = to_json(_original_header(session))
         lines = [to_json(record) for record in pack_runs(_original_records(events, report))]
         if isinstance(target, DshJsonlStore) and target.compressed:
@@ -167,9 +171,12 @@ def _frames(header: str, lines: list[str]) -> Iterator[bytes]:
         yield compress_frame(("\n".join(lines[start : start + _FRAME_LINES]) + "\n").encode())
 
 
-def _write_dshkit_sqlite(store: SqliteStore, header: str, events: Any, report: Callable[[int], None]) -> None:
+def _write_dshkit_sqlite(
+    store: SqliteStore, header: str, events: Any, report: Callable[[int], None], attachments: Attachments
+) -> None:
     store.create(header, "none")
     try:
+        copy_attachments(events, attachments, store)
         for event, line in zip(events, _dshkit_lines(events, report), strict=True):
             store.append(event, line)
         store.sync()

@@ -68,6 +68,17 @@ def camel_key(key: str) -> str:
 
 
 _RESULT_KEYS = frozenset(("toolCallId", "isError", "content"))
+_ATTACHED = frozenset(("image", "file"))  # blocks that may refer to an attachment
+
+
+def _attachment_to_dshkit(reference: Mapping[str, Any]) -> dict[str, Any]:
+    # {attachmentId, mediaType, bytes, width, height, name?, originalDimensions?}: same order
+    return {("id" if key == "attachmentId" else snake_key(key)): reference[key] for key in reference}
+
+
+def _attachment_to_original(reference: Mapping[str, Any]) -> dict[str, Any]:
+    return {("attachmentId" if key == "id" else camel_key(key)): reference[key] for key in reference}
+
 
 
 def _block_to_dshkit(block: Any) -> Any:
@@ -79,6 +90,10 @@ def _block_to_dshkit(block: Any) -> Any:
     if kind == "tool-call":
         out = {key: block[key] for key in block}
         out["type"] = "tool_call"
+        return out
+    if kind in _ATTACHED and isinstance(block.get("attachment"), Mapping):
+        out = {key: block[key] for key in block}
+        out["attachment"] = _attachment_to_dshkit(block["attachment"])
         return out
     if kind == "tool-result":
         out = {key: block[key] for key in block if key not in _RESULT_KEYS}
@@ -100,6 +115,8 @@ def _block_to_original(block: Any) -> Any:
     kind = block.get("type")
     if kind == "tool_call":
         return {**block, "type": "tool-call"}
+    if kind in _ATTACHED and isinstance(block.get("attachment"), Mapping):
+        return {**block, "attachment": _attachment_to_original(block["attachment"])}
     if kind == "tool_result":
         out = {
             key: value
@@ -137,7 +154,7 @@ def _source_to_original(source: Mapping[str, Any]) -> Any:
     return source
 
 
-_RENAMED_BLOCKS = frozenset(("tool-call", "tool-result"))
+_RENAMED_BLOCKS = frozenset(("tool-call", "tool-result", *_ATTACHED))
 
 
 def message_to_dshkit(raw: Mapping[str, Any]) -> Message:

@@ -21,6 +21,7 @@ from dshkit.session.events import Event
 from dshkit.session.dsh.log_format import ORIGINAL_FORMAT
 from dshkit.session.dsh.codec import decode_header
 from dshkit.session.stores.jsonl import cut_torn_line, read_all, write_all
+from dshkit.session.stores.attachment_folder import FolderAttachments, original_attachment_root
 from dshkit.session.stores.protocol import check_durability
 from dshkit.session.dsh.zstd_frames import (
     compress_frame,
@@ -54,6 +55,10 @@ class DshJsonlStore:
 
     def __repr__(self) -> str:
         return f"DshJsonlStore({str(self.path)!r})"
+
+    def attachment_backend(self) -> FolderAttachments:
+        """The original's attachment folder (`<DSH_HOME>/attachments/v1`, `original_attachment_root`)."""
+        return FolderAttachments(original_attachment_root(self.path))
 
     def describe(self, index: int) -> str:
         """Where logical line `index + 2` lives (the header is line 1; compressed: the decompressed line)."""

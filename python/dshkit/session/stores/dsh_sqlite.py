@@ -19,6 +19,7 @@ from dshkit.session.errors import SessionCorruptError, SessionError
 from dshkit.session.dsh.log_format import ORIGINAL_FORMAT
 from dshkit.session.dsh.zstd_frames import decompress_frame
 from dshkit.session.events import Event
+from dshkit.session.stores.attachment_folder import FolderAttachments, original_attachment_root
 
 SCHEMA_VERSION = 17
 _HEADER_COLUMNS = (
@@ -117,6 +118,10 @@ class DshSqliteStore:
 
     def __repr__(self) -> str:
         return f"DshSqliteStore({str(self.path)!r}, session_id={self.session_id!r})"
+
+    def attachment_backend(self) -> FolderAttachments:
+        """The original's attachment folder (`<DSH_HOME>/attachments/v1`, `original_attachment_root`)."""
+        return FolderAttachments(original_attachment_root(self.path))
 
     def describe(self, index: int) -> str:
         """The row at fault (its first seq)."""

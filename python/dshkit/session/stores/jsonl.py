@@ -34,6 +34,7 @@ from dshkit.session.checksums import (
 )
 from dshkit.session.errors import SessionCorruptError, SessionError, SessionRecoveryWarning
 from dshkit.session.events import Event
+from dshkit.session.stores.attachment_folder import FolderAttachments
 from dshkit.session.stores.protocol import check_durability
 
 try:
@@ -285,6 +286,10 @@ class JsonlStore:
         fd, self._fd = self._fd, None
         if fd is not None:
             os.close(fd)
+
+    def attachment_backend(self) -> FolderAttachments:
+        """Attachment bytes live in the folder `attachments/` beside the log (shared by its directory's logs)."""
+        return FolderAttachments(self.path.parent / "attachments")
 
     @property
     def size(self) -> int:

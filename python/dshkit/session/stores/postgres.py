@@ -31,11 +31,13 @@ from dshkit.session.checksums import check_header, checksum, verified
 from dshkit.session.stores.postgres_schema import (
     CONFLICT_SQLSTATE,
     CREATE_SESSION,
+    LOAD_ATTACHMENT,
     MIGRATIONS,
     READ_EVENTS,
     READ_HEADER,
     READ_MESSAGE_IDS,
     READ_VERSION,
+    SAVE_ATTACHMENT,
     SCHEMA_LOCK_KEY,
     SCHEMA_VERSION,
     SET_VERSION,
@@ -325,6 +327,27 @@ class PostgresStore:
                 self.retries += 1
                 if attempt == len(RETRY_DELAYS):
                     raise SessionError(f"{self.describe(rows[0][0])}: write failed after {attempt + 1} attempts: {error}") from error
+
+    # -- attachments: the table `dshkit_attachments`, shared by the database's sessions ----
+
+    def attachment_backend(self) -> PostgresStore:
+        """Attachment bytes live in this database, table `dshkit_attachments` (digest, data)."""
+        return self
+
+    def attachment_location(self, digest: str) -> str:
+        return f"{redact(self.url)}: dshkit_attachments row {digest}"
+
+    def load_attachment(self, digest: str) -> bytes | None:
+        if self._connection is None:
+            raise SessionError(f"{self.describe(-1)}: store is closed")
+        row = self._connection.execute(LOAD_ATTACHMENT, (digest,)).fetchone()
+        return None if row is None else bytes(row[0])
+
+    def save_attachment(self, digest: str, data: bytes) -> None:
+        # Committed at once (autocommit), so before any event that refers to it is written.
+        if self._connection is None:
+            raise SessionError(f"{self.describe(-1)}: store is closed")
+        self._connection.execute(SAVE_ATTACHMENT, (digest, data))
 
     def close(self) -> None:
         """Release the lock and the connection; idempotent (held appends are dropped: sync first)."""

@@ -10,14 +10,14 @@ Since schema version 2 every record carries its checksum (`dshkit.session.checks
 `crc` beside `header` and beside `body`. Migration 1 -> 2 only adds the columns (no rewrite of
 the table): rows written before it keep `crc` NULL, and a session whose header row has a NULL
 `crc` is a format version 1 log, read unchecked and appended to without checksums (no mixed
-sessions), as a version 1 SQLite database is.
+sessions), as a version 1 SQLite database is. Schema version 3 adds `dshkit_attachments`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 CONFLICT_SQLSTATE = "DK001"
 APPEND_ONLY_SQLSTATE = "DK002"
 SCHEMA_LOCK_KEY = 0x64736B5F736368  # "dsk_sch": serialises schema creation across processes
@@ -59,9 +59,13 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "ALTER TABLE dshkit_sessions ADD COLUMN crc bigint",
         "ALTER TABLE dshkit_events ADD COLUMN crc bigint",
     ),
+    # The bytes attachment blocks refer to, by SHA-256 digest, shared by the database's sessions.
+    2: ("CREATE TABLE dshkit_attachments (digest text PRIMARY KEY, data bytea NOT NULL)",),
 }
 
 READ_VERSION = "SELECT version FROM dshkit_schema"
+SAVE_ATTACHMENT = "INSERT INTO dshkit_attachments (digest, data) VALUES (%s, %s) ON CONFLICT (digest) DO NOTHING"
+LOAD_ATTACHMENT = "SELECT data FROM dshkit_attachments WHERE digest = %s"
 SET_VERSION = "UPDATE dshkit_schema SET version = %s"
 
 CREATE_SESSION = (

@@ -32,7 +32,9 @@ class SessionStore(Protocol):
     Every store passes the contract suite `tests/session/test_store_contract.py`. Two optional
     attributes: `log_format` (a `dshkit.session.log_format.LogFormat`) when the store holds records
     in another format than dshkit's own, and `read_only = True` when it can never be written (a
-    session opened from it is read-only, without crash repair).
+    session opened from it is read-only, without crash repair). One optional method:
+    `attachment_backend()`, where the bytes of the log's attachment blocks live (a
+    `dshkit.session.attachments.AttachmentBackend`; without it they are kept in memory).
     """
 
     def create(self, header: str, durability: str) -> None:

@@ -2,7 +2,8 @@
 
 Tables `dshkit_session` (one row: the header record and its checksum) and `dshkit_events` (`seq`
 primary key, `type`, `time`, `body`: the same JSON record the JSON Lines store writes, `crc`: its
-checksum, `dshkit.session.checksums`; a version 1 database has no `crc` columns). Every append is
+checksum, `dshkit.session.checksums`; a version 1 database has no `crc` columns), and, once
+something is attached, `dshkit_attachments` (`digest`, `data`: the bytes attachment blocks refer to). Every append is
 its own transaction, so a crash never leaves half an event. Durability maps onto SQLite's own:
 `"always"` is `synchronous=FULL` (the WAL is fsynced at every commit), `"checkpoint"` is
 `synchronous=NORMAL` plus an fsync of the WAL file at `sync()`, `"none"` is `synchronous=OFF`.
@@ -36,6 +37,7 @@ _SCHEMA = (
     "CREATE TABLE dshkit_events ("
     "seq INTEGER PRIMARY KEY, type TEXT NOT NULL, time INTEGER NOT NULL, body TEXT NOT NULL, crc INTEGER NOT NULL)",
 )
+_ATTACHMENTS_TABLE = "CREATE TABLE IF NOT EXISTS dshkit_attachments (digest TEXT PRIMARY KEY, data BLOB NOT NULL)"
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _SYNCHRONOUS = {"always": "FULL", "checkpoint": "NORMAL", "none": "OFF"}
 
@@ -220,6 +222,32 @@ class SqliteStore:
             finally:
                 os.close(fd)
         self._dirty = False
+
+    # -- attachments: the table `dshkit_attachments` (made by the first attach) -------------
+
+    def attachment_backend(self) -> SqliteStore:
+        """Attachment bytes live in this database, table `dshkit_attachments` (digest, data)."""
+        return self
+
+    def attachment_location(self, digest: str) -> str:
+        return f"{self.path}: dshkit_attachments row {digest}"
+
+    def load_attachment(self, digest: str) -> bytes | None:
+        if self._db is None:
+            raise SessionError(f"{self.path}: store is closed")
+        try:
+            row = self._db.execute("SELECT data FROM dshkit_attachments WHERE digest = ?", (digest,)).fetchone()
+        except sqlite3.OperationalError:
+            return None  # no table: nothing was ever attached
+        return None if row is None else bytes(row[0])
+
+    def save_attachment(self, digest: str, data: bytes) -> None:
+        # Committed before the event that refers to it, in the same WAL: durable with it.
+        if self._db is None:
+            raise SessionError(f"{self.path}: store is closed")
+        self._db.execute(_ATTACHMENTS_TABLE)
+        self._db.execute("INSERT OR IGNORE INTO dshkit_attachments (digest, data) VALUES (?, ?)", (digest, data))
+        self._dirty = self._durability == "checkpoint"
 
     def close(self) -> None:
         """Close the connection; idempotent."""
