@@ -1,4 +1,4 @@
-"""The `dshkit` command line: `demo`, `log show|verify|messages|list|convert`, `chat`, `bench`.
+"""The `dshkit` command line: `demo`, `log show|verify|messages|html|list|convert`, `chat`, `bench`.
 
 The top layer: each command is a module of this package (`dshkit.cli.demo`, `.log`, `.chat`,
 `.bench`) imported only when used, so that `dshkit log verify` does not import the agent or HTTP
@@ -30,6 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("show", "a readable transcript"),
         ("verify", "check the log's invariants (exit 1 on any problem)"),
         ("messages", "the derived messages, one JSON object per line"),
+        ("html", "a self-contained HTML page to explore the log in a browser"),
     ):
         action = log_commands.add_parser(name, help=help_text)
         action.add_argument("path", metavar="PATH", help="a .jsonl/.sqlite/.db log or a postgresql:// URL")
@@ -39,6 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
         )
         if name == "verify":
             action.add_argument("--all", action="store_true", help="print every problem (default: the first 50)")
+        if name == "html":
+            action.add_argument("-o", "--output", metavar="FILE", help="where to write the page (default: the log's name with .html)")
     listing = log_commands.add_parser(
         "list", help="the sessions in a directory of logs, a PostgreSQL database or an original-harness SQLite database"
     )

@@ -1,4 +1,4 @@
-"""`dshkit log show|verify|messages PATH [--session ID]`, `dshkit log list LOCATION` (inspect logs without changing them) and `dshkit log convert SRC DEST`."""
+"""`dshkit log show|verify|messages|html PATH [--session ID]`, `dshkit log list LOCATION` (inspect logs without changing them) and `dshkit log convert SRC DEST`."""
 
 from __future__ import annotations
 
@@ -75,11 +75,12 @@ def run(
     session_id: str | None = None,
     *,
     all_problems: bool = False,
+    output: str | None = None,
 ) -> int:
     """Run one log command; returns the exit code (0 ok, 1 problem found or unreadable log).
 
     `verify` prints the first `SHOWN_PROBLEMS` problems, a count of the rest and a one-line
-    summary; `all_problems` prints every one.
+    summary; `all_problems` prints every one. `html` writes the viewer page to `output`.
     """
     if command == "list":
         return list_command(path, out, err)
@@ -103,6 +104,14 @@ def run(
             for problem in problems:
                 print(f"warning: {problem}", file=err)
             return 0
+        if command == "html":
+            from dshkit.cli.viewer import html_command
+
+            try:
+                return html_command(session, path, output, out)
+            except OSError as error:
+                print(f"dshkit log html: {error}", file=err)
+                return 1
         if command == "messages":
             try:
                 messages = session.messages()
@@ -163,4 +172,5 @@ def main(args: argparse.Namespace) -> int:
         sys.stderr,
         getattr(args, "session", None),
         all_problems=getattr(args, "all", False),
+        output=getattr(args, "output", None),
     )
