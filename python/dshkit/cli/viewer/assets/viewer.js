@@ -184,6 +184,14 @@
     return parent;
   }
 
+  function replacedBadge(row) { return row.replaced.kind + " → #" + row.replaced.seq; }
+  function replacesBadge(row) {
+    const op = row.ev[OP];
+    return op && op !== "append" ? "replaces " + (op.end - op.start) + " (surface " + op.start + "…" + (op.end - 1) + ")" : "";
+  }
+  function callText(call) { return "⚙ " + call.name + "(" + oneLine(call.arguments || "", 200) + ")  id=" + call.id; }
+  function resultText(result) { return "→ #" + result.ev[SEQ] + " " + oneLine(result.text, 300); }
+
   function rowElement(row) {
     const node = el("div", "row " + row.kind);
     node.style.paddingLeft = 6 + row.depth * 16 + "px";
@@ -194,9 +202,9 @@
       const m = row.message;
       node.dataset.id = m.id;
       add(node, el("span", "role " + m.role, m.role), highlight(el("span", "id mono"), m.id), el("span", "badge", sourceLabel(m.source)));
-      const op = row.ev[OP];
-      if (op && op !== "append") add(node, el("span", "badge replaces", "replaces " + (op.end - op.start) + " (surface " + op.start + "…" + (op.end - 1) + ")"));
-      if (row.replaced) { node.classList.add("is-replaced"); add(node, el("span", "badge replaced", row.replaced.kind + " → #" + row.replaced.seq)); }
+      const replaces = replacesBadge(row);
+      if (replaces) add(node, el("span", "badge replaces", replaces));
+      if (row.replaced) { node.classList.add("is-replaced"); add(node, el("span", "badge replaced", replacedBadge(row))); }
       const info = row.ev[INFO] || {};
       if (info.interrupted) add(node, el("span", "badge warn", "interrupted"));
       if (info.error) add(node, el("span", "badge warn", "error " + (info.error.code || "")));
@@ -204,9 +212,8 @@
     } else if (row.kind === "call") {
       node.dataset.callId = row.call.id;
       const pair = el("div", "pair");
-      add(pair, highlight(el("span", "cell call-cell mono"), "⚙ " + row.call.name + "(" + oneLine(row.call.arguments || "", 200) + ")  id=" + row.call.id));
-      const result = row.result;
-      add(pair, result ? highlight(el("span", "cell result"), "→ #" + result.ev[SEQ] + " " + oneLine(result.text, 300)) : el("span", "cell missing", "no result in the log"));
+      add(pair, highlight(el("span", "cell call-cell mono"), callText(row.call)));
+      add(pair, row.result ? highlight(el("span", "cell result"), resultText(row.result)) : el("span", "cell missing", "no result in the log"));
       add(node, pair);
     } else {
       add(node, highlight(el("span", "text"), row.text));
@@ -255,7 +262,10 @@
     if (row.hay === undefined) {
       const parts = [row.text, "#" + row.ev[SEQ], row.ev[TYPE]];
       if (row.message) parts.push(row.message.id, row.message.role, sourceLabel(row.message.source));
-      if (row.call) parts.push(row.call.id, row.result ? row.result.text : "");
+      if (row.replaced) parts.push(replacedBadge(row));
+      const replaces = replacesBadge(row);
+      if (replaces) parts.push(replaces);
+      if (row.call) parts.push(callText(row.call), row.result ? resultText(row.result) : "");
       row.hay = parts.join(" ").toLowerCase();
     }
     return row.hay;
