@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterable, Mapping
-from typing import Any, Callable, Final, Literal
+from typing import TYPE_CHECKING, Any, Callable, Final, Literal
 
 from dshkit.agent.calls import call_sync_or_async
 from dshkit.agent.cancel import CancelToken
@@ -23,10 +23,14 @@ from dshkit.agent.hooks import Hook, check_hooks
 from dshkit.agent.inbox import NEXT_STEP, NEXT_TURN, Inbox
 from dshkit.agent.tool_calls import ToolCallRunner
 from dshkit.agent.tools import Tool, check_tools
+from dshkit.agent.tracing import trace_agent
 from dshkit.agent.turn import TurnRunner
 from dshkit.llm import Message, freeze
 from dshkit.models.protocol import Model
 from dshkit.session import Session
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Tracer
 
 _log = logging.getLogger("dshkit.agent")
 
@@ -45,6 +49,8 @@ class Agent:
     `followup(message)` queues a message for its own turn and wakes the agent; `steer(message)`
     queues for the next step boundary and wakes; `inject(message)` queues for the next step
     boundary without waking. Each takes a complete user-role `Message` and keeps its id.
+    `tracer` (an OpenTelemetry `Tracer`) gets spans of turns, steps, model and tool calls; by
+    default the global tracer provider's when one is installed, else none (`dshkit.agent.tracing`).
     """
 
     def __init__(
@@ -56,6 +62,7 @@ class Agent:
         system: str | None = None,
         hooks: Mapping[str, Hook] | None = None,
         config: Mapping[str, Any] | None = None,
+        tracer: Tracer | None = None,
     ) -> None:
         if not (
             callable(getattr(model, "stream", None))
@@ -90,6 +97,7 @@ class Agent:
             system,
             frozen_config,
         )
+        trace_agent(self._hub, self._session, model, tracer)  # OpenTelemetry spans, only with a tracer
 
         self._driver: asyncio.Task[None] | None = None
         # Futures of coroutines waiting for the driver or a maintenance run to end. Plain
