@@ -195,9 +195,23 @@ def test_the_page_loads_nothing_from_anywhere(page: Page) -> None:
     assert page.evaluate("document.querySelectorAll('script[src], link[href], img[src]').length") == 0
 
 
-def test_a_screenshot_of_the_page(page: Page, tmp_path: Path) -> None:
-    page.click(".row.step .show-request")
-    shot = page.screenshot(tmp_path / "session-viewer.png")
+def test_a_screenshot_of_the_page(browser: Browser, demo_log: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(demo_log.parent)  # the page names the log as it was given: demo.jsonl
+    capsys.readouterr()
+    assert cli_main(["log", "html", demo_log.name, "-o", str(tmp_path / "demo.html")]) == 0
+    events = demo_events(demo_log)
+    last_step = [event.seq for event in events if event.type == "step/start"][-1]
+    tab = browser.page()
+    try:
+        tab.open((tmp_path / "demo.html").as_uri(), ready=READY)
+        # The end of the log in view (the interrupted answer, the prune, the compaction), the last step's request beside it.
+        tab.evaluate(f"window.dshkitViewer.scrollToSeq({last_step}, 18)")
+        tab.wait_for(f"document.querySelector('.row.step[data-seq=\"{last_step}\"] .show-request') !== null")
+        tab.click(f'.row.step[data-seq="{last_step}"] .show-request')
+        assert "compact recall" in tab.evaluate("document.querySelector('#detail .request').innerText")
+        shot = tab.screenshot(tmp_path / "session-viewer.png")
+    finally:
+        tab.close()
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
     if os.environ.get("DSHKIT_WRITE_SCREENSHOT") == "1":
         target = REPO / "docs" / "images" / "session-viewer.png"

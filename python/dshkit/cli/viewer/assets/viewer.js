@@ -337,7 +337,7 @@
     for (const node of request.nodes) {
       const item = el("li", "request-message");
       item.dataset.id = node.message.id;
-      add(item, jump(node.seq), el("span", "role " + node.message.role, node.message.role), el("span", "id mono", node.message.id), el("span", "text", oneLine(blockText(node.message.content) || toolCalls(node.message).map((c) => "calls " + c.name).join(", "), 200)));
+      add(item, jump(node.seq), el("span", "role " + node.message.role, node.message.role), el("span", "id mono", node.message.id), el("span", "badge", sourceLabel(node.message.source)), el("span", "text", oneLine(blockText(node.message.content) || toolCalls(node.message).map((c) => "calls " + c.name).join(", "), 200)));
       add(list, item);
     }
     add(box, list);
@@ -394,8 +394,9 @@
       const x = i * slot + (slot - bar) / 2, hIn = (input / max) * (height - 2), hOut = (output / max) * (height - 2);
       ctx.fillStyle = css.getPropertyValue("--input"); ctx.fillRect(x, height - hIn, bar, hIn);
       ctx.fillStyle = css.getPropertyValue("--output"); ctx.fillRect(x, height - hIn - hOut, bar, hOut);
+      if (!input && !output) { ctx.fillStyle = "#d1d5db"; ctx.fillRect(x, height - 2, bar, 2); } // a step without usage
     });
-    chartNote.textContent = stepRows.length + " steps, up to " + max + " tokens";
+    chartNote.textContent = stepRows.length + " steps, up to " + max + " tokens (grey: no usage reported; click a bar to go to its step)";
   }
   canvas.addEventListener("click", (e) => {
     if (!stepRows.length) return;
@@ -415,5 +416,5 @@
   performance.mark("dshkit-viewer-painted");
   document.body.dataset.ready = "1";
   // For tests and tools: the rows and the request fold, read-only.
-  window.dshkitViewer = { rows: () => ROWS.length, shown: () => shown.length, rebuildRequest, search: (text) => { search.value = text; applySearch(); } };
+  window.dshkitViewer = { rows: () => ROWS.length, scrollToSeq: (seq, above) => { timeline.scrollTop = (shown.findIndex((row) => row.ev[SEQ] === seq) - (above || 0)) * ROW_HEIGHT; paint(); }, shown: () => shown.length, rebuildRequest, search: (text) => { search.value = text; applySearch(); } };
 })();
