@@ -17,6 +17,7 @@ task runs when. Installing ``dshkit[otel]`` brings ``opentelemetry-api``; choosi
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from dshkit.agent.events import AgentEvent
@@ -38,9 +39,10 @@ def tracer_for(tracer: Tracer | None) -> Tracer | None:
     """
     if tracer is not None:
         return tracer
-    trace = sys.modules.get("opentelemetry.trace")
-    if trace is None:
-        return None
+    if "opentelemetry.trace" not in sys.modules:
+        return None  # nobody imported OpenTelemetry: no provider can have been installed
+    from opentelemetry import trace
+
     provider = trace.get_tracer_provider()
     if isinstance(provider, (trace.ProxyTracerProvider, trace.NoOpTracerProvider)):
         return None
@@ -117,9 +119,9 @@ class AgentTracing:
         })
 
     def _end_step(self, _event: AgentEvent | None = None) -> None:
-        for call_id, span in self._tools.items():  # cancelled before its result was logged
-            _error(span, "cancelled", f"tool call {call_id} ended without a result in the step")
-            span.end()
+        for call_id, tool_span in self._tools.items():  # cancelled before its result was logged
+            _error(tool_span, "cancelled", f"tool call {call_id} ended without a result in the step")
+            tool_span.end()
         self._tools = {}
         self._end_chat("no response was completed")
         span, self._step = self._step, None
@@ -215,7 +217,7 @@ class AgentTracing:
             self._tool_result(event, data)
 
 
-_HANDLERS = {
+_HANDLERS: dict[str, Callable[[AgentTracing, AgentEvent], None]] = {
     "turn_start": AgentTracing._turn_start,
     "turn_end": AgentTracing._turn_end,
     "step_start": AgentTracing._step_start,
