@@ -18,6 +18,9 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+VIEWER_READY = "document.body && document.body.dataset.ready === '1'"
+"""True in a `dshkit log html` page once its first rows are on screen."""
+
 BINARIES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 
 

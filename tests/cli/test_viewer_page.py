@@ -1,7 +1,6 @@
 """`dshkit log html` seen as a person sees it: the page opened in a real headless Chromium.
 
-The browser is Debian's `chromium`, started by these tests on loopback. Without one the tests skip,
-except under CI (`CI=true`), where a missing browser is a failure: CI installs it (`.ci/run`).
+The browser is Debian's `chromium`, started on loopback by the `browser` fixture (conftest.py).
 `DSHKIT_WRITE_SCREENSHOT=1` also writes the README's `docs/images/session-viewer.png`.
 """
 
@@ -14,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from browser import Browser, Page, chromium_binary
+from browser import VIEWER_READY as READY
+from browser import Browser, Page
 
 import dshkit
 from dshkit.cli import main as cli_main
@@ -23,19 +23,6 @@ from dshkit.session import Session
 from dshkit.session.request import project_request
 
 REPO = Path(__file__).resolve().parents[2]
-READY = "document.body && document.body.dataset.ready === '1'"
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
-    binary = chromium_binary()
-    if binary is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("no chromium binary under CI: .ci/run installs Debian's chromium package")
-        pytest.skip("no chromium binary on PATH (apt-get install chromium, or set DSHKIT_CHROMIUM)")
-    started = Browser.start(binary, tmp_path_factory.mktemp("chromium-profile"))
-    yield started
-    started.stop()
 
 
 @pytest.fixture(scope="module")

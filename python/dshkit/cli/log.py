@@ -1,4 +1,4 @@
-"""`dshkit log show|verify|messages|html PATH [--session ID]`, `dshkit log list LOCATION` (inspect logs without changing them) and `dshkit log convert SRC DEST`."""
+"""`dshkit log show|verify|messages|html|serve PATH [--session ID]`, `dshkit log list LOCATION` (inspect logs without changing them) and `dshkit log convert SRC DEST`."""
 
 from __future__ import annotations
 
@@ -161,10 +161,30 @@ def convert(src: str, dest: str, target_format: str, err: TextIO, *, session_id:
     return 0
 
 
+def serve(path: str, session_id: str | None, host: str, port: int, out: TextIO, err: TextIO) -> int:
+    """`dshkit log serve`: the viewer page, live, on loopback; a log that cannot be read fails first."""
+    from dshkit.cli.viewer.serve import serve_command
+
+    reason = _unusable(path)
+    if reason is not None:
+        print(f"dshkit log serve: {reason}", file=err)
+        return 1
+    try:
+        return serve_command(path, session_id, host, port, out, err)
+    except OSError as error:
+        print(f"dshkit log serve: {path}: {error.strerror or error}", file=err)
+        return 1
+    except (SessionError, ValueError, ImportError) as error:
+        print(f"dshkit log serve: {error}", file=err)
+        return 1
+
+
 def main(args: argparse.Namespace) -> int:
     """Entry point of `dshkit log`: `args.log_command`, `args.path`, `args.session`, `args.all` (`args.dest` for convert)."""
     if args.log_command == "convert":
         return convert(args.path, args.dest, args.format, sys.stderr, session_id=args.session_id)
+    if args.log_command == "serve":
+        return serve(args.path, args.session, args.host, args.port, sys.stdout, sys.stderr)
     return run(
         args.log_command,
         args.path,

@@ -30,14 +30,19 @@ def embed_json(data: Any) -> str:
     return text.replace("<", "\\u003c")
 
 
-def render_page(data: Any, *, title: str) -> str:
-    """The whole HTML page for `data` (a `page_data` document)."""
+def render_page(data: Any, *, title: str, live: bool = False) -> str:
+    """The whole HTML page for `data` (a `page_data` document).
+
+    Its content security policy lets it load nothing, except, for a `live` page served by
+    `dshkit log serve`, its own server's newer data.
+    """
+    connect = "; connect-src 'self'" if live else ""
     return (
         "<!DOCTYPE html>\n"
         '<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
-        "style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">"
+        f"style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:{connect}\">"
         f"<title>{html.escape(title)}</title>"
         f"<style>{asset_text('viewer.css')}</style></head>\n"
         '<body><noscript>This page shows a dshkit session log; it needs JavaScript.</noscript>\n'

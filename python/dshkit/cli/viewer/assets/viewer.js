@@ -4,8 +4,8 @@
    folding the log's surface operations, the same fold as dshkit.session's (Surface.fold). */
 "use strict";
 (function () {
-  const DATA = JSON.parse(document.getElementById("dshkit-data").textContent);
-  const EVENTS = DATA.events, MESSAGES = DATA.messages, HEADERS = DATA.headers, STEPS = DATA.steps;
+  // The log's data; `load` replaces it (a served page polls for a longer log, `dshkit log serve`).
+  let DATA, EVENTS, MESSAGES, HEADERS, STEPS, ROWS = [], stepRows = [];
   const SEQ = 0, TIME = 1, TYPE = 2, MSG = 3, OP = 4, SOURCES = 5, INFO = 6, HEADER = 7;
   const ROW_HEIGHT = 28, OVERSCAN = 12;
 
@@ -57,74 +57,87 @@
   // -- rows ------------------------------------------------------------------------------------
   // Which events were replaced, and by what: a replace keeping the id is a rewrite (prune), one
   // with a new message puts that message (a compaction summary) in place of the whole range.
-  const replacedBy = new Map();
-  const eventBySeq = new Map();
-  for (const ev of EVENTS) {
-    eventBySeq.set(ev[SEQ], ev);
-    const op = ev[OP];
-    if (op && op !== "append" && ev[MSG] !== null) {
-      const newer = MESSAGES[ev[MSG]];
-      for (const seq of ev[SOURCES]) {
-        const older = eventBySeq.get(seq);
-        const same = older && older[MSG] !== null && MESSAGES[older[MSG]].id === newer.id;
-        replacedBy.set(seq, { seq: ev[SEQ], id: newer.id, kind: same ? "rewritten" : "compacted" });
+  function buildRows() {
+    const replacedBy = new Map();
+    const eventBySeq = new Map();
+    for (const ev of EVENTS) {
+      eventBySeq.set(ev[SEQ], ev);
+      const op = ev[OP];
+      if (op && op !== "append" && ev[MSG] !== null) {
+        const newer = MESSAGES[ev[MSG]];
+        for (const seq of ev[SOURCES]) {
+          const older = eventBySeq.get(seq);
+          const same = older && older[MSG] !== null && MESSAGES[older[MSG]].id === newer.id;
+          replacedBy.set(seq, { seq: ev[SEQ], id: newer.id, kind: same ? "rewritten" : "compacted" });
+        }
       }
     }
+
+    const ROWS = [];
+    const callRows = new Map(); // call id -> the row of the latest call still waiting for its result
+    let turn = null, step = null, depth = 0;
+    for (const ev of EVENTS) {
+      const type = ev[TYPE], info = ev[INFO] || {};
+      if (type === "turn/start") {
+        turn = info.turn; depth = 1;
+        ROWS.push({ kind: "turn", ev, text: "Turn " + info.turn + "  ·  " + when(ev[TIME]), depth: 0 });
+      } else if (type === "turn/end") {
+        const reason = info.reason || {};
+        const rest = Object.assign({}, reason); delete rest.kind;
+        const extra = Object.keys(rest).length ? " " + JSON.stringify(rest) : "";
+        ROWS.push({ kind: "turn-end", ev, text: "Turn " + info.turn + " ended: " + (reason.kind || reason) + extra, depth: 1 });
+        depth = 0; turn = null;
+      } else if (type === "step/start") {
+        step = info.step; depth = 2;
+        const facts = STEPS[ev[SEQ]] || {};
+        const usage = facts.input_tokens !== undefined || facts.output_tokens !== undefined
+          ? "  ·  " + (facts.input_tokens || 0) + " in / " + (facts.output_tokens || 0) + " out tokens" : "";
+        const chunks = facts.chunks ? "  ·  " + facts.chunks + " chunks" : "";
+        ROWS.push({ kind: "step", ev, facts, text: "Step " + info.turn + "." + info.step + usage + chunks, depth: 1 });
+      } else if (type === "step/end") {
+        depth = turn === null ? 0 : 1;
+      } else if (ev[MSG] !== null) {
+        const message = MESSAGES[ev[MSG]];
+        const row = { kind: "message", ev, message, depth, text: blockText(message.content), replaced: replacedBy.get(ev[SEQ]) };
+        ROWS.push(row);
+        if (type === "tool/result") {
+          const call = callRows.get(message.source.call_id);
+          if (call && !call.result) { call.result = row; callRows.delete(message.source.call_id); }
+        }
+        for (const call of toolCalls(message)) {
+          const callRow = { kind: "call", ev, message, call, depth: depth + 1, text: call.name + " " + (call.arguments || "") };
+          ROWS.push(callRow);
+          callRows.set(call.id, callRow);
+        }
+      } else if (type === "request/header") {
+        const header = HEADERS[ev[HEADER]] || {};
+        const system = typeof header.system === "string" ? "system “" + oneLine(header.system, 60) + "”  ·  " : "";
+        ROWS.push({ kind: "header", ev, header, depth, text: "request header (" + info.reason + "): " + system + (header.tools || []).length + " tools" });
+      } else if (type === "agent/inbox/spliced") {
+        const ids = info.inserted_ids || [];
+        ROWS.push({ kind: "inbox", ev, depth, text: "inbox " + info.target + " " + (info.outcome || "") + ": at " + info.start + " removed " + info.removed_count + ", inserted " + ids.length + (ids.length ? " (" + ids.join(", ") + ")" : "") });
+      } else if (type === "compaction/start") {
+        const ids = info.message_ids || [];
+        ROWS.push({ kind: "compaction", ev, depth, text: "compaction starts: " + ids.length + " messages, " + info.start_id + " … " + info.end_id });
+      } else if (type === "compaction/end") {
+        ROWS.push({ kind: "compaction", ev, depth, text: "compaction ends: summary " + info.summary_id });
+      } else if (type === "tool/call") {
+        ROWS.push({ kind: "other", ev, depth, text: "tool " + info.name + " started (call " + info.call_id + ")" });
+      } else {
+        ROWS.push({ kind: "other", ev, depth, text: type + " " + oneLine(JSON.stringify(info), 140) });
+      }
+    }
+
+    return ROWS;
   }
 
-  const ROWS = [];
-  const callRows = new Map(); // call id -> the row of the latest call still waiting for its result
-  let turn = null, step = null, depth = 0;
-  for (const ev of EVENTS) {
-    const type = ev[TYPE], info = ev[INFO] || {};
-    if (type === "turn/start") {
-      turn = info.turn; depth = 1;
-      ROWS.push({ kind: "turn", ev, text: "Turn " + info.turn + "  ·  " + when(ev[TIME]), depth: 0 });
-    } else if (type === "turn/end") {
-      const reason = info.reason || {};
-      const rest = Object.assign({}, reason); delete rest.kind;
-      const extra = Object.keys(rest).length ? " " + JSON.stringify(rest) : "";
-      ROWS.push({ kind: "turn-end", ev, text: "Turn " + info.turn + " ended: " + (reason.kind || reason) + extra, depth: 1 });
-      depth = 0; turn = null;
-    } else if (type === "step/start") {
-      step = info.step; depth = 2;
-      const facts = STEPS[ev[SEQ]] || {};
-      const usage = facts.input_tokens !== undefined || facts.output_tokens !== undefined
-        ? "  ·  " + (facts.input_tokens || 0) + " in / " + (facts.output_tokens || 0) + " out tokens" : "";
-      const chunks = facts.chunks ? "  ·  " + facts.chunks + " chunks" : "";
-      ROWS.push({ kind: "step", ev, facts, text: "Step " + info.turn + "." + info.step + usage + chunks, depth: 1 });
-    } else if (type === "step/end") {
-      depth = turn === null ? 0 : 1;
-    } else if (ev[MSG] !== null) {
-      const message = MESSAGES[ev[MSG]];
-      const row = { kind: "message", ev, message, depth, text: blockText(message.content), replaced: replacedBy.get(ev[SEQ]) };
-      ROWS.push(row);
-      if (type === "tool/result") {
-        const call = callRows.get(message.source.call_id);
-        if (call && !call.result) { call.result = row; callRows.delete(message.source.call_id); }
-      }
-      for (const call of toolCalls(message)) {
-        const callRow = { kind: "call", ev, message, call, depth: depth + 1, text: call.name + " " + (call.arguments || "") };
-        ROWS.push(callRow);
-        callRows.set(call.id, callRow);
-      }
-    } else if (type === "request/header") {
-      const header = HEADERS[ev[HEADER]] || {};
-      const system = typeof header.system === "string" ? "system “" + oneLine(header.system, 60) + "”  ·  " : "";
-      ROWS.push({ kind: "header", ev, header, depth, text: "request header (" + info.reason + "): " + system + (header.tools || []).length + " tools" });
-    } else if (type === "agent/inbox/spliced") {
-      const ids = info.inserted_ids || [];
-      ROWS.push({ kind: "inbox", ev, depth, text: "inbox " + info.target + " " + (info.outcome || "") + ": at " + info.start + " removed " + info.removed_count + ", inserted " + ids.length + (ids.length ? " (" + ids.join(", ") + ")" : "") });
-    } else if (type === "compaction/start") {
-      const ids = info.message_ids || [];
-      ROWS.push({ kind: "compaction", ev, depth, text: "compaction starts: " + ids.length + " messages, " + info.start_id + " … " + info.end_id });
-    } else if (type === "compaction/end") {
-      ROWS.push({ kind: "compaction", ev, depth, text: "compaction ends: summary " + info.summary_id });
-    } else if (type === "tool/call") {
-      ROWS.push({ kind: "other", ev, depth, text: "tool " + info.name + " started (call " + info.call_id + ")" });
-    } else {
-      ROWS.push({ kind: "other", ev, depth, text: type + " " + oneLine(JSON.stringify(info), 140) });
-    }
+  function load(data) {
+    DATA = data;
+    EVENTS = data.events; MESSAGES = data.messages; HEADERS = data.headers; STEPS = data.steps;
+    ROWS = buildRows();
+    stepRows = ROWS.filter((row) => row.kind === "step");
+    const S = data.session;
+    factsLine.textContent = S.id + "  ·  " + S.where + "  ·  " + S.event_count + " events (" + S.chunk_count + " streamed chunks folded into their steps)  ·  created " + when(S.created_at);
   }
 
   // -- the request of a step, rebuilt from the log ---------------------------------------------
@@ -146,10 +159,8 @@
   }
 
   // -- page skeleton -----------------------------------------------------------------------------
-  const S = DATA.session;
-  const top = add(el("header", "top"),
-    el("h1", null, "dshkit session"),
-    el("div", "facts mono", S.id + "  ·  " + S.where + "  ·  " + S.event_count + " events (" + S.chunk_count + " streamed chunks folded into their steps)  ·  created " + when(S.created_at)));
+  const factsLine = el("div", "facts mono");
+  const top = add(el("header", "top"), el("h1", null, "dshkit session"), factsLine);
   const search = el("input"); search.id = "search"; search.type = "search"; search.placeholder = "Search ids, text, tools…";
   const matches = el("span"); matches.id = "matches";
   add(top, search, matches);
@@ -270,10 +281,13 @@
     }
     return row.hay;
   }
-  function applySearch() {
+  function refilter() {
     query = search.value.trim().toLowerCase();
     shown = query ? ROWS.filter((row) => haystack(row).includes(query)) : ROWS;
     matches.textContent = query ? shown.length + " of " + ROWS.length + " rows" : ROWS.length + " rows";
+  }
+  function applySearch() {
+    refilter();
     timeline.scrollTop = 0;
     reset();
   }
@@ -379,7 +393,6 @@
   }
 
   // -- token usage per step ----------------------------------------------------------------------
-  const stepRows = ROWS.filter((row) => row.kind === "step");
   function drawChart() {
     const width = canvas.clientWidth, height = canvas.clientHeight, ratio = window.devicePixelRatio || 1;
     canvas.width = width * ratio; canvas.height = height * ratio;
@@ -409,10 +422,32 @@
     canvas.title = row.text;
   });
 
+  // -- a served page follows the log as it grows ---------------------------------------------------
+  async function follow() {
+    let answer;
+    try { answer = await fetch("data?since=" + DATA.session.event_count, { cache: "no-store" }); } catch (error) { return; }
+    if (answer.status !== 200) return;
+    const data = await answer.json();
+    const atEnd = timeline.scrollTop + timeline.clientHeight >= shown.length * ROW_HEIGHT - ROW_HEIGHT;
+    const was = selected && [selected.ev[SEQ], selected.kind, selected.call ? selected.call.id : null];
+    load(data);
+    refilter();
+    reset();
+    if (atEnd) { timeline.scrollTop = shown.length * ROW_HEIGHT; paint(); }
+    drawChart();
+    const again = was && ROWS.find((row) => row.ev[SEQ] === was[0] && row.kind === was[1] && (row.call ? row.call.id : null) === was[2]);
+    if (again) { const request = detail.querySelector(".request"); if (!request) select(again); else selected = again; }
+    document.body.dataset.events = String(DATA.session.event_count);
+  }
+
+  load(JSON.parse(document.getElementById("dshkit-data").textContent));
+  shown = ROWS;
   matches.textContent = ROWS.length + " rows";
   reset();
   drawChart();
   if (ROWS.length) select(ROWS[0]);
+  document.body.dataset.events = String(DATA.session.event_count);
+  if (DATA.live) setInterval(follow, DATA.live.poll_ms);
   performance.mark("dshkit-viewer-painted");
   document.body.dataset.ready = "1";
   // For tests and tools: the rows and the request fold, read-only.
