@@ -110,7 +110,8 @@ def serve_command(path: str, session_id: str | None, host: str, port: int, out: 
     """`dshkit log serve`: print the page's address and serve until interrupted."""
     server = make_server(path, session_id, host=host, port=port, report=lambda line: print(line, file=err, flush=True))
     bound_host, bound_port = server.server_address[:2]
-    print(f"serving {path} at http://{bound_host}:{bound_port}/ (Ctrl-C stops)", file=out, flush=True)
+    shown_host = bound_host.decode() if isinstance(bound_host, bytes) else bound_host
+    print(f"serving {path} at http://{shown_host}:{bound_port}/ (Ctrl-C stops)", file=out, flush=True)
     try:
         server.serve_forever()
     finally:
