@@ -13,10 +13,11 @@ import os
 import re
 import shutil
 import subprocess
+import threading
 import time
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 VIEWER_READY = "document.body && document.body.dataset.ready === '1'"
 """True in a `dshkit log html` page once its first rows are on screen."""
@@ -34,6 +35,11 @@ def chromium_binary() -> str | None:
         if found:
             return found
     return None
+
+
+def _drain(stream: IO[bytes]) -> None:
+    for _ in stream:
+        pass
 
 
 class ProtocolError(RuntimeError):
@@ -153,9 +159,7 @@ class Browser:
             match = re.search(r"DevTools listening on ws://127\.0\.0\.1:(\d+)/", line)
             if match:
                 # Keep reading stderr so a chatty browser never blocks on a full pipe.
-                import threading
-
-                threading.Thread(target=lambda: [None for _ in process.stderr], daemon=True).start()  # type: ignore[union-attr]
+                threading.Thread(target=_drain, args=(process.stderr,), daemon=True).start()
                 return cls(process, int(match.group(1)), profile)
         process.kill()
         process.wait()
