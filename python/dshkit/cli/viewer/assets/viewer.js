@@ -272,7 +272,7 @@
   function haystack(row) {
     if (row.hay === undefined) {
       const parts = [row.text, "#" + row.ev[SEQ], row.ev[TYPE]];
-      if (row.message) parts.push(row.message.id, row.message.role, sourceLabel(row.message.source));
+      if (row.message) parts.push(row.message.id, row.message.role, sourceLabel(row.message.source), ...toolCalls(row.message).map((call) => call.id + " " + call.name));
       if (row.replaced) parts.push(replacedBadge(row));
       const replaces = replacesBadge(row);
       if (replaces) parts.push(replaces);
