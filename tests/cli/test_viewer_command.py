@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -67,6 +68,38 @@ def test_the_page_embeds_every_message_of_any_store(tmp_path: Path, capsys: pyte
     for asset in ASSETS:
         assert asset_text(asset) in text  # inlined, nothing to fetch
     assert not re.search(r"<(script|link|img)[^>]+(src|href)=", text)
+
+
+@pytest.fixture(scope="module")
+def postgres_url() -> Iterator[str]:
+    from postgres_server import ServerUnavailable, start_server
+
+    server = start_server()
+    try:
+        url = server.__enter__()
+    except ServerUnavailable as error:
+        pytest.skip(f"no PostgreSQL server: {error}")
+    try:
+        yield url
+    finally:
+        server.__exit__(None, None, None)
+
+
+def test_a_postgresql_session_is_chosen_with_session(
+    postgres_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with Session.create(postgres_url) as first, Session.create(postgres_url) as second:
+        first.append("user/message", dshkit.create_user_message("in the first session", source={"kind": "user"}))
+        second.append("user/message", dshkit.create_user_message("in the second session", source={"kind": "user"}))
+        wanted = second.id
+    code, out, err = run(capsys, postgres_url, "--session", wanted, "-o", str(tmp_path / "page.html"))
+    assert (code, err) == (0, "") and out == f"{tmp_path / 'page.html'}: 1 events\n"
+    data = embedded(tmp_path / "page.html")
+    assert data["session"]["id"] == wanted
+    assert [m["content"][0]["text"] for m in data["messages"]] == ["in the second session"]
+    monkeypatch.chdir(tmp_path)
+    code, _, _ = run(capsys, postgres_url, "--session", wanted)  # no -o: named after the session, here
+    assert code == 0 and embedded(tmp_path / f"{wanted}.html")["session"]["id"] == wanted
 
 
 def test_the_original_harness_log_opens_too(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
