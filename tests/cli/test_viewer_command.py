@@ -142,6 +142,18 @@ def test_a_missing_log_and_an_unwritable_target_are_named(tmp_path: Path, capsys
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run.jsonl"]
 
 
+def test_a_torn_last_line_is_left_out_with_a_warning(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = tmp_path / "run.jsonl"
+    small_log(log)
+    whole = log.read_text()
+    log.write_text(whole + '{"seq":8,"time":1,"type":"user/mess')  # a writer stopped mid-line
+    code, out, err = run(capsys, str(log), "-o", str(tmp_path / "page.html"))
+    assert code == 0 and out.endswith(": 8 events\n")
+    assert err.startswith("warning: ") and "line 10" in err
+    assert len(embedded(tmp_path / "page.html")["events"]) == 8
+    assert log.read_text() == whole + '{"seq":8,"time":1,"type":"user/mess'  # read-only: nothing cut
+
+
 def test_default_output_names() -> None:
     assert default_output("logs/run.jsonl", "S1") == "logs/run.html"
     assert default_output("session.jsonl.zstd", "S1") == "session.html"

@@ -108,10 +108,13 @@ def run(
             from dshkit.cli.viewer import html_command
 
             try:
-                return html_command(session, path, output, out)
+                code = html_command(session, path, output, out)
             except OSError as error:
                 print(f"dshkit log html: {error}", file=err)
                 return 1
+            for problem in problems:  # a torn last line the page leaves out, as `show` does
+                print(f"warning: {problem}", file=err)
+            return code
         if command == "messages":
             try:
                 messages = session.messages()
