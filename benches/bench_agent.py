@@ -8,7 +8,8 @@ next to nothing of the model or the tool.
 
 `session_appends_floor` appends exactly the events that turn logged (same types, same data) to
 a fresh session: what the log alone costs. The difference is the loop's overhead, recorded on
-the dshkit row as `overhead_us_per_step`.
+the dshkit row as `overhead_us_per_step`. `agent_turn_with_a_tracer` is the same turn reporting
+OpenTelemetry spans (`Agent(tracer=...)`): the cost of tracing, which the untraced row never pays.
 """
 
 from __future__ import annotations
@@ -140,6 +141,25 @@ def test_dshkit_agent_turn(benchmark: Any) -> None:
     benchmark.extra_info["events_per_turn"] = len(recorded)
     benchmark.extra_info["appends_us_per_step"] = round(appends / STEPS * 1e6, 1)
     benchmark.extra_info["overhead_us_per_step"] = round((turn - appends) / STEPS * 1e6, 1)
+
+
+@pytest.mark.benchmark(group=GROUP)
+def test_agent_turn_with_a_tracer(benchmark: Any) -> None:
+    """The same turn reporting OpenTelemetry spans to an SDK tracer (recorded, exported nowhere):
+    what tracing adds; the `dshkit` row above, without a tracer, pays none of it."""
+    sdk_trace = pytest.importorskip("opentelemetry.sdk.trace")
+    tracer = sdk_trace.TracerProvider().get_tracer("bench")
+    loop = asyncio.new_event_loop()
+
+    def setup() -> tuple[tuple[Agent, dshkit.Message], dict[str, Any]]:
+        agent = Agent(ScriptedModel(_script()), session=Session(), tools=TOOLS, system="bench", tracer=tracer)
+        return (agent, dshkit.create_user_message("run the steps", source={"kind": "user"})), {}
+
+    try:
+        benchmark.pedantic(lambda agent, prompt: loop.run_until_complete(_run_turn(agent, prompt)), setup=setup, rounds=150, warmup_rounds=10)
+    finally:
+        loop.close()
+    benchmark.extra_info["steps"] = STEPS
 
 
 @pytest.mark.benchmark(group=GROUP)

@@ -132,7 +132,10 @@ def test_the_wheel_ships_the_extension_stubs_and_marker() -> None:
         metadata = archive.read(metadata_name).decode()
     suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
     assert any(n.startswith("dshkit/_core") and n.endswith(suffix) for n in names), sorted(names)
-    for required in ("dshkit/__init__.py", "dshkit/llm.py", "dshkit/_core.pyi", "dshkit/py.typed"):
+    for required in (
+        "dshkit/__init__.py", "dshkit/llm.py", "dshkit/_core.pyi", "dshkit/py.typed",
+        "dshkit/cli/viewer/assets/viewer.js", "dshkit/cli/viewer/assets/viewer.css",
+    ):
         assert required in names, required
     assert "Name: dshkit" in metadata
     assert "Requires-Python: >=3.10" in metadata
@@ -191,6 +194,7 @@ def test_the_sdist_holds_what_a_build_needs() -> None:
         "python/dshkit/__init__.py",
         "python/dshkit/_core.pyi",
         "python/dshkit/py.typed",
+        "python/dshkit/cli/viewer/assets/viewer.js",
     ):
         assert required in names, required
 

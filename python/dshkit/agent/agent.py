@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterable, Mapping
-from typing import Any, Callable, Final, Literal
+from typing import TYPE_CHECKING, Any, Callable, Final, Literal
 
 from dshkit.agent.calls import call_sync_or_async
 from dshkit.agent.cancel import CancelToken
@@ -25,10 +25,14 @@ from dshkit.agent.inbox import NEXT_STEP, NEXT_TURN, Inbox
 from dshkit.agent.tool_calls import ToolCallRunner
 from dshkit.agent.tools import Tool
 from dshkit.agent.toolsets import Toolbox, ToolSource
+from dshkit.agent.tracing import trace_agent
 from dshkit.agent.turn import TurnRunner
 from dshkit.llm import Message, freeze
 from dshkit.models.protocol import Model
 from dshkit.session import Session
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Tracer
 
 _log = logging.getLogger("dshkit.agent")
 
@@ -49,6 +53,8 @@ class Agent:
     boundary without waking. Each takes a complete user-role `Message` and keeps its id.
     `tools` are `Tool`s and `ToolSource`s (an MCP server, say), whose lists are refreshed before
     each request.
+    `tracer` (an OpenTelemetry `Tracer`) gets spans of turns, steps, model and tool calls; by
+    default the global tracer provider's when one is installed, else none (`dshkit.agent.tracing`).
     """
 
     def __init__(
@@ -61,6 +67,7 @@ class Agent:
         hooks: Mapping[str, Hook] | None = None,
         config: Mapping[str, Any] | None = None,
         compaction: Compaction | None = None,
+        tracer: Tracer | None = None,
     ) -> None:
         if not (
             callable(getattr(model, "stream", None))
@@ -101,6 +108,7 @@ class Agent:
             compactor=self._compactor if compaction is not None else None,
             tool_refresh=toolbox.refresh if toolbox.has_sources else None,
         )
+        trace_agent(self._hub, self._session, model, tracer)  # OpenTelemetry spans, only with a tracer
 
         self._driver: asyncio.Task[None] | None = None
         # Futures of coroutines waiting for the driver or a maintenance run to end. Plain

@@ -1,4 +1,4 @@
-"""The `dshkit` command line: `demo`, `log show|verify|messages|list|convert`, `chat`, `bench`.
+"""The `dshkit` command line: `demo`, `log show|verify|messages|html|serve|list|convert`, `chat`, `bench`.
 
 The top layer: each command is a module of this package (`dshkit.cli.demo`, `.log`, `.chat`,
 `.bench`) imported only when used, so that `dshkit log verify` does not import the agent or HTTP
@@ -30,6 +30,8 @@ def build_parser() -> argparse.ArgumentParser:
         ("show", "a readable transcript"),
         ("verify", "check the log's invariants (exit 1 on any problem)"),
         ("messages", "the derived messages, one JSON object per line"),
+        ("html", "a self-contained HTML page to explore the log in a browser"),
+        ("serve", "the same page served on loopback, following the log while it grows"),
     ):
         action = log_commands.add_parser(name, help=help_text)
         action.add_argument("path", metavar="PATH", help="a .jsonl/.sqlite/.db log or a postgresql:// URL")
@@ -39,6 +41,11 @@ def build_parser() -> argparse.ArgumentParser:
         )
         if name == "verify":
             action.add_argument("--all", action="store_true", help="print every problem (default: the first 50)")
+        if name == "html":
+            action.add_argument("-o", "--output", metavar="FILE", help="where to write the page (default: the log's name with .html)")
+        if name == "serve":
+            action.add_argument("--port", type=int, default=8765, help="the port to listen on (default 8765; 0 picks a free one)")
+            action.add_argument("--host", default="127.0.0.1", help="the address to listen on (default 127.0.0.1, this machine only)")
     listing = log_commands.add_parser(
         "list", help="the sessions in a directory of logs, a PostgreSQL database or an original-harness SQLite database"
     )

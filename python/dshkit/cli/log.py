@@ -1,4 +1,4 @@
-"""`dshkit log show|verify|messages PATH [--session ID]`, `dshkit log list LOCATION` (inspect logs without changing them) and `dshkit log convert SRC DEST`."""
+"""`dshkit log show|verify|messages|html|serve PATH [--session ID]`, `dshkit log list LOCATION` (inspect logs without changing them) and `dshkit log convert SRC DEST`."""
 
 from __future__ import annotations
 
@@ -79,11 +79,12 @@ def run(
     session_id: str | None = None,
     *,
     all_problems: bool = False,
+    output: str | None = None,
 ) -> int:
     """Run one log command; returns the exit code (0 ok, 1 problem found or unreadable log).
 
     `verify` prints the first `SHOWN_PROBLEMS` problems, a count of the rest and a one-line
-    summary; `all_problems` prints every one.
+    summary; `all_problems` prints every one. `html` writes the viewer page to `output`.
     """
     if command == "list":
         return list_command(path, out, err)
@@ -109,6 +110,17 @@ def run(
             for problem in problems:
                 print(f"warning: {problem}", file=err)
             return 0
+        if command == "html":
+            from dshkit.cli.viewer import html_command
+
+            try:
+                code = html_command(session, path, output, out)
+            except OSError as error:
+                print(f"dshkit log html: {error}", file=err)
+                return 1
+            for problem in problems:  # a torn last line the page leaves out, as `show` does
+                print(f"warning: {problem}", file=err)
+            return code
         if command == "messages":
             try:
                 messages = session.messages()
@@ -172,10 +184,30 @@ def convert(src: str, dest: str, target_format: str, err: TextIO, *, session_id:
     return 0
 
 
+def serve(path: str, session_id: str | None, host: str, port: int, out: TextIO, err: TextIO) -> int:
+    """`dshkit log serve`: the viewer page, live, on loopback; a log that cannot be read fails first."""
+    from dshkit.cli.viewer.serve import serve_command
+
+    reason = _unusable(path)
+    if reason is not None:
+        print(f"dshkit log serve: {reason}", file=err)
+        return 1
+    try:
+        return serve_command(path, session_id, host, port, out, err)
+    except OSError as error:
+        print(f"dshkit log serve: {path}: {error.strerror or error}", file=err)
+        return 1
+    except (SessionError, ValueError, ImportError) as error:
+        print(f"dshkit log serve: {error}", file=err)
+        return 1
+
+
 def main(args: argparse.Namespace) -> int:
     """Entry point of `dshkit log`: `args.log_command`, `args.path`, `args.session`, `args.all` (`args.dest` for convert)."""
     if args.log_command == "convert":
         return convert(args.path, args.dest, args.format, sys.stderr, session_id=args.session_id)
+    if args.log_command == "serve":
+        return serve(args.path, args.session, args.host, args.port, sys.stdout, sys.stderr)
     return run(
         args.log_command,
         args.path,
@@ -183,4 +215,5 @@ def main(args: argparse.Namespace) -> int:
         sys.stderr,
         getattr(args, "session", None),
         all_problems=getattr(args, "all", False),
+        output=getattr(args, "output", None),
     )

@@ -1,0 +1,49 @@
+"""`dshkit log html LOG [-o FILE]`: a session log as one self-contained HTML page (see docs/viewer.md)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from typing import TextIO
+
+from dshkit.cli.viewer.page import render_page
+from dshkit.cli.viewer.page_data import page_data
+from dshkit.session.session import Session
+
+
+def session_page(session: Session, *, where: str) -> str:
+    """The viewer page of an open session."""
+    data = page_data(session.events, session_id=session.id, created_at=session.created_at, where=where)
+    return render_page(data, title=f"dshkit session {session.id}")
+
+
+def default_output(path: str, session_id: str) -> str:
+    """Where `dshkit log html` writes without `-o`: beside a log file, in the current directory for a URL."""
+    if "://" in path:
+        return f"{session_id}.html"
+    stem = path[:-len(".zstd")] if path.endswith(".zstd") else path
+    return os.path.splitext(stem)[0] + ".html"
+
+
+def write_whole(path: str, text: str) -> None:
+    """Write `text` to `path` through a temporary file in the same directory: the page appears whole or not at all."""
+    directory = os.path.dirname(os.path.abspath(path))
+    handle, temporary = tempfile.mkstemp(prefix=".dshkit-page-", suffix=".html", dir=directory)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as file:
+            file.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(temporary, 0o666 & ~umask)  # mkstemp's 0600 would hide the page from a web server
+        os.replace(temporary, path)
+    except BaseException:
+        os.unlink(temporary)
+        raise
+
+
+def html_command(session: Session, path: str, output: str | None, out: TextIO) -> int:
+    """Write the page of `session` (opened from `path`) to `output`; prints where it went."""
+    target = output or default_output(path, session.id)
+    write_whole(target, session_page(session, where=path))
+    print(f"{target}: {len(session.events)} events", file=out)
+    return 0

@@ -1,0 +1,122 @@
+"""`dshkit log serve LOG`: the viewer page over HTTP on loopback, following the log while an agent writes it.
+
+The server re-reads the log (read-only, never locking or repairing it) when the page asks for
+more: ``GET /`` is the page, ``GET /data?since=N`` the page's data when the log holds other than
+`N` events (204 when it does not). For a log file the re-read is skipped while its size and
+modification time stay the same; a database log is re-read at each ask.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import warnings
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from dshkit.cli.viewer.page import embed_json, render_page
+from dshkit.cli.viewer.page_data import page_data
+from dshkit.session.errors import SessionIntegrityWarning, SessionRecoveryWarning
+from dshkit.session.session import Session
+
+POLL_MS = 1000
+
+
+class LogSource:
+    """The page data of one log, re-read when the log changed (one reader at a time)."""
+
+    def __init__(self, path: str, session_id: str | None) -> None:
+        self.path = path
+        self.session_id = session_id
+        self._lock = threading.Lock()
+        self._stamp: Any = None
+        self._data: dict[str, Any] | None = None
+
+    def _file_stamp(self) -> Any:
+        if "://" in self.path:
+            return None  # a database: no cheap way to know, read it again
+        status = os.stat(self.path)
+        return (status.st_size, status.st_mtime_ns)
+
+    def data(self, poll_ms: int) -> dict[str, Any]:
+        """The page data of the log as it is now (raises what `Session.open` raises)."""
+        with self._lock:
+            stamp = self._file_stamp()
+            if self._data is None or stamp is None or stamp != self._stamp:
+                with warnings.catch_warnings():
+                    # A writer's half-written last line reads as a torn tail: the next ask sees it whole.
+                    warnings.simplefilter("ignore", SessionRecoveryWarning)
+                    warnings.simplefilter("ignore", SessionIntegrityWarning)
+                    with Session.open(self.path, read_only=True, session_id=self.session_id) as session:
+                        data = page_data(session.events, session_id=session.id, created_at=session.created_at, where=self.path)
+                data["live"] = {"poll_ms": poll_ms}
+                self._data, self._stamp = data, stamp
+            return self._data
+
+
+def _handler(source: LogSource, poll_ms: int, report: Callable[[str], None]) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            url = urlsplit(self.path)
+            if url.path not in ("/", "/data"):
+                self._send(404, "text/plain; charset=utf-8", b"not found: the page is at /\n")
+                return
+            try:
+                data = source.data(poll_ms)
+            except Exception as error:  # the log went bad: say so, keep serving
+                self._send(500, "text/plain; charset=utf-8", f"{error}\n".encode())
+                report(f"dshkit log serve: {error}")
+                return
+            if url.path == "/":
+                page = render_page(data, title=f"dshkit session {data['session']['id']} (live)", live=True)
+                self._send(200, "text/html; charset=utf-8", page.encode())
+                return
+            since = parse_qs(url.query).get("since", [""])[0]
+            if since == str(data["session"]["event_count"]):
+                self._send(204, "text/plain; charset=utf-8", b"")
+                return
+            self._send(200, "application/json", embed_json(data).encode())
+
+        def _send(self, status: int, kind: str, body: bytes) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Cache-Control", "no-store")
+            self.end_headers()
+            if body:
+                self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - http.server's name
+            pass  # one line per poll would drown the terminal
+
+    return Handler
+
+
+def make_server(
+    path: str, session_id: str | None, *, host: str = "127.0.0.1", port: int = 0, poll_ms: int = POLL_MS,
+    report: Callable[[str], None] = lambda line: None,
+) -> ThreadingHTTPServer:
+    """A server for the log at `path` (read once here, so a bad log fails before anything listens)."""
+    source = LogSource(path, session_id)
+    source.data(poll_ms)
+    server = ThreadingHTTPServer((host, port), _handler(source, poll_ms, report))
+    server.daemon_threads = True
+    return server
+
+
+def serve_command(path: str, session_id: str | None, host: str, port: int, out: Any, err: Any) -> int:
+    """`dshkit log serve`: print the page's address and serve until interrupted."""
+    server = make_server(path, session_id, host=host, port=port, report=lambda line: print(line, file=err, flush=True))
+    bound_host, bound_port = server.server_address[:2]
+    shown_host = bound_host.decode() if isinstance(bound_host, bytes) else bound_host
+    print(f"serving {path} at http://{shown_host}:{bound_port}/ (Ctrl-C stops)", file=out, flush=True)
+    try:
+        server.serve_forever()
+    finally:
+        server.server_close()
+    return 0
+
+
+__all__ = ["LogSource", "make_server", "serve_command"]
