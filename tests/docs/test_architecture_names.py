@@ -69,6 +69,8 @@ def _rust_names(path: Path) -> frozenset[str]:
 def _defines(path: Path, name: str) -> bool:
     if path.suffix == ".py":
         return name in _python_names(path)
+    if path.suffix == ".js":  # the viewer page's script: `function name(`
+        return re.search(rf"\bfunction {re.escape(name)}\(", path.read_text(encoding="utf-8")) is not None
     last = re.split(r"\.|::", name)[-1]  # `record_scan::sort`, `Message.with_content`, `_core.encode_ulid`
     return last in _rust_names(path)
 

@@ -8,7 +8,7 @@ token usage, finish reasons, tool name and call id) and carry dshkit's message i
 Nothing here runs unless a tracer is configured: `tracer_for` returns None when neither a tracer
 was passed nor a tracer provider was installed (``opentelemetry`` is not even imported then), and
 the agent then subscribes nothing. With a tracer, `AgentTracing` is one more subscriber of the
-agent's live events (`EventHub`); it reads usage and finish reasons from the logged events.
+agent's live events (`NotificationHub`); it reads usage and finish reasons from the logged events.
 The spans are started with explicit parents and never made current, so nothing depends on which
 task runs when. Installing ``dshkit[otel]`` brings ``opentelemetry-api``; choosing an exporter
 (and the SDK) is the application's business.
@@ -20,7 +20,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from dshkit.agent.events import AgentEvent
+from dshkit.agent.notifications import AgentEvent
 from dshkit.session.session import Session
 
 if TYPE_CHECKING:
@@ -59,7 +59,7 @@ def _error(span: Span, kind: str, description: str = "") -> None:
 
 
 class AgentTracing:
-    """Turns one agent's live events into spans (subscribe it to the agent's `EventHub`)."""
+    """Turns one agent's live events into spans (subscribe it to the agent's `NotificationHub`)."""
 
     def __init__(self, tracer: Tracer, session: Session, provider: str, model: str) -> None:
         self._tracer = tracer

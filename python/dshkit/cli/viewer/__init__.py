@@ -9,6 +9,7 @@ from typing import TextIO
 from dshkit.cli.viewer.page import render_page
 from dshkit.cli.viewer.page_data import page_data
 from dshkit.session.session import Session
+from dshkit.session.stores import is_url, log_stem
 
 
 def session_page(session: Session, *, where: str) -> str:
@@ -19,10 +20,9 @@ def session_page(session: Session, *, where: str) -> str:
 
 def default_output(path: str, session_id: str) -> str:
     """Where `dshkit log html` writes without `-o`: beside a log file, in the current directory for a URL."""
-    if "://" in path:
+    if is_url(path):
         return f"{session_id}.html"
-    stem = path[:-len(".zstd")] if path.endswith(".zstd") else path
-    return os.path.splitext(stem)[0] + ".html"
+    return log_stem(path) + ".html"
 
 
 def write_whole(path: str, text: str) -> None:

@@ -20,6 +20,7 @@ from dshkit.cli.viewer.page import embed_json, render_page
 from dshkit.cli.viewer.page_data import page_data
 from dshkit.session.errors import SessionIntegrityWarning, SessionRecoveryWarning
 from dshkit.session.session import Session
+from dshkit.session.stores import is_url
 
 POLL_MS = 1000
 
@@ -35,7 +36,7 @@ class LogSource:
         self._data: dict[str, Any] | None = None
 
     def _file_stamp(self) -> Any:
-        if "://" in self.path:
+        if is_url(self.path):
             return None  # a database: no cheap way to know, read it again
         status = os.stat(self.path)
         return (status.st_size, status.st_mtime_ns)

@@ -134,6 +134,20 @@ def known_suffixes() -> tuple[str, ...]:
     return (*_BY_SUFFIX, ".zstd")
 
 
+def is_url(location: str | os.PathLike[str]) -> bool:
+    """Whether `location` names a server (``scheme://...``) rather than a local file."""
+    return _url_scheme(os.fspath(location)) is not None
+
+
+def log_stem(path: str | os.PathLike[str]) -> str:
+    """`path` without its log suffix (``.jsonl``, ``.jsonl.zstd``, ``.sqlite``, ``.db``), to name a file beside it."""
+    text = os.fspath(path)
+    for suffix in (".zstd", *_BY_SUFFIX):
+        if text.lower().endswith(suffix):
+            text = text[: -len(suffix)]
+    return text
+
+
 def sibling_location(store: SessionStore, session_id: str, *, same_kind: bool = True) -> str | Path | None:
     """Where a new dshkit log named `session_id` goes beside `store`'s log: the same folder and kind
     of file (JSON Lines when `same_kind` is false or the file is no dshkit kind), the same
@@ -165,7 +179,9 @@ __all__ = [
     "check_durability",
     "choose_store",
     "in_folder",
+    "is_url",
     "known_suffixes",
+    "log_stem",
     "open_store",
     "resolve_store",
     "sibling_location",
