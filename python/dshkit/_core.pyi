@@ -139,7 +139,7 @@ def vouch_new_append(
     event_type: object, data: object, surface_op: object, source_seqs: object, seq: int, /
 ) -> tuple[Any, Message, Any] | None:
     """`(frozen data, message, tag)` if a message event about to be appended as event `seq` passes
-    every append rule that does not depend on the log (`rust/message_vouch.rs`; the tag as in
+    every append rule that does not depend on the log (`rust/log/message_vouch.rs`; the tag as in
     `decode_records`' runs), else `None`: the full checks decide."""
 
 def fold_vouched_appends(
@@ -156,11 +156,11 @@ def fold_vouched_appends(
     /,
 ) -> int:
     """Check and fold the vouched appends `seqs[start:]` into a surface's state (`Surface.fold_appends`,
-    `rust/surface_fold.rs`): the index of the first append breaking a stateful rule, nothing of it
+    `rust/log/surface_fold.rs`): the index of the first append breaking a stateful rule, nothing of it
     folded, or `len(seqs)`. Raises `TypeError` for arguments of the wrong shape."""
 
 def vouch_plain_append(event_type: object, data: object, /) -> FrozenDict[Any] | None:
-    """`data` deep-frozen if `event_type` is a plain type of the agent loop (`rust/plain_vouch.rs`),
+    """`data` deep-frozen if `event_type` is a plain type of the agent loop (`rust/log/plain_vouch.rs`),
     `data` a `dict` (or a `FrozenDict`, given back as is) and the frozen data passes the type's rule
     of `PLAIN_DATA_CHECKS`, else `None`: the Python rule decides. Raises what `freeze(data)` raises
     for data that cannot be frozen."""

@@ -1,4 +1,4 @@
-"""The message appends `decode_records` vouches for natively (`rust/message_vouch.rs`) and the one
+"""The message appends `decode_records` vouches for natively (`rust/log/message_vouch.rs`) and the one
 loop that checks and folds them (`Surface.fold_appends`) are held to the Python rules: nothing
 the full path refuses is vouched for, and a log opens to the same surface and the same errors."""
 

@@ -1,4 +1,4 @@
-"""The native fold of a run of vouched appends (`fold_vouched_appends`, `rust/surface_fold.rs`,
+"""The native fold of a run of vouched appends (`fold_vouched_appends`, `rust/log/surface_fold.rs`,
 behind `Surface.fold_appends`) is held to the Python loop it replaced, written out below as
 `reference_fold`: the same surface state, the same index returned, and at a rule break nothing
 of that append folded."""

@@ -141,10 +141,10 @@ class Surface:
     ) -> int:
         """Admit and fold a run of stored appends the native pass vouched for, from `seqs[start]` on.
 
-        `decode_records` (`rust/message_vouch.rs`) proved each passes every append rule that does
+        `decode_records` (`rust/log/message_vouch.rs`) proved each passes every append rule that does
         not depend on the log before it; what is left of `_check_append` (the id not yet logged,
         the pending tool calls) is checked here, then `fold`'s append, one append after the other,
-        in one native loop (`fold_vouched_appends`, `rust/surface_fold.rs`) on this surface's own
+        in one native loop (`fold_vouched_appends`, `rust/log/surface_fold.rs`) on this surface's own
         dicts and lists. `messages[seq]` is event `seq`'s `Message` (a list indexed by seq or a
         dict keyed by seq); `tags[i]` is what it does to the surface: `None` a node, a tuple of
         call ids a node with calls, a str a node answering that call, `False` no node.

@@ -17,12 +17,12 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 
-use crate::creation::{message_from_fields, FIELDS};
-use crate::freeze::freeze_at;
-use crate::json_parse::{integer_value, run, Parsed, Parser, Span, Value};
-use crate::json_scan::digit_run_len;
-use crate::message::Message;
-use crate::message_vouch::envelope_field_passes;
+use crate::json::read::parse::{integer_value, run, Parsed, Parser, Span, Value};
+use crate::json::scan::digit_run_len;
+use crate::log::message_vouch::envelope_field_passes;
+use crate::message::creation::{message_from_fields, FIELDS};
+use crate::value::freeze::freeze_at;
+use crate::value::message::Message;
 
 /// The record's keys an event reads, in the order of the slots of `Parser::message_record`.
 const ENVELOPE: [&str; 6] = ["seq", "time", "type", "data", "surface_op", "source_event_seqs"];

@@ -1,4 +1,4 @@
-//! The validating scan behind `decode_records` (`rust/records.rs`): does a record's text parse,
+//! The validating scan behind `decode_records` (`log/records.rs`): does a record's text parse,
 //! and does a plain event (a known type without a message) pass the append rules of its type?
 //!
 //! It answers only when sure: `Sorted::Plain` means the frozen-value parser accepts the text and
@@ -14,9 +14,9 @@
 //! scan, which collected members and looked keys up (`record_scan_reference.rs`, kept for the
 //! tests that compare the two).
 
-use crate::json_scan::{digit_run_len, find_byte};
-use crate::plain_rules::{plain_rule_holds, PlainData, PlainField, PLAIN_TYPES};
-use crate::record_scanner::{Kind, Scan, Scanner, MAX_SCAN_DEPTH};
+use crate::json::scan::{digit_run_len, find_byte};
+use crate::log::plain_rules::{plain_rule_holds, PlainData, PlainField, PLAIN_TYPES};
+use crate::log::record_scanner::{Kind, Scan, Scanner, MAX_SCAN_DEPTH};
 
 /// The top object, `data` and `data.reason` with more members than this take the full path.
 const MAX_MEMBERS: usize = 32;

@@ -11,9 +11,9 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
 
-use crate::freeze::freeze_at;
-use crate::frozendict::FrozenDict;
-use crate::plain_rules::{plain_rule_holds, PlainData, PlainField, PLAIN_TYPES};
+use crate::log::plain_rules::{plain_rule_holds, PlainData, PlainField, PLAIN_TYPES};
+use crate::value::freeze::freeze_at;
+use crate::value::frozendict::FrozenDict;
 
 /// A new event's frozen data, as the plain rules read it (exact types only: anything else is
 /// the Python check's call).

@@ -3,7 +3,7 @@
 //! pieces, at every position, and on random edits.
 
 use super::*;
-use crate::record_scan_reference;
+use crate::log::record_scan_reference;
 
 fn written_message_type(text: &[u8], seq: usize) -> Option<(usize, usize)> {
     message_type(text, &written(text)?, seq)

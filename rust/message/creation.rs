@@ -8,12 +8,13 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyAny, PyBool, PyDict, PyString, PyTuple};
 
-use crate::content::{check_role, freeze_content, freeze_source, minted_id, validate_blocks, validate_source, Content};
-use crate::freeze::{freeze_at, freeze_below};
-use crate::frozendict::FrozenDict;
-use crate::json_fields::{parse_fields, Fields, TopLevel};
-use crate::message::Message;
-use crate::walk::{is_mapping, type_name, untrack};
+use crate::json::read::fields::{parse_fields, Fields, TopLevel};
+use crate::message::content::{check_role, freeze_content, freeze_source, minted_id, validate_blocks, validate_source};
+use crate::value::freeze::{freeze_at, freeze_below};
+use crate::value::frozendict::FrozenDict;
+use crate::value::message::Content;
+use crate::value::message::Message;
+use crate::value::walk::{is_mapping, type_name, untrack};
 
 /// The keys of a message's JSON object, in the order of `Fields::values` for `message_from_fields`.
 pub(crate) const FIELDS: [&str; 4] = ["id", "role", "content", "source"];

@@ -1,21 +1,20 @@
-//! JSON for frozen trees: a native writer (`to_json`, also used by `Message.to_json`), the
-//! Python entry of the parser (`from_json`, see `json_parse.rs`), and `json_default` for
-//! `json`/`orjson`.
+//! JSON for frozen trees: a native writer (`to_json`, also used by `Message.to_json`) and
+//! `json_default` for `json`/`orjson`. The parser is `json/read/`.
 //!
 //! The writer emits compact JSON (no spaces), keeps non-ASCII text as UTF-8, and formats floats
 //! with the shortest representation that round-trips exactly.
 
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::PyTypeError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyAny, PyBytes, PyDict, PyList, PyString, PyTuple};
 
-use crate::errors::PathError;
-use crate::frozendict::FrozenDict;
-use crate::json_leaves::{write_f64, write_i64, write_member_key, write_str_ptr, WROTE_NON_ASCII};
-use crate::json_parse::{new_ascii_str, new_str, parse};
-use crate::message::Message;
-use crate::walk::{check_float, check_int, is_mapping, key_error, key_text, mapping_pairs, not_json, on_enough_stack, small_int_value, Walk};
+use crate::json::text::{new_ascii_str, new_str};
+use crate::json::write::leaves::{write_f64, write_i64, write_member_key, write_str_ptr, WROTE_NON_ASCII};
+use crate::value::errors::PathError;
+use crate::value::frozendict::FrozenDict;
+use crate::value::message::Message;
+use crate::value::walk::{check_float, check_int, is_mapping, key_error, key_text, mapping_pairs, not_json, on_enough_stack, small_int_value, Walk};
 
 // ---------------------------------------------------------------------------------------------
 // Writer
@@ -358,39 +357,9 @@ pub(crate) fn json_default<'py>(value: &Bound<'py, PyAny>) -> PyResult<Bound<'py
     )))
 }
 
-/// The UTF-8 text of JSON given as `str` or `bytes` (bytes are validated once, up front).
-pub(crate) fn json_text<'a>(text: &'a Bound<'_, PyAny>) -> PyResult<&'a str> {
-    if let Ok(s) = text.cast::<PyString>() {
-        let mut size: ffi::Py_ssize_t = 0;
-        let data = unsafe { ffi::PyUnicode_AsUTF8AndSize(s.as_ptr(), &mut size) };
-        if data.is_null() {
-            return Err(PyErr::fetch(text.py()));
-        }
-        // SAFETY: CPython's UTF-8 form of a str is valid UTF-8.
-        return Ok(unsafe { std::str::from_utf8_unchecked(std::slice::from_raw_parts(data as *const u8, size as usize)) });
-    }
-    if let Ok(b) = text.cast::<PyBytes>() {
-        return std::str::from_utf8(b.as_bytes()).map_err(|err| {
-            PyValueError::new_err(format!("invalid JSON: not UTF-8 at byte {}", err.valid_up_to()))
-        });
-    }
-    Err(PyTypeError::new_err(format!(
-        "JSON text must be str or bytes, not {}",
-        text.get_type().name()?
-    )))
-}
-
-/// Parse JSON text straight into a frozen tree (`FrozenDict`, tuples, leaves).
-#[pyfunction]
-#[pyo3(signature = (text, /))]
-pub(crate) fn from_json<'py>(text: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-    parse(text.py(), json_text(text)?)
-}
-
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(to_json, m)?)?;
     m.add_function(wrap_pyfunction!(to_json_bytes, m)?)?;
-    m.add_function(wrap_pyfunction!(from_json, m)?)?;
     m.add_function(wrap_pyfunction!(json_default, m)?)?;
     Ok(())
 }

@@ -10,7 +10,7 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
 
-use crate::walk::type_name;
+use crate::value::walk::type_name;
 
 /// The Castagnoli polynomial, bit-reflected.
 const POLYNOMIAL: u32 = 0x82F6_3B78;

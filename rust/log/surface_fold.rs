@@ -16,7 +16,7 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyList, PyString, PyTuple};
 
-use crate::message::Message;
+use crate::value::message::Message;
 
 /// `seqs` or `tags`: a list or a tuple, read by index.
 enum Items<'py> {

@@ -1,7 +1,6 @@
-//! `Message`: the identified, immutable message value: its fields, JSON form, equality, hashing
-//! and pickling. The ways to get one are in `creation.rs`; the content rules in `content.rs`.
-
-use std::sync::OnceLock;
+//! `Message`'s Python methods: its fields, JSON form, equality, hashing and pickling. The type
+//! itself is `value/message.rs`; the ways to get one are in `creation.rs`; the content rules in
+//! `content.rs`.
 
 use pyo3::exceptions::PyTypeError;
 use pyo3::intern;
@@ -9,69 +8,14 @@ use pyo3::prelude::*;
 use pyo3::pyclass::CompareOp;
 use pyo3::types::{PyAny, PyBool, PyDict, PyString, PyTuple};
 
-use crate::content::{freeze_content, Content};
-use crate::creation::{freeze_message_function, import_json};
-use crate::errors::PathError;
-use crate::frozendict::FrozenDict;
-use crate::json::{json_bytes, json_str, json_text, with_buffer, write_frozen_dict, write_frozen_tuple, write_value};
-use crate::json_leaves::write_str_ptr;
-use crate::walk::{untrack, Walk};
-
-#[pyclass(frozen, freelist = 1024, module = "dshkit._core", name = "Message")]
-pub(crate) struct Message {
-    id: Py<PyString>,
-    role: Py<PyString>,
-    content: Py<PyTuple>,
-    source: Py<FrozenDict>,
-    hash: OnceLock<isize>,
-    /// Nesting depth of the message's JSON object (see `FrozenDict::depth`).
-    depth: u16,
-}
-
-// ---------------------------------------------------------------------------------------------
-// Construction
+use crate::json::text::json_text;
+use crate::json::write::tree::{json_bytes, json_str, with_buffer};
+use crate::message::content::freeze_content;
+use crate::message::creation::{freeze_message_function, import_json};
+use crate::value::frozendict::FrozenDict;
+use crate::value::message::Message;
 
 impl Message {
-    pub(crate) fn build<'py>(
-        py: Python<'py>,
-        id: Bound<'py, PyString>,
-        role: Bound<'py, PyString>,
-        content: Content<'py>,
-        source: Bound<'py, FrozenDict>,
-    ) -> PyResult<Bound<'py, Message>> {
-        let depth = 1 + content.depth.max(source.get().depth());
-        let message = Bound::new(
-            py,
-            Message {
-                id: id.unbind(),
-                role: role.unbind(),
-                content: content.blocks.unbind(),
-                source: source.unbind(),
-                hash: OnceLock::new(),
-                depth: depth as u16,
-            },
-        )?;
-        untrack(message.as_any());
-        Ok(message)
-    }
-
-    pub(crate) fn depth(&self) -> usize {
-        self.depth as usize
-    }
-
-    /// The id (for the native fold of vouched appends, `surface_fold.rs`).
-    pub(crate) fn id_ref<'a, 'py>(&'a self, py: Python<'py>) -> &'a Bound<'py, PyString> {
-        self.id.bind(py)
-    }
-
-    /// The role, content blocks and source (for the native append checks, `message_vouch.rs`).
-    pub(crate) fn parts<'a, 'py>(
-        &'a self,
-        py: Python<'py>,
-    ) -> (&'a Bound<'py, PyString>, &'a Bound<'py, PyTuple>, &'a Bound<'py, FrozenDict>) {
-        (self.role.bind(py), self.content.bind(py), self.source.bind(py))
-    }
-
     /// The content blocks whose `type` is `kind`, in order.
     fn blocks_of_type<'py>(&self, py: Python<'py>, kind: &Bound<'py, PyString>) -> Vec<Bound<'py, PyAny>> {
         self.content
@@ -86,54 +30,8 @@ impl Message {
             })
             .collect()
     }
-
-    /// The four fields in a `dict` of frozen values (shallow).
-    pub(crate) fn as_dict<'py>(&self, py: Python<'py>) -> Bound<'py, PyDict> {
-        let dict = PyDict::new(py);
-        let _ = dict.set_item(intern!(py, "id"), self.id.bind(py));
-        let _ = dict.set_item(intern!(py, "role"), self.role.bind(py));
-        let _ = dict.set_item(intern!(py, "content"), self.content.bind(py));
-        let _ = dict.set_item(intern!(py, "source"), self.source.bind(py));
-        dict
-    }
-
-    /// The message's JSON object through the general writer (when its depth does not fit where
-    /// it sits, so that the error names the deepest place, as for any tree).
-    pub(crate) fn write_json(&self, out: &mut Vec<u8>, py: Python<'_>, walk: &mut Walk) -> Result<(), PathError> {
-        out.extend_from_slice(b"{\"id\":");
-        write_value(out, self.id.bind(py).as_any(), walk).map_err(|e| e.at_key("id"))?;
-        out.extend_from_slice(b",\"role\":");
-        write_value(out, self.role.bind(py).as_any(), walk).map_err(|e| e.at_key("role"))?;
-        out.extend_from_slice(b",\"content\":");
-        write_value(out, self.content.bind(py).as_any(), walk).map_err(|e| e.at_key("content"))?;
-        out.extend_from_slice(b",\"source\":");
-        write_value(out, self.source.bind(py).as_any(), walk).map_err(|e| e.at_key("source"))?;
-        out.push(b'}');
-        Ok(())
-    }
-
-    /// The message's JSON object, `level` containers below the root of the text being written;
-    /// the caller checked that the message's depth fits there. Its parts are frozen by
-    /// construction, so they go through the writer's frozen fast path.
-    pub(crate) fn write_frozen_json(&self, out: &mut Vec<u8>, py: Python<'_>, level: usize) -> Result<(), PathError> {
-        unsafe {
-            out.extend_from_slice(b"{\"id\":");
-            write_str_ptr(out, self.id.as_ptr()).map_err(|e| e.at_key("id"))?;
-            out.extend_from_slice(b",\"role\":");
-            write_str_ptr(out, self.role.as_ptr()).map_err(|e| e.at_key("role"))?;
-            out.extend_from_slice(b",\"content\":");
-            write_frozen_tuple(out, py, self.content.as_ptr(), level + 1).map_err(|e| e.at_key("content"))?;
-            out.extend_from_slice(b",\"source\":");
-            write_frozen_dict(out, py, self.source.as_ptr(), level + 1).map_err(|e| e.at_key("source"))?;
-        }
-        out.push(b'}');
-        Ok(())
-    }
-
-    fn write_root(&self, out: &mut Vec<u8>, py: Python<'_>) -> PyResult<()> {
-        self.write_frozen_json(out, py, 0).map_err(|e| e.into_pyerr("message"))
-    }
 }
+
 
 #[pymethods]
 impl Message {
@@ -198,7 +96,7 @@ impl Message {
 
     /// A plain, mutable, detached dict of the four fields.
     fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        crate::freeze::thaw(self.as_dict(py).as_any())
+        crate::value::freeze::thaw(self.as_dict(py).as_any())
     }
 
     /// Compact JSON text with the four fields.

@@ -4,8 +4,8 @@
 //! changed since, in both: a written seq sends a message record to the parser only when it is an
 //! integer as the scan reads one (`message_type`).
 
-use crate::json_scan::plain_run_len;
-use crate::record_scan::Sorted;
+use crate::json::scan::plain_run_len;
+use crate::log::record_scan::Sorted;
 
 /// Deeper records take the full path (the parser's own limit is higher).
 const MAX_SCAN_DEPTH: usize = 64;

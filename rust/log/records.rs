@@ -24,12 +24,12 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 
-use crate::checksum::crc32c_of_parts;
-use crate::event_columns::{KIND_DATA, KIND_MESSAGE, KIND_USER};
-use crate::json_scan::find_byte;
-use crate::message_record::read_message_record;
-use crate::message_vouch::{vouch_message_append, Append};
-use crate::record_scan::{sort, Sorted};
+use crate::json::scan::find_byte;
+use crate::log::checksum::crc32c_of_parts;
+use crate::log::event_columns::{KIND_DATA, KIND_MESSAGE, KIND_USER};
+use crate::log::message_record::read_message_record;
+use crate::log::message_vouch::{vouch_message_append, Append};
+use crate::log::record_scan::{sort, Sorted};
 
 /// `,"crc":"` + 8 hex digits + `"}`.
 const SUFFIX_LENGTH: usize = 18;

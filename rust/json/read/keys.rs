@@ -8,7 +8,7 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyString;
 
-use crate::json_scan::{read_tail, read_word};
+use crate::json::scan::{read_tail, read_word};
 
 /// Hashes that are already well mixed (Python's keyed `str` hash) are used as they are.
 #[derive(Default)]
@@ -177,7 +177,7 @@ impl KeySlots {
     #[inline(never)]
     fn fill<'py>(&mut self, py: Python<'py>, slot: usize, key: &str, words: KeyWords) -> Bound<'py, PyString> {
         // SAFETY: `new_str` makes a `str`.
-        let string = unsafe { crate::json_parse::new_str(py, key).cast_into_unchecked::<PyString>() };
+        let string = unsafe { crate::json::text::new_str(py, key).cast_into_unchecked::<PyString>() };
         let entry = CachedKey { words, text: key.into(), string: string.clone().into_ptr() };
         if let Some(previous) = self.0[slot].replace(entry) {
             unsafe { ffi::Py_DECREF(previous.string) };

@@ -3,11 +3,11 @@
 //! refuse or read differently (a control character in a string, a surrogate escape, a number with
 //! a leading zero or an exponent, more than 18 digits, nesting past `MAX_SCAN_DEPTH`).
 //!
-//! Strings are scanned a 16-byte block at a time (`json_scan.rs`), stopping at `"`, `\\`, a
+//! Strings are scanned a 16-byte block at a time (`json/scan.rs`), stopping at `"`, `\\`, a
 //! control character, and (until the first one) a byte that is not ASCII: the scanner then notes
 //! that the whole text must be checked as UTF-8 (any such byte outside a string fails the scan).
 
-use crate::json_scan::{first_stop, load, load_tail, non_ascii, stops, Block, Mask, BLOCK};
+use crate::json::scan::{first_stop, load, load_tail, non_ascii, stops, Block, Mask, BLOCK};
 
 /// Deeper records take the full path (the parser's own limit is higher).
 pub(crate) const MAX_SCAN_DEPTH: usize = 64;
@@ -214,7 +214,7 @@ impl Scanner<'_> {
         }
     }
 
-    /// The bytes of `block` a string stops at (`json_scan::stops`, and until one is seen, bytes
+    /// The bytes of `block` a string stops at (`json::scan::stops`, and until one is seen, bytes
     /// that are not ASCII).
     #[inline(always)]
     fn stops_in(&self, block: Block) -> Mask {

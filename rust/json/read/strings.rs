@@ -1,8 +1,8 @@
 //! Decoding the text of a JSON string that holds escapes, for the parser: plain runs are copied
-//! a block at a time with `json_scan` (a store per block, no copy call per run), escapes are
+//! a block at a time with `json::scan` (a store per block, no copy call per run), escapes are
 //! decoded in place.
 
-use crate::json_scan::{first_stop, load, stops, store, BLOCK};
+use crate::json::scan::{first_stop, load, stops, store, BLOCK};
 
 /// What was wrong in a string, and the byte offset where it was found.
 pub(crate) type StringError = (&'static str, usize);
@@ -42,7 +42,7 @@ fn copy_plain_run(bytes: &[u8], mut at: usize, out: &mut Vec<u8>) -> usize {
             return at;
         }
     }
-    let end = at + crate::json_scan::plain_run_len(&bytes[at..]);
+    let end = at + crate::json::scan::plain_run_len(&bytes[at..]);
     out.extend_from_slice(&bytes[at..end]);
     end
 }

@@ -11,11 +11,12 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyAny, PyString};
 
-use crate::frozendict::EntriesBuilder;
-use crate::json_scan::plain_run_len;
-use crate::json_strings::decode_escaped;
-use crate::json_keys::{KeySlots, SeenKeys, KEY_CACHE, KEY_CACHE_MAX_LEN, SHORT_VALUE_MAX_LEN};
-use crate::walk::{on_enough_stack, untrack, MAX_DEPTH};
+use crate::json::read::keys::{KeySlots, SeenKeys, KEY_CACHE, KEY_CACHE_MAX_LEN, SHORT_VALUE_MAX_LEN};
+use crate::json::read::strings::decode_escaped;
+use crate::json::scan::plain_run_len;
+use crate::json::text::new_str;
+use crate::value::frozendict::EntriesBuilder;
+use crate::value::walk::{on_enough_stack, untrack, MAX_DEPTH};
 
 /// Room reserved up front for the decoded text of strings with escapes, at most.
 const SCRATCH_RESERVE_MAX: usize = 64 * 1024;
@@ -381,35 +382,6 @@ pub(crate) fn integer_value(digits: &[u8], negative: bool) -> Option<i64> {
     } else {
         magnitude.checked_neg()
     }
-}
-
-/// A `str` of `text`. ASCII text (most of JSON) is copied into a new ASCII str as it is,
-/// which `PyUnicode_FromStringAndSize` would first decode.
-#[inline]
-pub(crate) fn new_str<'py>(py: Python<'py>, text: &str) -> Bound<'py, PyAny> {
-    if text.is_ascii() {
-        // SAFETY: checked just above.
-        return unsafe { new_ascii_str(py, text) };
-    }
-    PyString::new(py, text).into_any()
-}
-
-/// `new_str` for text the caller knows to be ASCII.
-///
-/// # Safety
-/// `text` must be ASCII.
-#[inline]
-pub(crate) unsafe fn new_ascii_str<'py>(py: Python<'py>, text: &str) -> Bound<'py, PyAny> {
-    #[cfg(not(any(PyPy, GraalPy)))]
-    {
-        let string = ffi::PyUnicode_New(text.len() as ffi::Py_ssize_t, 127);
-        if !string.is_null() {
-            std::ptr::copy_nonoverlapping(text.as_ptr(), ffi::PyUnicode_DATA(string) as *mut u8, text.len());
-            return Bound::from_owned_ptr(py, string);
-        }
-        ffi::PyErr_Clear();
-    }
-    PyString::new(py, text).into_any()
 }
 
 /// The Python hash of a `str`: the one it keeps, when it has been computed (a cached key).

@@ -7,7 +7,7 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyAny, PyInt, PyString, PyType};
 
-use crate::errors::PathError;
+use crate::value::errors::PathError;
 
 /// Containers may nest this deep (the root container is level 1).
 pub(crate) const MAX_DEPTH: usize = 256;

@@ -12,10 +12,10 @@ use pyo3::prelude::*;
 use pyo3::types::{PyAny, PyDict, PyList, PyString, PyTuple};
 use pyo3::Borrowed;
 
-use crate::errors::PathError;
-use crate::frozendict::{EntriesBuilder, FrozenDict};
-use crate::message::Message;
-use crate::walk::{check_float, check_int, is_mapping, key_error, key_text, mapping_pairs, not_json, untrack, Walk};
+use crate::value::errors::PathError;
+use crate::value::frozendict::{EntriesBuilder, FrozenDict};
+use crate::value::message::Message;
+use crate::value::walk::{check_float, check_int, is_mapping, key_error, key_text, mapping_pairs, not_json, untrack, Walk};
 
 /// A frozen value and its nesting depth (0 for a leaf, 1 for a container of leaves, ...).
 pub(crate) struct Frozen<'py> {

@@ -18,8 +18,8 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyAny, PyDict, PyFrozenSet, PyMapping, PyString, PyTuple, PyType};
 use pyo3::Borrowed;
 
-use crate::freeze::freeze_at;
-use crate::walk::{is_mapping, untrack, STACK_GROWTH, STACK_RED_ZONE};
+use crate::value::freeze::freeze_at;
+use crate::value::walk::{is_mapping, untrack, STACK_GROWTH, STACK_RED_ZONE};
 
 /// Entries held without another allocation.
 const INLINE: usize = 8;
@@ -235,7 +235,7 @@ impl FrozenDict {
     pub(crate) fn get_str<'py>(&self, py: Python<'py>, key: &str) -> Option<Bound<'py, PyAny>> {
         self.entries.as_slice().iter().find_map(|&(k, value)| {
             // None: a lone surrogate, not one of our keys.
-            let text = unsafe { crate::json_leaves::str_utf8(k) }?;
+            let text = unsafe { crate::value::strs::str_utf8(k) }?;
             (text == key.as_bytes()).then(|| unsafe { Bound::from_borrowed_ptr(py, value) })
         })
     }

@@ -1,4 +1,4 @@
-//! Which stored message events `decode_records` (`rust/records.rs`) vouches for: an `"append"`
+//! Which stored message events `decode_records` (`log/records.rs`) vouches for: an `"append"`
 //! whose event passes every append rule that does not depend on the log before it.
 //!
 //! Those are `dshkit.session.events.prepare_data` (the role the event type needs, the source
@@ -18,9 +18,9 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyString, PyTuple};
 
-use crate::freeze::freeze_at;
-use crate::frozendict::FrozenDict;
-use crate::message::Message;
+use crate::value::freeze::freeze_at;
+use crate::value::frozendict::FrozenDict;
+use crate::value::message::Message;
 
 /// An assistant message naming more tool calls than this takes the full path (keeps the
 /// repeated-id check a short scan).

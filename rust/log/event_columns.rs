@@ -21,12 +21,12 @@ use pyo3::exceptions::{PyIndexError, PyKeyError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 
-use crate::errors::PathError;
-use crate::frozendict::FrozenDict;
-use crate::json::{with_buffer, write_value};
-use crate::json_leaves::write_member_key;
-use crate::message::Message;
-use crate::walk::Walk;
+use crate::json::write::leaves::write_member_key;
+use crate::json::write::tree::{with_buffer, write_value};
+use crate::value::errors::PathError;
+use crate::value::frozendict::FrozenDict;
+use crate::value::message::Message;
+use crate::value::walk::Walk;
 
 /// Kind bytes of `EventLog`'s compact form (`event_log.py` names them too): an event's data, a
 /// user/message at the end of the surface citing nothing, a message event's `[data with null for

@@ -18,7 +18,7 @@ use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyInt, PyString};
 
-use crate::walk::type_name;
+use crate::value::walk::type_name;
 
 const CROCKFORD: &[u8; 32] = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ";
 const RANDOM_BITS: u32 = 80;

@@ -8,11 +8,12 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyAny, PyBool, PyDict, PyList, PyString, PyTuple};
 
-use crate::errors::PathError;
-use crate::freeze::freeze_below;
-use crate::frozendict::FrozenDict;
-use crate::ids;
-use crate::walk::{is_mapping, type_name, untrack};
+use crate::value::errors::PathError;
+use crate::value::freeze::freeze_below;
+use crate::value::frozendict::FrozenDict;
+use crate::value::ids;
+use crate::value::message::Content;
+use crate::value::walk::{is_mapping, type_name, untrack};
 
 const PLUGIN_FORMS: [&str; 6] = ["instructions", "catalog", "snapshot", "notice", "relay", "recall"];
 
@@ -103,17 +104,11 @@ pub(crate) fn validate_blocks(blocks: &Bound<'_, PyTuple>) -> Result<(), PathErr
 
 pub(crate) fn text_block<'py>(py: Python<'py>, text: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
     // A str subclass keeps its characters only (its __str__ may say something else).
-    let text = crate::freeze::freeze_at(text, "content")?;
+    let text = crate::value::freeze::freeze_at(text, "content")?;
     let dict = PyDict::new(py);
     dict.set_item(intern!(py, "type"), intern!(py, "text"))?;
     dict.set_item(intern!(py, "text"), text)?;
     Ok(FrozenDict::wrap(py, dict, 1).into_any())
-}
-
-/// Frozen content blocks and the nesting depth of their tuple.
-pub(crate) struct Content<'py> {
-    pub(crate) blocks: Bound<'py, PyTuple>,
-    pub(crate) depth: usize,
 }
 
 /// Content given as a `str` (one text block) or a sequence of block mappings, frozen

@@ -1,12 +1,12 @@
 //! Reading a JSON object whose keys are known (a message, a log record) without building it:
-//! the values of the keys asked for go to their slots, parsed by `json_parse`'s parser exactly
+//! the values of the keys asked for go to their slots, parsed by `parse`'s parser exactly
 //! as `parse` would parse them (same values, same errors, same depth limit), and the object
 //! itself never becomes a `FrozenDict`.
 
 use pyo3::prelude::*;
 use pyo3::types::{PyAny, PyString};
 
-use crate::json_parse::{run, Parsed, Parser, Value};
+use crate::json::read::parse::{run, Parsed, Parser, Value};
 
 /// The members of an object read by `object_fields`.
 pub(crate) struct Fields<'py, const N: usize> {

@@ -1,10 +1,11 @@
 //! The leaves of the JSON writer: strings (read from Python `str`s, escaped a block at a time
-//! with `json_scan`) and floats (shortest round-trip text).
+//! with `json::scan`) and floats (shortest round-trip text).
 
 use pyo3::ffi;
 
-use crate::errors::PathError;
-use crate::json_scan::{first_stop, load, load_padded, stops, store, Block, BLOCK};
+use crate::json::scan::{first_stop, load, load_padded, stops, store, Block, BLOCK};
+use crate::value::errors::PathError;
+use crate::value::strs::{compact_ascii, utf8_of_str};
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
@@ -192,21 +193,14 @@ thread_local! {
 
 /// The UTF-8 text of a `str` (or subclass) given by pointer, or `None` when it has none (a lone
 /// surrogate). An ASCII str is read from the object itself, where CPython keeps its text.
+/// Notes in `WROTE_NON_ASCII` that the text being written may not be ASCII.
 #[inline(always)]
 pub(crate) unsafe fn str_utf8<'a>(text: *mut ffi::PyObject) -> Option<&'a [u8]> {
-    #[cfg(not(any(Py_3_14, PyPy, GraalPy)))]
-    if ffi::PyUnicode_IS_COMPACT_ASCII(text) != 0 {
-        let data = (text as *mut ffi::PyASCIIObject).offset(1) as *const u8;
-        return Some(std::slice::from_raw_parts(data, ffi::PyUnicode_GET_LENGTH(text) as usize));
+    if let Some(ascii) = compact_ascii(text) {
+        return Some(ascii);
     }
     WROTE_NON_ASCII.set(true);
-    let mut size: ffi::Py_ssize_t = 0;
-    let data = ffi::PyUnicode_AsUTF8AndSize(text, &mut size);
-    if data.is_null() {
-        ffi::PyErr_Clear();
-        return None;
-    }
-    Some(std::slice::from_raw_parts(data as *const u8, size as usize))
+    utf8_of_str(text)
 }
 
 /// Write a `str` (or subclass) given by pointer.
