@@ -217,3 +217,26 @@ def test_rust_folders_use_only_the_folders_before_them(path: Path) -> None:
         other = JSON_SIDES[1 - JSON_SIDES.index(parts[1])]
         crossing = sorted(f"crate::json::{other}" for used in crate_paths(path) if used == ("json", other))
         assert not crossing, f"rust/{'/'.join(parts)} uses the other side of JSON: {crossing}"
+
+
+def exported_by(folder: str) -> set[str]:
+    """The `_core` names the Rust files of `folder` register (functions and classes)."""
+    names: set[str] = set()
+    for path in sorted((RUST / folder).rglob("*.rs")):
+        code = rust_code(path)
+        names.update(re.findall(r"wrap_pyfunction!\((\w+)", code))
+        names.update(re.findall(r"add_class::<(\w+)>", code))
+    return names
+
+
+def test_rust_log_serves_only_the_session_layer() -> None:
+    # The layer picture of docs/architecture.md: rust/log/ is the session log's accelerator.
+    log_names = exported_by("log")
+    assert {"split_records", "decode_records", "fold_vouched_appends"} <= log_names
+    pattern = re.compile(r"\b(" + "|".join(sorted(log_names)) + r")\b")
+    outside = sorted(
+        f"{name}: {sorted(set(pattern.findall(path.read_text(encoding='utf-8'))))}"
+        for name, path in MODULES.items()
+        if layer_of(name) == "llm" and pattern.search(path.read_text(encoding="utf-8"))
+    )
+    assert not outside, f"modules below dshkit.session use rust/log/'s exports: {outside}"
