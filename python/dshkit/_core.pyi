@@ -160,10 +160,17 @@ def fold_vouched_appends(
     folded, or `len(seqs)`. Raises `TypeError` for arguments of the wrong shape."""
 
 def vouch_plain_append(event_type: object, data: object, /) -> FrozenDict[Any] | None:
-    """`data` deep-frozen if `event_type` is a plain type of the agent loop (`rust/log/plain_vouch.rs`),
-    `data` a `dict` (or a `FrozenDict`, given back as is) and the frozen data passes the type's rule
-    of `PLAIN_DATA_CHECKS`, else `None`: the Python rule decides. Raises what `freeze(data)` raises
-    for data that cannot be frozen."""
+    """`data` deep-frozen if `event_type` is a plain type of the rules given to `set_plain_rules`
+    (`rust/log/plain_vouch.rs`), `data` a `dict` (or a `FrozenDict`, given back as is) and the frozen
+    data passes the type's rule, else `None`: the Python rule decides. Raises what `freeze(data)`
+    raises for data that cannot be frozen."""
+
+def set_plain_rules(rules: dict[str, tuple[tuple[str, ...], tuple[str, ...], bool]], /) -> None:
+    """Give the native passes (`vouch_plain_append`, the record scan of `decode_records`) the plain
+    types' rules, `{type: (int fields, str fields, reason_with_kind)}`, once per process
+    (`rust/log/plain_rules.rs`; `dshkit.session.events` gives `PLAIN_EVENT_RULES`). Raises
+    `TypeError`/`ValueError` for a malformed table, a field the native passes do not read, or a
+    second, different table."""
 
 def freeze(value: object, /) -> _JSONValue:
     """Deep-freeze and detach a JSON-like tree."""

@@ -25,6 +25,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     records::register(m)?;
     event_columns::register(m)?;
     message_vouch::register(m)?;
+    plain_rules::register(m)?;
     plain_vouch::register(m)?;
     surface_fold::register(m)
 }

@@ -1,8 +1,8 @@
 //! `vouch_plain_append`: the data of a new plain event (one that carries no message) frozen and
 //! proven to pass its type's field rule in one call, for `Session.append`'s plain path.
 //!
-//! The rules are `dshkit.session.events.PLAIN_DATA_CHECKS`; the table that proves them
-//! natively is `plain_rules.rs`, shared with the stored-record scan (`record_scan.rs`). Like that
+//! The rules are `dshkit.session.events.PLAIN_EVENT_RULES`, which the native passes read through
+//! `plain_rules.rs`, as the stored-record scan (`record_scan.rs`) does. Like that
 //! scan it answers only when sure: `None` means "take the Python path", whose check decides the
 //! event and names the rule it breaks. Only the freeze itself may raise here, with the very error
 //! `freeze(data)` raises on the Python path.
@@ -11,7 +11,7 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
 
-use crate::log::plain_rules::{plain_rule_holds, PlainData, PlainField, PLAIN_TYPES};
+use crate::log::plain_rules::{plain_rule, PlainData, PlainField};
 use crate::value::freeze::freeze_at;
 use crate::value::frozendict::FrozenDict;
 
@@ -21,14 +21,7 @@ struct Frozen<'a, 'py>(Python<'py>, &'a FrozenDict);
 
 impl Frozen<'_, '_> {
     fn field(&self, field: PlainField) -> Option<Bound<'_, PyAny>> {
-        let key = match field {
-            PlainField::Turn => "turn",
-            PlainField::Step => "step",
-            PlainField::CallId => "call_id",
-            PlainField::Name => "name",
-            PlainField::Arguments => "arguments",
-        };
-        self.1.get_str(self.0, key)
+        self.1.get_str(self.0, field.key())
     }
 }
 
@@ -65,20 +58,19 @@ pub(crate) fn vouch_plain_append<'py>(
     if !already_frozen && !data.is_exact_instance_of::<PyDict>() {
         return Ok(None);
     }
-    let Some(event_type) = event_type
+    let Some(rule) = event_type
         .cast::<PyString>()
         .ok()
         .filter(|t| t.is_exact_instance_of::<PyString>())
         .and_then(|t| t.to_str().ok())
-        .map(str::as_bytes)
-        .filter(|t| PLAIN_TYPES.contains(t))
+        .and_then(|t| plain_rule(t.as_bytes()))
     else {
         return Ok(None);
     };
     let frozen = if already_frozen { data.clone() } else { freeze_at(data, "value")? }; // the root `freeze(data)` names in its errors
     let vouched = frozen
         .cast_exact::<FrozenDict>()
-        .is_ok_and(|dict| plain_rule_holds(event_type, &Frozen(py, dict.get())) == Some(true));
+        .is_ok_and(|dict| rule.holds(&Frozen(py, dict.get())));
     Ok(vouched.then_some(frozen))
 }
 

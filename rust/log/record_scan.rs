@@ -15,7 +15,7 @@
 //! tests that compare the two).
 
 use crate::json::scan::{digit_run_len, find_byte};
-use crate::log::plain_rules::{plain_rule_holds, PlainData, PlainField, PLAIN_TYPES};
+use crate::log::plain_rules::{plain_rule, PlainData, PlainField};
 use crate::log::record_scanner::{Kind, Scan, Scanner, MAX_SCAN_DEPTH};
 
 /// The top object, `data` and `data.reason` with more members than this take the full path.
@@ -286,7 +286,7 @@ impl Data {
 /// Whether the data of a plain event of type `event_type` passes the append rules of its type
 /// (`plain_rules.rs`); `Err` for a type this scan does not vouch for.
 fn plain_data_passes(event_type: &[u8], data: &Data) -> Scan<bool> {
-    plain_rule_holds(event_type, data).ok_or(())
+    Ok(plain_rule(event_type).ok_or(())?.holds(data))
 }
 
 /// What a record written the way dshkit writes it (`{"seq":N,"time":T,"type":"`) holds: `N` and
@@ -345,7 +345,8 @@ fn written_plain(text: &[u8], written: &Written, seq: usize) -> Option<Sorted> {
     let (start, end) = written.event_type;
     let event_type = &text[start..end];
     // `N` and `T` are followed by `,` (`written`): integers there as they are in the text alone.
-    if !PLAIN_TYPES.contains(&event_type) || written.seq_value? != seq as i64 || !text[end..].starts_with(DATA_KEY) {
+    let rule = plain_rule(event_type)?;
+    if written.seq_value? != seq as i64 || !text[end..].starts_with(DATA_KEY) {
         return None;
     }
     let time = written.time_value?;
@@ -363,7 +364,7 @@ fn written_plain(text: &[u8], written: &Written, seq: usize) -> Option<Sorted> {
     if scanner.pos != text.len() || scanner.non_ascii && std::str::from_utf8(text).is_err() {
         return None;
     }
-    plain_data_passes(event_type, &facts).ok()?.then_some(Sorted::Plain((start, end), time, data_span))
+    rule.holds(&facts).then_some(Sorted::Plain((start, end), time, data_span))
 }
 
 /// What follows the type of a record written the way dshkit writes it.

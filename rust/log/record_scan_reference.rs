@@ -5,6 +5,7 @@
 //! integer as the scan reads one (`message_type`).
 
 use crate::json::scan::plain_run_len;
+use crate::log::plain_rules::{plain_rule, PlainData, PlainField};
 use crate::log::record_scan::Sorted;
 
 /// Deeper records take the full path (the parser's own limit is higher).
@@ -337,21 +338,28 @@ fn has_str(text: &[u8], members: &[Member], key: &[u8]) -> Scan<bool> {
 /// Whether the data of a plain event of type `event_type` passes the append rules of its type
 /// (`dshkit.session.events.check_plain_data`); `Err` for a type this scan does not vouch for.
 fn plain_data_passes(event_type: &[u8], text: &[u8], data: &[Member]) -> Scan<bool> {
-    let turn = || has_int(text, data, b"turn");
-    let step = || Ok::<_, ()>(turn()? && has_int(text, data, b"step")?);
-    match event_type {
-        b"turn/start" => turn(),
-        b"step/start" | b"step/end" | b"assistant/chunk" => step(),
-        b"tool/call" => Ok(step()?
-            && has_str(text, data, b"call_id")?
-            && has_str(text, data, b"name")?
-            && has_str(text, data, b"arguments")?),
-        b"turn/end" => {
-            let Some(Kind::Object(start, end)) = lookup(text, data, b"reason")? else { return Ok(false) };
-            Ok(turn()? && has_str(text, &members_of(text, start, end)?, b"kind")?)
-        }
-        b"compaction/start" | b"compaction/summary" | b"compaction/prune" | b"compaction/end" => Ok(true),
-        _ => Err(()),
+    Ok(plain_rule(event_type).ok_or(())?.holds(&Members { text, members: data }))
+}
+
+/// The members of a plain event's data, looked up as a rule asks (a repeated key, or a scan that
+/// fails, is a field not proven: the record takes the full path either way).
+struct Members<'a> {
+    text: &'a [u8],
+    members: &'a [Member],
+}
+
+impl PlainData for Members<'_> {
+    fn int(&self, field: PlainField) -> bool {
+        has_int(self.text, self.members, field.key().as_bytes()).unwrap_or(false)
+    }
+
+    fn text(&self, field: PlainField) -> bool {
+        has_str(self.text, self.members, field.key().as_bytes()).unwrap_or(false)
+    }
+
+    fn reason_with_kind(&self) -> bool {
+        let Ok(Some(Kind::Object(start, end))) = lookup(self.text, self.members, b"reason") else { return false };
+        members_of(self.text, start, end).is_ok_and(|reason| has_str(self.text, &reason, b"kind").unwrap_or(false))
     }
 }
 

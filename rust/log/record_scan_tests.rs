@@ -3,7 +3,19 @@
 //! pieces, at every position, and on random edits.
 
 use super::*;
+use crate::log::plain_rules::set_test_rules;
 use crate::log::record_scan_reference;
+
+// The scans read the plain rules `events.py` gives in the library: these tests give the same.
+fn sort(text: &[u8], seq: usize) -> Sorted {
+    set_test_rules();
+    super::sort(text, seq)
+}
+
+fn written_plain(text: &[u8], written: &Written, seq: usize) -> Option<Sorted> {
+    set_test_rules();
+    super::written_plain(text, written, seq)
+}
 
 fn written_message_type(text: &[u8], seq: usize) -> Option<(usize, usize)> {
     message_type(text, &written(text)?, seq)
