@@ -1,11 +1,11 @@
-//! The fold of a run of natively vouched message appends into a surface's Python state, for
-//! `Surface.fold_appends` (`python/dshkit/session/surface.py`), which holds the rule and
-//! delegates here.
+//! A surface's state (`SurfaceState`), which `Surface` (`python/dshkit/session/surface.py`)
+//! holds, and the fold of a run of natively vouched message appends into it, for
+//! `Surface.fold_appends`, which holds the rule and delegates here.
 //!
 //! `decode_records` (`records.rs`) and `vouch_new_append` (`message_vouch.rs`) proved every
 //! append rule that does not depend on the log; what is left is stateful: the message id not
 //! logged before, and tool calls answered before the conversation moves on. Each append of the
-//! run is checked against those and folded in turn, on the very dicts and lists `Surface` holds,
+//! run is checked against those and folded in turn, on the state's own dicts and lists,
 //! reusing the objects given (the seq ints, the call id strings, the `Message`s): per append only
 //! the position int and, for a call, its pair are new. At the first append breaking a rule
 //! nothing of that append has been touched; its index is returned for the caller to take it the
@@ -84,14 +84,6 @@ impl<'py> BySeq<'py> {
     }
 }
 
-fn dict<'a, 'py>(name: &str, value: &'a Bound<'py, PyAny>) -> PyResult<&'a Bound<'py, PyDict>> {
-    value.cast::<PyDict>().map_err(|_| PyTypeError::new_err(format!("{name} must be a dict, not {}", type_name(value))))
-}
-
-fn list<'a, 'py>(name: &str, value: &'a Bound<'py, PyAny>) -> PyResult<&'a Bound<'py, PyList>> {
-    value.cast::<PyList>().map_err(|_| PyTypeError::new_err(format!("{name} must be a list, not {}", type_name(value))))
-}
-
 fn type_name(value: &Bound<'_, PyAny>) -> String {
     value.get_type().name().map(|name| name.to_string()).unwrap_or_else(|_| "?".to_owned())
 }
@@ -139,76 +131,155 @@ fn read_seq<'py>(seqs: &Items<'py>, index: usize) -> PyResult<(Bound<'py, PyAny>
     Ok((value, seq))
 }
 
-/// Check and fold `seqs[start:]` (see `Surface.fold_appends`); the index of the first append that
-/// breaks a rule, `len(seqs)` if none.
-#[pyfunction]
-#[pyo3(signature = (seen, nodes, node_seqs, positions, pending, pairs, seqs, tags, messages, start, /))]
-#[allow(clippy::too_many_arguments)]
-fn fold_vouched_appends<'py>(
-    seen: &Bound<'py, PyAny>,
-    nodes: &Bound<'py, PyAny>,
-    node_seqs: &Bound<'py, PyAny>,
-    positions: &Bound<'py, PyAny>,
-    pending: &Bound<'py, PyAny>,
-    pairs: &Bound<'py, PyAny>,
-    seqs: &Bound<'py, PyAny>,
-    tags: &Bound<'py, PyAny>,
-    messages: &Bound<'py, PyAny>,
-    start: &Bound<'py, PyAny>,
-) -> PyResult<usize> {
-    let py = seen.py();
-    let (seen, positions, pending) = (dict("seen", seen)?, dict("positions", positions)?, dict("pending", pending)?);
-    let (nodes, node_seqs, pairs) = (list("nodes", nodes)?, list("node_seqs", node_seqs)?, list("pairs", pairs)?);
-    let seqs = Items::new("seqs", seqs)?;
-    let tags = Items::new("tags", tags)?;
-    let messages = BySeq::new(messages)?;
-    let start: usize = start
-        .extract()
-        .map_err(|_| PyTypeError::new_err(format!("start must be an int >= 0, not {}", start.repr().map(|r| r.to_string()).unwrap_or_default())))?;
-    let count = seqs.len();
-    if tags.len() != count {
-        return Err(PyValueError::new_err(format!("seqs and tags differ in length ({count} and {})", tags.len())));
-    }
-    let none = py.None().into_bound(py);
-    for index in start..count {
-        let (seq_value, seq) = read_seq(&seqs, index)?;
-        let tag = Tag::read(tags.get(index)?, index)?;
-        let message = messages.message(&seq_value, seq)?;
-        let message_id = message.get().id_ref(py);
-        if seen.contains(message_id)? {
-            return Ok(index);
+/// The state a surface folds into, owned here and held by `Surface` (`surface.py`): every message
+/// id ever logged (`seen`: id -> seq of its first event), the nodes and the seqs of the events
+/// that put them there, each node's position by id, and the pairing of tool calls with their
+/// results (`pairs`: `[call position, result position or None, call id]`; `pending`: call id ->
+/// index into `pairs`, for calls without a result). The pairing is rebuilt lazily after a
+/// replace: `paired` says whether it is current. `Surface` reads and edits these containers in
+/// Python; the native fold of vouched appends edits them through `fold_appends`.
+#[pyclass(module = "dshkit._core", name = "SurfaceState")]
+pub(crate) struct SurfaceState {
+    seen: Py<PyDict>,
+    nodes: Py<PyList>,
+    node_seqs: Py<PyList>,
+    positions: Py<PyDict>,
+    pending: Py<PyDict>,
+    pairs: Py<PyList>,
+    #[pyo3(get, set)]
+    paired: bool,
+}
+
+#[pymethods]
+impl SurfaceState {
+    /// An empty surface's state (its pairing current: there is nothing to pair).
+    #[new]
+    fn new(py: Python<'_>) -> Self {
+        SurfaceState {
+            seen: PyDict::new(py).unbind(),
+            nodes: PyList::empty(py).unbind(),
+            node_seqs: PyList::empty(py).unbind(),
+            positions: PyDict::new(py).unbind(),
+            pending: PyDict::new(py).unbind(),
+            pairs: PyList::empty(py).unbind(),
+            paired: true,
         }
-        let position = nodes.len().into_pyobject(py)?;
-        match tag {
-            Tag::Answer(call_id) => {
-                let Some(pair_index) = pending.get_item(&call_id)? else { return Ok(index) };
-                let pair = pairs.get_item(pair_index.extract::<usize>()?)?;
-                let pair = pair.cast::<PyList>().map_err(|_| PyTypeError::new_err(format!("pairs[{pair_index}] must be a list")))?;
-                pair.set_item(1, &position)?;
-                pending.del_item(&call_id)?;
+    }
+
+    /// Every message id ever logged -> the seq of its first event.
+    #[getter]
+    fn seen<'py>(&self, py: Python<'py>) -> Bound<'py, PyDict> {
+        self.seen.bind(py).clone()
+    }
+
+    /// The nodes on the surface, in order (a replace sets a new list: histories share the old one).
+    #[getter]
+    fn nodes<'py>(&self, py: Python<'py>) -> Bound<'py, PyList> {
+        self.nodes.bind(py).clone()
+    }
+
+    #[setter]
+    fn set_nodes(&mut self, nodes: Bound<'_, PyList>) {
+        self.nodes = nodes.unbind();
+    }
+
+    /// The seq of the event that put each node on the surface.
+    #[getter]
+    fn node_seqs<'py>(&self, py: Python<'py>) -> Bound<'py, PyList> {
+        self.node_seqs.bind(py).clone()
+    }
+
+    /// Message id -> position, for the nodes on the surface.
+    #[getter]
+    fn positions<'py>(&self, py: Python<'py>) -> Bound<'py, PyDict> {
+        self.positions.bind(py).clone()
+    }
+
+    #[setter]
+    fn set_positions(&mut self, positions: Bound<'_, PyDict>) {
+        self.positions = positions.unbind();
+    }
+
+    /// Call id -> index into `pairs`, for the calls without a result.
+    #[getter]
+    fn pending<'py>(&self, py: Python<'py>) -> Bound<'py, PyDict> {
+        self.pending.bind(py).clone()
+    }
+
+    /// `[call position, result position or None, call id]` per tool call on the surface.
+    #[getter]
+    fn pairs<'py>(&self, py: Python<'py>) -> Bound<'py, PyList> {
+        self.pairs.bind(py).clone()
+    }
+
+    /// Check and fold the vouched appends `seqs[start:]` (see `Surface.fold_appends`); the index of
+    /// the first append that breaks a rule, nothing of it folded, or `len(seqs)` if none. The
+    /// pairing must be current (`paired`).
+    #[pyo3(signature = (seqs, tags, messages, start, /))]
+    fn fold_appends<'py>(
+        &mut self,
+        seqs: &Bound<'py, PyAny>,
+        tags: &Bound<'py, PyAny>,
+        messages: &Bound<'py, PyAny>,
+        start: &Bound<'py, PyAny>,
+    ) -> PyResult<usize> {
+        if !self.paired {
+            return Err(PyValueError::new_err("the pairing of tool calls is not current: rebuild it before folding appends"));
+        }
+        let py = seqs.py();
+        let seqs = Items::new("seqs", seqs)?;
+        let tags = Items::new("tags", tags)?;
+        let messages = BySeq::new(messages)?;
+        let start: usize = start
+            .extract()
+            .map_err(|_| PyTypeError::new_err(format!("start must be an int >= 0, not {}", start.repr().map(|r| r.to_string()).unwrap_or_default())))?;
+        let count = seqs.len();
+        if tags.len() != count {
+            return Err(PyValueError::new_err(format!("seqs and tags differ in length ({count} and {})", tags.len())));
+        }
+        let (seen, nodes, node_seqs) = (self.seen.bind(py), self.nodes.bind(py), self.node_seqs.bind(py));
+        let (positions, pending, pairs) = (self.positions.bind(py), self.pending.bind(py), self.pairs.bind(py));
+        let none = py.None().into_bound(py);
+        for index in start..count {
+            let (seq_value, seq) = read_seq(&seqs, index)?;
+            let tag = Tag::read(tags.get(index)?, index)?;
+            let message = messages.message(&seq_value, seq)?;
+            let message_id = message.get().id_ref(py);
+            if seen.contains(message_id)? {
+                return Ok(index);
             }
-            _ if !pending.is_empty() => return Ok(index),
-            Tag::Invisible => {
-                seen.set_item(message_id, &seq_value)?;
-                continue;
-            }
-            Tag::Calls(call_ids) => {
-                for call_id in call_ids.iter() {
-                    pending.set_item(&call_id, pairs.len())?;
-                    pairs.append(PyList::new(py, [position.as_any(), &none, &call_id])?)?;
+            let position = nodes.len().into_pyobject(py)?;
+            match tag {
+                Tag::Answer(call_id) => {
+                    let Some(pair_index) = pending.get_item(&call_id)? else { return Ok(index) };
+                    let pair = pairs.get_item(pair_index.extract::<usize>()?)?;
+                    let pair = pair.cast::<PyList>().map_err(|_| PyTypeError::new_err(format!("pairs[{pair_index}] must be a list")))?;
+                    pair.set_item(1, &position)?;
+                    pending.del_item(&call_id)?;
                 }
+                _ if !pending.is_empty() => return Ok(index),
+                Tag::Invisible => {
+                    seen.set_item(message_id, &seq_value)?;
+                    continue;
+                }
+                Tag::Calls(call_ids) => {
+                    for call_id in call_ids.iter() {
+                        pending.set_item(&call_id, pairs.len())?;
+                        pairs.append(PyList::new(py, [position.as_any(), &none, &call_id])?)?;
+                    }
+                }
+                Tag::Node => {}
             }
-            Tag::Node => {}
+            seen.set_item(message_id, &seq_value)?;
+            positions.set_item(message_id, &position)?;
+            nodes.append(&message)?;
+            node_seqs.append(&seq_value)?;
         }
-        seen.set_item(message_id, &seq_value)?;
-        positions.set_item(message_id, &position)?;
-        nodes.append(&message)?;
-        node_seqs.append(&seq_value)?;
+        Ok(count)
     }
-    Ok(count)
 }
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_function(wrap_pyfunction!(fold_vouched_appends, m)?)?;
+    m.add_class::<SurfaceState>()?;
     Ok(())
 }

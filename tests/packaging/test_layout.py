@@ -232,7 +232,7 @@ def exported_by(folder: str) -> set[str]:
 def test_rust_log_serves_only_the_session_layer() -> None:
     # The layer picture of docs/architecture.md: rust/log/ is the session log's accelerator.
     log_names = exported_by("log")
-    assert {"split_records", "decode_records", "fold_vouched_appends"} <= log_names
+    assert {"split_records", "decode_records", "SurfaceState"} <= log_names
     pattern = re.compile(r"\b(" + "|".join(sorted(log_names)) + r")\b")
     outside = sorted(
         f"{name}: {sorted(set(pattern.findall(path.read_text(encoding='utf-8'))))}"
