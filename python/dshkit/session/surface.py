@@ -78,6 +78,7 @@ class Surface:
         # The one owner of what the fold builds (nodes, their seqs and positions, the ids seen, the
         # pairing of tool calls): a native object this class and the native fold both edit.
         self._state = SurfaceState()
+        self._state.paired = False  # the pairing is built when first asked for: most folds never need it
         self._blocked: tuple[int, str] | None = None  # first unknown, non-ignorable event
         self._cache: History | None = None
 
