@@ -150,11 +150,13 @@ class SurfaceState:
 
     paired: bool
     nodes: list[Message]
-    positions: dict[str, int]
     def __init__(self) -> None: ...
     @property
     def seen(self) -> dict[str, int]:
         """Every message id ever logged -> the seq of its first event."""
+    @property
+    def positions(self) -> dict[str, int]:
+        """Message id -> position, for the nodes on the surface."""
     @property
     def node_seqs(self) -> list[int]:
         """The seq of the event that put each node on the surface."""

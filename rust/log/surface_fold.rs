@@ -11,6 +11,9 @@
 //! nothing of that append has been touched; its index is returned for the caller to take it the
 //! full way, which names the rule.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+
 use pyo3::exceptions::{PyIndexError, PyKeyError, PyTypeError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -138,16 +141,35 @@ fn read_seq<'py>(seqs: &Items<'py>, index: usize) -> PyResult<(Bound<'py, PyAny>
 /// index into `pairs`, for calls without a result). The pairing is rebuilt lazily after a
 /// replace: `paired` says whether it is current. `Surface` reads and edits these containers in
 /// Python; the native fold of vouched appends edits them through `fold_appends`.
-#[pyclass(module = "dshkit._core", name = "SurfaceState")]
+// Frozen: the containers are read as struct members, as fast as a Python class's slots (the
+// append path reads them on every append); the two things that change are behind a lock and an
+// atomic.
+#[pyclass(frozen, module = "dshkit._core", name = "SurfaceState")]
 pub(crate) struct SurfaceState {
+    /// Every message id ever logged -> the seq of its first event.
+    #[pyo3(get)]
     seen: Py<PyDict>,
-    nodes: Py<PyList>,
+    /// The nodes on the surface, in order (a replace sets a new list: histories share the old one).
+    nodes: Mutex<Py<PyList>>,
+    /// The seq of the event that put each node on the surface.
+    #[pyo3(get)]
     node_seqs: Py<PyList>,
+    /// Message id -> position, for the nodes on the surface.
+    #[pyo3(get)]
     positions: Py<PyDict>,
+    /// Call id -> index into `pairs`, for the calls without a result.
+    #[pyo3(get)]
     pending: Py<PyDict>,
+    /// `[call position, result position or None, call id]` per tool call on the surface.
+    #[pyo3(get)]
     pairs: Py<PyList>,
-    #[pyo3(get, set)]
-    paired: bool,
+    paired: AtomicBool,
+}
+
+impl SurfaceState {
+    fn nodes_list<'py>(&self, py: Python<'py>) -> Bound<'py, PyList> {
+        self.nodes.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).bind(py).clone()
+    }
 }
 
 #[pymethods]
@@ -157,59 +179,35 @@ impl SurfaceState {
     fn new(py: Python<'_>) -> Self {
         SurfaceState {
             seen: PyDict::new(py).unbind(),
-            nodes: PyList::empty(py).unbind(),
+            nodes: Mutex::new(PyList::empty(py).unbind()),
             node_seqs: PyList::empty(py).unbind(),
             positions: PyDict::new(py).unbind(),
             pending: PyDict::new(py).unbind(),
             pairs: PyList::empty(py).unbind(),
-            paired: true,
+            paired: AtomicBool::new(true),
         }
-    }
-
-    /// Every message id ever logged -> the seq of its first event.
-    #[getter]
-    fn seen<'py>(&self, py: Python<'py>) -> Bound<'py, PyDict> {
-        self.seen.bind(py).clone()
     }
 
     /// The nodes on the surface, in order (a replace sets a new list: histories share the old one).
     #[getter]
     fn nodes<'py>(&self, py: Python<'py>) -> Bound<'py, PyList> {
-        self.nodes.bind(py).clone()
+        self.nodes_list(py)
     }
 
     #[setter]
-    fn set_nodes(&mut self, nodes: Bound<'_, PyList>) {
-        self.nodes = nodes.unbind();
+    fn set_nodes(&self, nodes: Bound<'_, PyList>) {
+        *self.nodes.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = nodes.unbind();
     }
 
-    /// The seq of the event that put each node on the surface.
+    /// Whether `pending` and `pairs` are current (a replace makes them stale until rebuilt).
     #[getter]
-    fn node_seqs<'py>(&self, py: Python<'py>) -> Bound<'py, PyList> {
-        self.node_seqs.bind(py).clone()
-    }
-
-    /// Message id -> position, for the nodes on the surface.
-    #[getter]
-    fn positions<'py>(&self, py: Python<'py>) -> Bound<'py, PyDict> {
-        self.positions.bind(py).clone()
+    fn paired(&self) -> bool {
+        self.paired.load(Ordering::Relaxed)
     }
 
     #[setter]
-    fn set_positions(&mut self, positions: Bound<'_, PyDict>) {
-        self.positions = positions.unbind();
-    }
-
-    /// Call id -> index into `pairs`, for the calls without a result.
-    #[getter]
-    fn pending<'py>(&self, py: Python<'py>) -> Bound<'py, PyDict> {
-        self.pending.bind(py).clone()
-    }
-
-    /// `[call position, result position or None, call id]` per tool call on the surface.
-    #[getter]
-    fn pairs<'py>(&self, py: Python<'py>) -> Bound<'py, PyList> {
-        self.pairs.bind(py).clone()
+    fn set_paired(&self, paired: bool) {
+        self.paired.store(paired, Ordering::Relaxed);
     }
 
     /// Check and fold the vouched appends `seqs[start:]` (see `Surface.fold_appends`); the index of
@@ -217,13 +215,13 @@ impl SurfaceState {
     /// pairing must be current (`paired`).
     #[pyo3(signature = (seqs, tags, messages, start, /))]
     fn fold_appends<'py>(
-        &mut self,
+        &self,
         seqs: &Bound<'py, PyAny>,
         tags: &Bound<'py, PyAny>,
         messages: &Bound<'py, PyAny>,
         start: &Bound<'py, PyAny>,
     ) -> PyResult<usize> {
-        if !self.paired {
+        if !self.paired() {
             return Err(PyValueError::new_err("the pairing of tool calls is not current: rebuild it before folding appends"));
         }
         let py = seqs.py();
@@ -237,7 +235,7 @@ impl SurfaceState {
         if tags.len() != count {
             return Err(PyValueError::new_err(format!("seqs and tags differ in length ({count} and {})", tags.len())));
         }
-        let (seen, nodes, node_seqs) = (self.seen.bind(py), self.nodes.bind(py), self.node_seqs.bind(py));
+        let (seen, nodes, node_seqs) = (self.seen.bind(py), &self.nodes_list(py), self.node_seqs.bind(py));
         let (positions, pending, pairs) = (self.positions.bind(py), self.pending.bind(py), self.pairs.bind(py));
         let none = py.None().into_bound(py);
         for index in start..count {

@@ -175,7 +175,9 @@ class Surface:
         else:
             nodes[start:end] = [message] if visible else []
             state.node_seqs[start:end] = [seq] if visible else []
-            state.positions = {node.id: position for position, node in enumerate(nodes)}
+            positions = state.positions
+            positions.clear()
+            positions.update({node.id: position for position, node in enumerate(nodes)})
         self._cache = None
         state.paired = False
 
