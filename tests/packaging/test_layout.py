@@ -240,3 +240,14 @@ def test_rust_log_serves_only_the_session_layer() -> None:
         if layer_of(name) == "llm" and pattern.search(path.read_text(encoding="utf-8"))
     )
     assert not outside, f"modules below dshkit.session use rust/log/'s exports: {outside}"
+
+
+def test_rust_items_are_crate_private() -> None:
+    # The Python module is the only interface: nothing is `pub` to other crates.
+    public = [
+        f"{path.relative_to(RUST).as_posix()}:{number}"
+        for path in rust_sources()
+        for number, line in enumerate(rust_code(path).splitlines(), 1)
+        if re.match(r"\s*pub\s+(unsafe\s+)?(fn|struct|enum|const|static|mod|use|trait|type)\b", line)
+    ]
+    assert not public, f"items `pub` beyond the crate (make them `pub(crate)`): {public}"
