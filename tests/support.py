@@ -85,7 +85,7 @@ def fnv1a_colliding_keys(rounds: int) -> list[str]:
 
 
 def key_cache_slot(text: bytes) -> int:
-    """The slot of the parser's key cache that `text` goes to (`json_keys.rs`, `KeyWords`): its
+    """The slot of the parser's key cache that `text` goes to (`rust/json/read/keys.rs`, `KeyWords`): its
     length and its first and last 8 bytes as little-endian words (under 8 bytes, padded with
     spaces), mixed by one multiplication, top 9 bits."""
     words = [0, 0]

@@ -139,31 +139,58 @@ def vouch_new_append(
     event_type: object, data: object, surface_op: object, source_seqs: object, seq: int, /
 ) -> tuple[Any, Message, Any] | None:
     """`(frozen data, message, tag)` if a message event about to be appended as event `seq` passes
-    every append rule that does not depend on the log (`rust/message_vouch.rs`; the tag as in
+    every append rule that does not depend on the log (`rust/log/message_vouch.rs`; the tag as in
     `decode_records`' runs), else `None`: the full checks decide."""
 
-def fold_vouched_appends(
-    seen: dict[str, int],
-    nodes: list[Message],
-    node_seqs: list[int],
-    positions: dict[str, int],
-    pending: dict[str, int],
-    pairs: list[list[Any]],
-    seqs: list[int] | tuple[int, ...],
-    tags: list[Any] | tuple[Any, ...],
-    messages: list[Any] | dict[int, Any],
-    start: int,
-    /,
-) -> int:
-    """Check and fold the vouched appends `seqs[start:]` into a surface's state (`Surface.fold_appends`,
-    `rust/surface_fold.rs`): the index of the first append breaking a stateful rule, nothing of it
-    folded, or `len(seqs)`. Raises `TypeError` for arguments of the wrong shape."""
+@final
+class SurfaceState:
+    """The state a surface folds into (`rust/log/surface_fold.rs`), owned by this object and held by
+    `Surface`: the ids seen, the nodes, their event seqs and positions, and the pairing of tool calls
+    (`paired` says whether it is current)."""
+
+    paired: bool
+    nodes: list[Message]
+    def __init__(self) -> None: ...
+    @property
+    def seen(self) -> dict[str, int]:
+        """Every message id ever logged -> the seq of its first event."""
+    @property
+    def positions(self) -> dict[str, int]:
+        """Message id -> position, for the nodes on the surface."""
+    @property
+    def node_seqs(self) -> list[int]:
+        """The seq of the event that put each node on the surface."""
+    @property
+    def pending(self) -> dict[str, int]:
+        """Call id -> index into `pairs`, for the calls without a result."""
+    @property
+    def pairs(self) -> list[list[Any]]:
+        """`[call position, result position or None, call id]` per tool call on the surface."""
+    def fold_appends(
+        self,
+        seqs: list[int] | tuple[int, ...],
+        tags: list[Any] | tuple[Any, ...],
+        messages: list[Any] | dict[int, Any],
+        start: int,
+        /,
+    ) -> int:
+        """Check and fold the vouched appends `seqs[start:]` into this state (`Surface.fold_appends`):
+        the index of the first append breaking a stateful rule, nothing of it folded, or `len(seqs)`.
+        Raises `TypeError` for arguments of the wrong shape, `ValueError` if the pairing is not
+        current."""
 
 def vouch_plain_append(event_type: object, data: object, /) -> FrozenDict[Any] | None:
-    """`data` deep-frozen if `event_type` is a plain type of the agent loop (`rust/plain_vouch.rs`),
-    `data` a `dict` (or a `FrozenDict`, given back as is) and the frozen data passes the type's rule
-    of `PLAIN_DATA_CHECKS`, else `None`: the Python rule decides. Raises what `freeze(data)` raises
-    for data that cannot be frozen."""
+    """`data` deep-frozen if `event_type` is a plain type of the rules given to `set_plain_rules`
+    (`rust/log/plain_vouch.rs`), `data` a `dict` (or a `FrozenDict`, given back as is) and the frozen
+    data passes the type's rule, else `None`: the Python rule decides. Raises what `freeze(data)`
+    raises for data that cannot be frozen."""
+
+def set_plain_rules(rules: dict[str, tuple[tuple[str, ...], tuple[str, ...], bool]], /) -> None:
+    """Give the native passes (`vouch_plain_append`, the record scan of `decode_records`) the plain
+    types' rules, `{type: (int fields, str fields, reason_with_kind)}`, once per process
+    (`rust/log/plain_rules.rs`; `dshkit.session.events` gives `PLAIN_EVENT_RULES`). Raises
+    `TypeError`/`ValueError` for a malformed table, a field the native passes do not read, or a
+    second, different table."""
 
 def freeze(value: object, /) -> _JSONValue:
     """Deep-freeze and detach a JSON-like tree."""

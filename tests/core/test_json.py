@@ -422,7 +422,7 @@ def test_from_json_short_string_values_read_as_json_loads_reads_them(value: str)
 
 
 def test_key_cache_slot_matches_the_native_reference_vectors() -> None:
-    """`support.key_cache_slot` is the native slot function (`json_keys.rs` pins the same)."""
+    """`support.key_cache_slot` is the native slot function (`rust/json/read/keys.rs` pins the same)."""
     for text, slot in [("", 0), ("a", 13), ("text", 294), ("tool_call", 190), ("sixteen_bytes_ab", 191),
                        ("seventeen_bytes_a", 172), ("x" * 32, 307)]:
         assert key_cache_slot(text.encode()) == slot

@@ -9,6 +9,7 @@ lines.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -141,3 +142,112 @@ def test_a_model_api_uses_only_its_own_folder_and_the_shared_modules(name: str) 
         if (api := model_api_of(target)) is not None and api != own and own is not None
     )
     assert not foreign, f"{name} imports another API's modules: {foreign}"
+
+
+# The native core (`rust/`): a folder per concern, each using only the folders before it in this
+# order (docs/architecture.md, "The native core"), and `lib.rs` only wiring them into `_core`.
+RUST = PACKAGE.parents[1] / "rust"
+RUST_FOLDERS = {
+    "value": {"errors", "freeze", "frozendict", "ids", "message", "strs", "walk"},
+    "json": {"scan", "text", "read/fields", "read/keys", "read/parse", "read/strings"}
+    | {"write/leaves", "write/message", "write/tree"},
+    "message": {"content", "creation", "methods"},
+    "log": {"checksum", "event_columns", "message_record", "message_vouch", "plain_rules", "plain_vouch"}
+    | {"record_scan", "record_scan_reference", "record_scan_tests", "record_scanner", "records", "surface_fold"},
+}
+RUST_ORDER = list(RUST_FOLDERS)
+# Reading and writing JSON share `json/scan.rs` and `json/text.rs`, never each other.
+JSON_SIDES = ("read", "write")
+
+
+def rust_code(path: Path) -> str:
+    """The Rust source of `path` without its comments (`//`, `///`, `//!` to the end of the line)."""
+    return "\n".join(line.split("//", 1)[0] for line in path.read_text(encoding="utf-8").splitlines())
+
+
+def rust_sources() -> list[Path]:
+    return sorted(RUST.rglob("*.rs"))
+
+
+def test_rust_folders_hold_the_concepts_declared() -> None:
+    found = {path.relative_to(RUST).with_suffix("").as_posix() for path in rust_sources()}
+    declared = {"lib"} | {
+        f"{folder}/{name}" for folder, names in RUST_FOLDERS.items() for name in names | {"mod"}
+    }
+    declared |= {f"json/{side}/mod" for side in JSON_SIDES}
+    assert found == declared, {"undeclared": sorted(found - declared), "missing": sorted(declared - found)}
+
+
+def test_rust_lib_only_wires() -> None:
+    # Nothing but module declarations and the `_core` module registering each folder.
+    wiring = [
+        r"mod \w+;",
+        r"use pyo3::prelude::\*;",
+        r"#\[pymodule\]",
+        r"fn _core\(m: &Bound<'_, PyModule>\) -> PyResult<\(\)> \{",
+        r'm\.add\("__version__", env!\("CARGO_PKG_VERSION"\)\)\?;',
+        r"\w+::register\(m\)\??;?",
+        r"Ok\(\(\)\)",
+        r"\}",
+    ]
+    lines = [line.strip() for line in rust_code(RUST / "lib.rs").splitlines() if line.strip()]
+    logic = [line for line in lines if not any(re.fullmatch(pattern, line) for pattern in wiring)]
+    assert not logic, f"rust/lib.rs holds more than wiring: {logic}"
+    assert {m.group(1) for line in lines if (m := re.fullmatch(r"mod (\w+);", line))} == set(RUST_FOLDERS)
+
+
+def crate_paths(path: Path) -> set[tuple[str, str]]:
+    """Every `crate::folder::module` path `path` names, in `use` lines or inline."""
+    return set(re.findall(r"\bcrate::(\w+)(?:::(\w+))?", rust_code(path)))
+
+
+@pytest.mark.parametrize("path", rust_sources(), ids=lambda path: path.relative_to(RUST).as_posix())
+def test_rust_folders_use_only_the_folders_before_them(path: Path) -> None:
+    parts = path.relative_to(RUST).parts
+    if len(parts) == 1:
+        return  # lib.rs: the wiring above
+    folder = parts[0]
+    code = rust_code(path)
+    assert "super::super" not in code, f"{path.name} reaches above its folder by `super::super`"
+    targets = {target for target, _ in crate_paths(path)}
+    assert targets <= set(RUST_ORDER), f"rust/{'/'.join(parts)} names no folder: {sorted(targets - set(RUST_ORDER))}"
+    later = sorted(f"crate::{target}" for target in targets if RUST_ORDER.index(target) > RUST_ORDER.index(folder))
+    assert not later, f"rust/{'/'.join(parts)} ({folder}/) uses a folder after its own: {later}"
+    if folder == "json" and len(parts) > 2 and parts[1] in JSON_SIDES:
+        other = JSON_SIDES[1 - JSON_SIDES.index(parts[1])]
+        crossing = sorted(f"crate::json::{other}" for used in crate_paths(path) if used == ("json", other))
+        assert not crossing, f"rust/{'/'.join(parts)} uses the other side of JSON: {crossing}"
+
+
+def exported_by(folder: str) -> set[str]:
+    """The `_core` names the Rust files of `folder` register (functions and classes)."""
+    names: set[str] = set()
+    for path in sorted((RUST / folder).rglob("*.rs")):
+        code = rust_code(path)
+        names.update(re.findall(r"wrap_pyfunction!\((\w+)", code))
+        names.update(re.findall(r"add_class::<(\w+)>", code))
+    return names
+
+
+def test_rust_log_serves_only_the_session_layer() -> None:
+    # The layer picture of docs/architecture.md: rust/log/ is the session log's accelerator.
+    log_names = exported_by("log")
+    assert {"split_records", "decode_records", "SurfaceState"} <= log_names
+    pattern = re.compile(r"\b(" + "|".join(sorted(log_names)) + r")\b")
+    outside = sorted(
+        f"{name}: {sorted(set(pattern.findall(path.read_text(encoding='utf-8'))))}"
+        for name, path in MODULES.items()
+        if layer_of(name) == "llm" and pattern.search(path.read_text(encoding="utf-8"))
+    )
+    assert not outside, f"modules below dshkit.session use rust/log/'s exports: {outside}"
+
+
+def test_rust_items_are_crate_private() -> None:
+    # The Python module is the only interface: nothing is `pub` to other crates.
+    public = [
+        f"{path.relative_to(RUST).as_posix()}:{number}"
+        for path in rust_sources()
+        for number, line in enumerate(rust_code(path).splitlines(), 1)
+        if re.match(r"\s*pub\s+(unsafe\s+)?(fn|struct|enum|const|static|mod|use|trait|type)\b", line)
+    ]
+    assert not public, f"items `pub` beyond the crate (make them `pub(crate)`): {public}"

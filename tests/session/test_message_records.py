@@ -1,4 +1,4 @@
-"""Message records read in one pass (`rust/message_record.rs`) open exactly as the Python decoder
+"""Message records read in one pass (`rust/log/message_record.rs`) open exactly as the Python decoder
 opens them: the same events, surface, errors and warnings, whatever the record's envelope looks
 like (keys reordered, extra or repeated keys, escaped keys, missing or ill-typed fields, a
 message that breaks a rule, nesting at the depth limit).

@@ -1,4 +1,4 @@
-"""The message appends `decode_records` vouches for natively (`rust/message_vouch.rs`) and the one
+"""The message appends `decode_records` vouches for natively (`rust/log/message_vouch.rs`) and the one
 loop that checks and folds them (`Surface.fold_appends`) are held to the Python rules: nothing
 the full path refuses is vouched for, and a log opens to the same surface and the same errors."""
 
@@ -155,14 +155,14 @@ def step_record(seq: int, step: tuple[Any, ...]) -> dict[str, Any]:
 
 
 def surface_state(surface: Surface) -> Any:
-    pairing = surface.pairing()
+    state = surface.pairing()
     return (
-        [node.id for node in surface._nodes],
-        surface._node_seqs,
-        surface._positions,
-        surface._seen,
-        [list(pair) for pair in pairing.pairs],
-        pairing.pending,
+        [node.id for node in state.nodes],
+        state.node_seqs,
+        state.positions,
+        state.seen,
+        [list(pair) for pair in state.pairs],
+        state.pending,
     )
 
 

@@ -1,4 +1,4 @@
-"""The native record decoder (`rust/records.rs`): the same events and errors as the Python decoder.
+"""The native record decoder (`rust/log/records.rs`): the same events and errors as the Python decoder.
 
 Opening a dshkit log goes through `dshkit._core.split_records` (JSON Lines: lines and checksums)
 and `decode_records` (every record into `EventLog` columns); only message events and records the

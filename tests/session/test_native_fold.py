@@ -1,7 +1,8 @@
-"""The native fold of a run of vouched appends (`fold_vouched_appends`, `rust/surface_fold.rs`,
+"""The native fold of a run of vouched appends (`SurfaceState.fold_appends`, `rust/log/surface_fold.rs`,
 behind `Surface.fold_appends`) is held to the Python loop it replaced, written out below as
 `reference_fold`: the same surface state, the same index returned, and at a rule break nothing
-of that append folded."""
+of that append folded. The state is one object, `SurfaceState`, which `Surface` holds and the
+native fold edits: no other object holds its containers."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dshkit import Message, freeze_message
-from dshkit._core import fold_vouched_appends
+from dshkit._core import SurfaceState
 from dshkit.session import Session
+from dshkit.session.events import Event
 from dshkit.session.surface import Surface
 
 from tests.session.conftest import Build
@@ -83,14 +85,32 @@ def state_with(seen: dict[str, int], pending_calls: list[str]) -> list[Any]:
     return state
 
 
+def native(state: list[Any]) -> SurfaceState:
+    """A `SurfaceState` holding what `state` (`[seen, nodes, node_seqs, positions, pending, pairs]`) holds."""
+    surface_state = SurfaceState()
+    surface_state.seen.update(state[0])
+    surface_state.nodes.extend(state[1])
+    surface_state.node_seqs.extend(state[2])
+    surface_state.positions.update(state[3])
+    surface_state.pending.update(state[4])
+    surface_state.pairs.extend(state[5])
+    return surface_state
+
+
+def contents(surface_state: SurfaceState) -> list[Any]:
+    """`[seen, nodes, node_seqs, positions, pending, pairs]` of `surface_state`."""
+    s = surface_state
+    return [s.seen, s.nodes, s.node_seqs, s.positions, s.pending, s.pairs]
+
+
 def both_ways(state: list[Any], seqs: Any, tags: Any, messages: Any, start: int = 0) -> tuple[int, list[Any]]:
     """Fold natively and by `reference_fold` on copies of `state`: same index, same state, returned."""
     expected_state = copy.deepcopy(state)
     expected = reference_fold(*expected_state, seqs, tags, messages, start)
-    native_state = copy.deepcopy(state)
-    done = fold_vouched_appends(*native_state, seqs, tags, messages, start)
-    assert (done, native_state) == (expected, expected_state)
-    return done, native_state
+    native_state = native(copy.deepcopy(state))
+    done = native_state.fold_appends(seqs, tags, messages, start)
+    assert (done, contents(native_state)) == (expected, expected_state)
+    return done, contents(native_state)
 
 
 def fold_run(state: list[Any], run: list[tuple[str, Any]], first_seq: int = 10) -> tuple[int, list[Any]]:
@@ -139,26 +159,26 @@ def test_a_rule_break_returns_its_index_with_nothing_of_it_folded(state: dict[st
 
 
 def test_folding_resumes_after_the_append_the_caller_took_the_full_way():
-    state = state_with({"u0": 1}, [])
+    state = native(state_with({"u0": 1}, []))
     run = [("u1", None), ("u0", None), ("u2", None)]
     seqs, tags = [10, 11, 12], [tag for _, tag in run]
     messages = [None] * 10 + [message(message_id) for message_id, _ in run]  # a list indexed by seq
-    assert fold_vouched_appends(*state, seqs, tags, messages, 0) == 1
-    assert fold_vouched_appends(*state, seqs, tags, messages, 2) == 3
-    assert state[0] == {"u0": 1, "u1": 10, "u2": 12}
-    assert state[2] == [1, 10, 12]
-    assert fold_vouched_appends(*state, seqs, tags, messages, 3) == 3
-    assert fold_vouched_appends(*state, seqs, tags, messages, 7) == 3
+    assert state.fold_appends(seqs, tags, messages, 0) == 1
+    assert state.fold_appends(seqs, tags, messages, 2) == 3
+    assert state.seen == {"u0": 1, "u1": 10, "u2": 12}
+    assert state.node_seqs == [1, 10, 12]
+    assert state.fold_appends(seqs, tags, messages, 3) == 3
+    assert state.fold_appends(seqs, tags, messages, 7) == 3
 
 
 def test_the_given_objects_are_kept_not_copied():
-    state = empty_state()
+    state = SurfaceState()
     seq = 2**40 + 1  # no cached small int
     answer = "".join(["c", "1"])  # a str object of its own
     calls = (answer,)
     first = message("a1")
-    assert fold_vouched_appends(*state, [seq], [calls], {seq: first}, 0) == 1
-    seen, nodes, node_seqs, _, pending, pairs = state
+    assert state.fold_appends([seq], [calls], {seq: first}, 0) == 1
+    seen, nodes, node_seqs, _, pending, pairs = contents(state)
     assert nodes[0] is first and node_seqs[0] is seq and seen["a1"] is seq
     assert pairs[0][2] is answer and next(iter(pending)) is answer
 
@@ -200,58 +220,103 @@ def test_fold_new_folds_what_admit_new_vouched_for():
 
 
 def good_arguments() -> list[Any]:
-    return [*empty_state(), [0], [None], [message("u1")], 0]
+    return [[0], [None], [message("u1")], 0]
 
 
 @pytest.mark.parametrize(
     "position, bad, words",
     [
-        (0, [], "seen must be a dict, not list"),
-        (1, (), "nodes must be a list, not tuple"),
-        (2, {}, "node_seqs must be a list, not dict"),
-        (3, [], "positions must be a dict, not list"),
-        (4, None, "pending must be a dict, not NoneType"),
-        (5, {}, "pairs must be a list, not dict"),
-        (6, {0}, "seqs must be a list or a tuple, not set"),
-        (6, ["0"], "seqs[0] must be an int, not str"),
-        (7, "x", "tags must be a list or a tuple, not str"),
-        (7, [1], "tags[0] must be None, a tuple of call ids (str), a call id (str) or False, not 1"),
-        (7, [True], "not True"),
-        (7, [["c1"]], "not ['c1']"),
-        (7, [("c1", 2)], "not ('c1', 2)"),
-        (8, (message("u1"),), "messages must be a list indexed by seq or a dict keyed by seq, not tuple"),
-        (8, [None], "messages[0] must be a Message, not NoneType"),
-        (8, {0: {"id": "u1"}}, "messages[0] must be a Message, not dict"),
-        (9, "0", "start must be an int >= 0, not '0'"),
+        (0, {0}, "seqs must be a list or a tuple, not set"),
+        (0, ["0"], "seqs[0] must be an int, not str"),
+        (1, "x", "tags must be a list or a tuple, not str"),
+        (1, [1], "tags[0] must be None, a tuple of call ids (str), a call id (str) or False, not 1"),
+        (1, [True], "not True"),
+        (1, [["c1"]], "not ['c1']"),
+        (1, [("c1", 2)], "not ('c1', 2)"),
+        (2, (message("u1"),), "messages must be a list indexed by seq or a dict keyed by seq, not tuple"),
+        (2, [None], "messages[0] must be a Message, not NoneType"),
+        (2, {0: {"id": "u1"}}, "messages[0] must be a Message, not dict"),
+        (3, "0", "start must be an int >= 0, not '0'"),
     ],
 )
 def test_bad_argument_types_raise_a_type_error_naming_them(position: int, bad: Any, words: str):
+    state = SurfaceState()
     arguments = good_arguments()
     arguments[position] = bad
     with pytest.raises(TypeError) as raised:
-        fold_vouched_appends(*arguments)
+        state.fold_appends(*arguments)
     assert words in str(raised.value)
-    assert arguments[:6] == [bad if index == position else part for index, part in enumerate(empty_state())]  # nothing folded
+    assert contents(state) == empty_state()  # nothing folded
 
 
 def test_bad_lengths_and_missing_messages_are_refused_before_anything_is_folded():
+    state = SurfaceState()
     arguments = good_arguments()
-    arguments[7] = [None, None]
+    arguments[1] = [None, None]
     with pytest.raises(ValueError, match=r"seqs and tags differ in length \(1 and 2\)"):
-        fold_vouched_appends(*arguments)
+        state.fold_appends(*arguments)
     arguments = good_arguments()
-    arguments[6] = [-1]
+    arguments[0] = [-1]
     with pytest.raises(ValueError, match=r"seqs\[0\] is no seq: -1"):
-        fold_vouched_appends(*arguments)
+        state.fold_appends(*arguments)
     arguments = good_arguments()
-    arguments[6] = [4]
+    arguments[0] = [4]
     with pytest.raises(IndexError, match="messages has no item 4"):
-        fold_vouched_appends(*arguments)
+        state.fold_appends(*arguments)
     arguments = good_arguments()
-    arguments[8] = {1: message("u1")}
+    arguments[2] = {1: message("u1")}
     with pytest.raises(KeyError):
-        fold_vouched_appends(*arguments)
-    assert arguments[:6] == empty_state()
+        state.fold_appends(*arguments)
+    assert contents(state) == empty_state()
+
+
+# -- one owner: the surface holds one state, which the native fold edits ----------------------
+
+
+def test_the_surface_folds_into_the_one_state_it_holds():
+    surface = Surface()
+    state = surface._state
+    assert type(state) is SurfaceState and not hasattr(surface, "_nodes") and not hasattr(surface, "_seen")
+    first, second = message("u1"), message("u2")
+    assert surface.fold_appends([0], [None], {0: first}, 0) == 1
+    surface.fold(Event("user/message", 1, 1, second, "append"))
+    assert surface._state is state and state.nodes == [first, second] and state.node_seqs == [0, 1]
+    assert state.seen == {"u1": 0, "u2": 1} and state.positions == {"u1": 0, "u2": 1}
+    assert list(surface.messages()) == [first, second]
+
+
+def test_the_state_refuses_to_fold_while_its_pairing_is_stale_and_keeps_its_container_types():
+    state = SurfaceState()
+    state.paired = False  # as after a replace, until `Surface.pairing` rebuilds it
+    with pytest.raises(ValueError, match="pairing of tool calls is not current"):
+        state.fold_appends(*good_arguments())
+    assert contents(state) == empty_state()
+    with pytest.raises(TypeError):
+        state.nodes = ()  # type: ignore[assignment]
+    for name in ("seen", "node_seqs", "positions", "pending", "pairs"):  # replaced by no one: edited in place
+        with pytest.raises(AttributeError):
+            setattr(state, name, getattr(state, name).copy())
+
+
+def test_a_replace_makes_a_new_node_list_and_the_pairing_is_rebuilt_before_the_next_fold():
+    surface = Surface()
+    calls = freeze_message(
+        {
+            "id": "a1",
+            "role": "assistant",
+            "content": [{"type": "tool_call", "id": "c1", "name": "f", "arguments": "{}"}],
+            "source": {"kind": "model", "provider": "p", "model": "m"},
+        }
+    )
+    assert surface.fold_appends([0, 1], [None, ("c1",)], {0: message("u1"), 1: calls}, 0) == 2
+    history = surface.messages()
+    old_nodes = surface._state.nodes
+    surface.fold(Event("user/message", 2, 1, message("s1"), {"op": "replace", "start": 0, "end": 1}))
+    state = surface._state
+    assert state.nodes is not old_nodes and list(history) == [old_nodes[0], calls]
+    assert not state.paired
+    assert surface.pending_calls() == {"c1": 1} and state.paired  # rebuilt from the nodes
+    assert state.pairs == [[1, None, "c1"]]
 
 
 # -- random runs: the native fold is the Python loop ------------------------------------------

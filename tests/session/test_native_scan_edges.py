@@ -1,4 +1,4 @@
-"""The edges of the native scan of plain records (`rust/record_scan.rs`): escapes and non-ASCII
+"""The edges of the native scan of plain records (`rust/log/record_scan.rs`): escapes and non-ASCII
 text at every position around its 16-byte blocks, invalid UTF-8, truncated records, numbers at
 their limits, repeated keys, keys in other orders. Each record is decoded the native way
 (`load_events`, which vouches for plain records without Python) and the full Python way

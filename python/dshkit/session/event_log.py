@@ -5,7 +5,7 @@ An agent's log holds about four events per message (chunks, step boundaries, too
 last `HOT`..`2 * HOT` events stay `Event` objects; older ones are moved, a batch at a time, into
 columns: their type (a shared `str`), time, the `Message` a message event carries (the very object
 on the surface, never copied), and the rest of the event as compact JSON bytes in one buffer
-(written natively, `rust/event_columns.rs`; an event whose data JSON cannot hold stays whole). An
+(written natively, `rust/log/event_columns.rs`; an event whose data JSON cannot hold stays whole). An
 event read from the columns is rebuilt on access: equal to the appended one, carrying the same
 `Message`, but a new `Event` object each time. Opening a log stores the records it read straight
 into the columns: the JSON of an event without a message is the stored record itself, that of a
@@ -111,7 +111,7 @@ class EventLog(Sequence[Event]):
             self._blob[at] = _MESSAGE_RECORD
 
     def _compact(self, count: int) -> None:
-        """Move the oldest `count` hot events into the columns (`rust/event_columns.rs` writes them)."""
+        """Move the oldest `count` hot events into the columns (`rust/log/event_columns.rs` writes them)."""
         hot = self._hot
         types, times, messages, blob, ends, ops, kept = compact_events(hot, count, len(self._blob))
         del hot[:count]

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from dshkit import FrozenDict, Message, freeze
+from dshkit._core import set_plain_rules
 
 USER_MESSAGE = "user/message"
 ASSISTANT_MESSAGE = "assistant/message"
@@ -30,21 +31,6 @@ COMPACTION_END = "compaction/end"
 
 MESSAGE_EVENT_TYPES = frozenset({USER_MESSAGE, ASSISTANT_MESSAGE, TOOL_RESULT})
 """The event types that carry a `Message` and a surface operation."""
-
-KNOWN_EVENT_TYPES = MESSAGE_EVENT_TYPES | {
-    TURN_START,
-    TURN_END,
-    STEP_START,
-    STEP_END,
-    ASSISTANT_CHUNK,
-    TOOL_CALL,
-    REQUEST_HEADER,
-    INBOX_SPLICED,
-    COMPACTION_START,
-    COMPACTION_SUMMARY,
-    COMPACTION_PRUNE,
-    COMPACTION_END,
-}
 
 HEADER_REASONS = frozenset({"initial", "resume", "change"})
 SURFACE_APPEND = "append"
@@ -178,28 +164,10 @@ def freeze_mapping(event_type: str, data: object) -> FrozenDict[Any]:
     return freeze(data)  # type: ignore[no-any-return]
 
 
-def _check_turn(event_type: str, data: FrozenDict[Any]) -> None:
-    if type(data.get("turn")) is not int:
-        _require_int(event_type, data, "turn")
-
-
-def _check_step(event_type: str, data: FrozenDict[Any]) -> None:
-    if type(data.get("turn")) is not int or type(data.get("step")) is not int:
-        _require_int(event_type, data, "turn")
-        _require_int(event_type, data, "step")
-
-
-def _check_turn_end(event_type: str, data: FrozenDict[Any]) -> None:
-    _check_turn(event_type, data)
+def _check_reason(event_type: str, data: FrozenDict[Any]) -> None:
     reason = data.get("reason")
     if (type(reason) is not FrozenDict and not isinstance(reason, Mapping)) or not isinstance(reason.get("kind"), str):
         raise TypeError(f"{_where(event_type, 'reason')} must be a mapping with a str 'kind'")
-
-
-def _check_tool_call(event_type: str, data: FrozenDict[Any]) -> None:
-    _check_step(event_type, data)
-    for key in ("call_id", "name", "arguments"):
-        _require_str(event_type, data, key)
 
 
 def _check_inbox(event_type: str, data: FrozenDict[Any]) -> None:
@@ -218,25 +186,67 @@ def _check_header(event_type: str, data: FrozenDict[Any]) -> None:
         )
 
 
-def _check_nothing(event_type: str, data: FrozenDict[Any]) -> None:
-    pass
+class PlainRule(NamedTuple):
+    """The field rule of a plain event type (one that carries no message), checked in this order:
+    the `int` fields, the `str` fields, a `reason` mapping with a `str` `kind`, then `other`.
 
+    A rule without `other` is also proven natively (`vouch_plain_append` on append, the record
+    scan on open), from this very table (`set_plain_rules`); `other` is a rule only Python checks.
+    """
+
+    ints: tuple[str, ...] = ()
+    strs: tuple[str, ...] = ()
+    reason_with_kind: bool = False
+    other: Callable[[str, FrozenDict[Any]], None] | None = None
+
+    def check(self, event_type: str, data: FrozenDict[Any]) -> None:
+        """Raise `TypeError`/`ValueError` naming the first field of `data` breaking this rule."""
+        for key in self.ints:
+            if type(data.get(key)) is not int:
+                _require_int(event_type, data, key)
+        for key in self.strs:
+            _require_str(event_type, data, key)
+        if self.reason_with_kind:
+            _check_reason(event_type, data)
+        if self.other is not None:
+            self.other(event_type, data)
+
+
+_TURN = ("turn",)
+_STEP = ("turn", "step")
+
+PLAIN_EVENT_RULES: Mapping[str, PlainRule] = {
+    TURN_START: PlainRule(ints=_TURN),
+    TURN_END: PlainRule(ints=_TURN, reason_with_kind=True),
+    STEP_START: PlainRule(ints=_STEP),
+    STEP_END: PlainRule(ints=_STEP),
+    ASSISTANT_CHUNK: PlainRule(ints=_STEP),
+    TOOL_CALL: PlainRule(ints=_STEP, strs=("call_id", "name", "arguments")),
+    REQUEST_HEADER: PlainRule(other=_check_header),
+    INBOX_SPLICED: PlainRule(other=_check_inbox),
+    COMPACTION_START: PlainRule(),
+    COMPACTION_SUMMARY: PlainRule(),
+    COMPACTION_PRUNE: PlainRule(),
+    COMPACTION_END: PlainRule(),
+}
+"""The one table of the plain event types and their field rules: what `check_plain_data` applies,
+and, for each rule without `other`, what the native passes prove (given to them just below)."""
 
 PLAIN_DATA_CHECKS: Mapping[str, Callable[[str, FrozenDict[Any]], None]] = {
-    TURN_START: _check_turn,
-    TURN_END: _check_turn_end,
-    STEP_START: _check_step,
-    STEP_END: _check_step,
-    ASSISTANT_CHUNK: _check_step,
-    TOOL_CALL: _check_tool_call,
-    REQUEST_HEADER: _check_header,
-    INBOX_SPLICED: _check_inbox,
-    COMPACTION_START: _check_nothing,
-    COMPACTION_SUMMARY: _check_nothing,
-    COMPACTION_PRUNE: _check_nothing,
-    COMPACTION_END: _check_nothing,
+    event_type: rule.check for event_type, rule in PLAIN_EVENT_RULES.items()
 }
-"""The field rule of each known event type that carries no message (what `check_plain_data` applies)."""
+"""Each plain type's check (`PlainRule.check` of its rule in `PLAIN_EVENT_RULES`)."""
+
+KNOWN_EVENT_TYPES = MESSAGE_EVENT_TYPES | frozenset(PLAIN_EVENT_RULES)
+"""The message types and the plain types: every type an append accepts without an `ignorable` mark."""
+
+set_plain_rules(
+    {
+        event_type: (rule.ints, rule.strs, rule.reason_with_kind)
+        for event_type, rule in PLAIN_EVENT_RULES.items()
+        if rule.other is None
+    }
+)
 
 
 def prepare_data(event_type: object, data: object) -> Any:

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dshkit import FrozenDict, Message
-from dshkit._core import fold_vouched_appends, vouch_new_append
+from dshkit._core import SurfaceState, vouch_new_append
 
 from dshkit.session.errors import UnknownEventError
 from dshkit.session.history import History
@@ -56,41 +56,31 @@ def _call_ids(message: Message) -> tuple[str, ...]:
     return tuple([str(call.get("id")) for call in calls]) if calls else ()
 
 
-class _Pairing:
-    """Which surface position answers which tool call (call ids may repeat across steps)."""
-
-    __slots__ = ("pairs", "pending")
-
-    def __init__(self, nodes: Sequence[Message]) -> None:
-        self.pairs: list[list[Any]] = []  # [assistant position, result position or None, call id]
-        self.pending: dict[str, int] = {}  # call id -> index into pairs, for calls without result
-        for position, message in enumerate(nodes):
-            self.add(message, position)
-
-    def add(self, message: Message, position: int) -> None:
-        if message.role == "assistant":
-            for call_id in _call_ids(message):
-                self.pending[call_id] = len(self.pairs)
-                self.pairs.append([position, None, call_id])
-        elif message.source["kind"] == "tool":
-            index = self.pending.pop(message.source.get("call_id"), None)  # type: ignore[arg-type]
-            if index is not None:
-                self.pairs[index][1] = position
+def _pair(state: SurfaceState, message: Message, position: int) -> None:
+    """Pair the tool calls of the node `message` at `position`, or the call it answers."""
+    if message.role == "assistant":
+        pending, pairs = state.pending, state.pairs
+        for call_id in _call_ids(message):
+            pending[call_id] = len(pairs)
+            pairs.append([position, None, call_id])
+    elif message.source["kind"] == "tool":
+        index = state.pending.pop(message.source.get("call_id"), None)  # type: ignore[arg-type]
+        if index is not None:
+            state.pairs[index][1] = position
 
 
 class Surface:
     """The derived history of one log, updated one event at a time."""
 
-    __slots__ = ("_nodes", "_node_seqs", "_positions", "_seen", "_blocked", "_cache", "_pairing")
+    __slots__ = ("_state", "_blocked", "_cache")
 
     def __init__(self) -> None:
-        self._nodes: list[Message] = []
-        self._node_seqs: list[int] = []  # seq of the event that put each node on the surface
-        self._positions: dict[str, int] = {}  # message id -> position, for nodes on the surface
-        self._seen: dict[str, int] = {}  # every message id ever logged -> seq of its first event
+        # The one owner of what the fold builds (nodes, their seqs and positions, the ids seen, the
+        # pairing of tool calls): a native object this class and the native fold both edit.
+        self._state = SurfaceState()
+        self._state.paired = False  # the pairing is built when first asked for: most folds never need it
         self._blocked: tuple[int, str] | None = None  # first unknown, non-ignorable event
         self._cache: History | None = None
-        self._pairing: _Pairing | None = None
 
     # -- derivation -------------------------------------------------------------------------
 
@@ -104,7 +94,8 @@ class Surface:
         cache = self._cache
         if cache is None:
             # A view of the node list: later appends do not touch it, a replace copies the list.
-            cache = self._cache = History._view(self._nodes, len(self._nodes))
+            nodes = self._state.nodes
+            cache = self._cache = History._view(nodes, len(nodes))
         return cache
 
     def fold(self, event: Event) -> None:
@@ -122,17 +113,19 @@ class Surface:
             return
         message: Message = data if event_type == USER_MESSAGE else data["message"]
         if op == SURFACE_APPEND:
+            state = self._state
             message_id = message.id
-            self._seen.setdefault(message_id, seq)
+            state.seen.setdefault(message_id, seq)
             if message.role == "assistant" and not is_model_visible(message):
                 return
-            position = len(self._nodes)
-            self._nodes.append(message)
-            self._node_seqs.append(seq)
-            self._positions[message_id] = position
+            nodes = state.nodes
+            position = len(nodes)
+            nodes.append(message)
+            state.node_seqs.append(seq)
+            state.positions[message_id] = position
             self._cache = None
-            if self._pairing is not None:
-                self._pairing.add(message, position)
+            if state.paired:
+                _pair(state, message, position)
             return
         self._replace(message, seq, op)
 
@@ -141,22 +134,20 @@ class Surface:
     ) -> int:
         """Admit and fold a run of stored appends the native pass vouched for, from `seqs[start]` on.
 
-        `decode_records` (`rust/message_vouch.rs`) proved each passes every append rule that does
+        `decode_records` (`rust/log/message_vouch.rs`) proved each passes every append rule that does
         not depend on the log before it; what is left of `_check_append` (the id not yet logged,
         the pending tool calls) is checked here, then `fold`'s append, one append after the other,
-        in one native loop (`fold_vouched_appends`, `rust/surface_fold.rs`) on this surface's own
-        dicts and lists. `messages[seq]` is event `seq`'s `Message` (a list indexed by seq or a
+        in one native loop (`SurfaceState.fold_appends`, `rust/log/surface_fold.rs`) on this surface's
+        state. `messages[seq]` is event `seq`'s `Message` (a list indexed by seq or a
         dict keyed by seq); `tags[i]` is what it does to the surface: `None` a node, a tuple of
         call ids a node with calls, a str a node answering that call, `False` no node.
         Returns the index of the first append that breaks a rule (`len(seqs)` if none), nothing of
         it folded: the caller takes that one the full way (`admit`, `fold`), which names the rule
         it breaks.
         """
-        pairing = self.pairing()
+        state = self.pairing()
         self._cache = None
-        return fold_vouched_appends(
-            self._seen, self._nodes, self._node_seqs, self._positions, pairing.pending, pairing.pairs, seqs, tags, messages, start
-        )
+        return state.fold_appends(seqs, tags, messages, start)
 
     def fold_new(self, event: Event, vouched: Any) -> None:
         """Fold a message event `admit_new` admitted (`vouched` is what it said of it)."""
@@ -171,49 +162,60 @@ class Surface:
         if not isinstance(op, Mapping) or op.get("op") != "replace":
             raise ValueError(f"unknown surface operation {op!r}")
         start, end = op["start"], op["end"]
-        nodes = self._nodes
+        state = self._state
+        nodes = state.nodes
         if not (type(start) is int and type(end) is int and 0 <= start < end <= len(nodes)):
             raise ValueError(f"replace range {start}..{end} is outside the surface (0..{len(nodes)})")
-        self._seen.setdefault(message.id, seq)
-        nodes = self._nodes = nodes.copy()  # histories handed out share the old list: never edit it
+        state.seen.setdefault(message.id, seq)
+        nodes = state.nodes = nodes.copy()  # histories handed out share the old list: never edit it
         visible = is_model_visible(message)
         if visible and end - start == 1 and nodes[start].id == message.id:
             nodes[start] = message
-            self._node_seqs[start] = seq
+            state.node_seqs[start] = seq
         else:
             nodes[start:end] = [message] if visible else []
-            self._node_seqs[start:end] = [seq] if visible else []
-            self._positions = {node.id: position for position, node in enumerate(nodes)}
+            state.node_seqs[start:end] = [seq] if visible else []
+            positions = state.positions
+            positions.clear()
+            positions.update({node.id: position for position, node in enumerate(nodes)})
         self._cache = None
-        self._pairing = None
+        state.paired = False
 
     # -- lookups ----------------------------------------------------------------------------
 
     def position(self, message_id: str) -> int | None:
         """The surface position of the message with this id, `None` if it is not on the surface."""
-        return self._positions.get(message_id)
+        return self._state.positions.get(message_id)
 
     def node(self, message_id: str) -> Message:
         """The message with this id on the surface (its latest replacement); `KeyError` if none."""
-        return self._nodes[self._positions[message_id]]
+        state = self._state
+        return state.nodes[state.positions[message_id]]
 
     def event_seq(self, message_id: str) -> int:
         """The seq of the event that put the message with this id on the surface; `KeyError` if none."""
-        return self._node_seqs[self._positions[message_id]]
+        state = self._state
+        return state.node_seqs[state.positions[message_id]]
 
     def event_seqs(self, start: int, end: int) -> list[int]:
         """The seqs of the events that put surface positions `start..end-1` on the surface."""
-        return self._node_seqs[start:end]
+        return self._state.node_seqs[start:end]
 
     def first_seq(self, message_id: str) -> int | None:
         """The seq of the first event that logged this message id (on the surface or replaced away)."""
-        return self._seen.get(message_id)
+        return self._state.seen.get(message_id)
 
-    def pairing(self) -> _Pairing:
-        """Which position answers which tool call, rebuilt lazily after a replace."""
-        if self._pairing is None:
-            self._pairing = _Pairing(self._nodes)
-        return self._pairing
+    def pairing(self) -> SurfaceState:
+        """The state with its pairing current (which position answers which tool call: `pairs`,
+        `pending`), rebuilt lazily after a replace."""
+        state = self._state
+        if not state.paired:
+            state.pending.clear()
+            state.pairs.clear()
+            for position, message in enumerate(state.nodes):
+                _pair(state, message, position)
+            state.paired = True
+        return state
 
     def pending_calls(self) -> dict[str, int]:
         """Call ids of surface tool calls without a result -> position of their assistant message."""
@@ -294,9 +296,10 @@ class Surface:
 
     def _check_logged_and_pending(self, event_type: str, message: Message) -> None:
         """The stateful append rules: an id not logged before, tool calls answered before the conversation moves on."""
-        if message.id in self._seen:
+        seen = self._state.seen
+        if message.id in seen:
             raise ValueError(
-                f"message {message.id} is already in the session (event {self._seen[message.id]}); "
+                f"message {message.id} is already in the session (event {seen[message.id]}); "
                 "an id names one message: use session.replace to change its content"
             )
         pending = self.pairing().pending
@@ -314,17 +317,19 @@ class Surface:
     def _check_replace(
         self, event_type: str, data: Any, message: Message, start: int, end: int, events: Sequence[Event]
     ) -> None:
-        if not 0 <= start < end <= len(self._nodes):
-            raise ValueError(f"replace range {start}..{end} is outside the surface (positions 0..{len(self._nodes) - 1})")
-        if message.id in self._seen:
-            if end - start != 1 or self._nodes[start].id != message.id:
-                where = self._positions.get(message.id)
+        state = self._state
+        nodes = state.nodes
+        if not 0 <= start < end <= len(nodes):
+            raise ValueError(f"replace range {start}..{end} is outside the surface (positions 0..{len(nodes) - 1})")
+        if message.id in state.seen:
+            if end - start != 1 or nodes[start].id != message.id:
+                where = state.positions.get(message.id)
                 place = f"surface position {where}" if where is not None else "no surface position"
                 raise ValueError(
                     f"replacement {message.id} keeps an existing id ({place}), so it must replace exactly "
                     f"that one node, not range {start}..{end}; a new message needs a new id"
                 )
-            self._check_rewrite(event_type, data, message, events[self._node_seqs[start]])
+            self._check_rewrite(event_type, data, message, events[state.node_seqs[start]])
             return
         if event_type != USER_MESSAGE:
             raise ValueError(f"a range replacement with a new id must be a user/message (a summary), not {event_type}")

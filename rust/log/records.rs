@@ -1,0 +1,507 @@
+//! Native decoding of a stored session log: one call per log instead of a Python loop per record.
+//!
+//! `split_records` cuts the event lines of a JSON Lines log (format 2: each line is its record
+//! with the 18-byte checksum suffix `,"crc":"%08x"}` in place of the closing brace) and checks
+//! every line's CRC-32C, keeping only spans into the file's bytes (`Records`). `decode_records`
+//! turns records (a `Records`, or any sequence of `bytes`/`str` records, e.g. SQLite rows) into
+//! the compact columns of `dshkit.session.event_log.EventLog`, and sorts them three ways:
+//!
+//! - plain: a record of a known type without a message (`turn/start`, `assistant/chunk`, ...)
+//!   whose text a strict validating scan proves to parse and whose fields pass the append
+//!   rules of its type. It is kept as its text only: no Python object is built for it, and
+//!   folding it would change nothing.
+//! - message: a `user/message`, `assistant/message` or `tool/result` record, read in one pass
+//!   (`message_record.rs`: the envelope field by field, the message straight into a `Message`);
+//!   returned as an `Event` for the caller to hold to the surface rules, or, when it passes
+//!   every stateless append rule (`message_vouch.rs`), as a vouched append.
+//! - anything else (an unknown type, a `request/header`, a float with an exponent, a `\u`
+//!   escape in a key, a malformed record ...): left to the Python decoder by its index. The scan
+//!   is deliberately narrower than the parser, so "plain" never vouches for a record the
+//!   parser or the rules would refuse; everything it does not vouch for takes the full path.
+
+use pyo3::exceptions::PyIndexError;
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
+
+use crate::json::scan::find_byte;
+use crate::log::checksum::crc32c_of_parts;
+use crate::log::event_columns::{KIND_DATA, KIND_MESSAGE, KIND_USER};
+use crate::log::message_record::read_message_record;
+use crate::log::message_vouch::{vouch_message_append, Append};
+use crate::log::record_scan::{sort, Sorted};
+
+/// `,"crc":"` + 8 hex digits + `"}`.
+const SUFFIX_LENGTH: usize = 18;
+/// Kind bytes of `EventLog`'s compact form only a stored record has (`Kept`; the others are
+/// `event_columns.rs`'): a record the Python decoder reads, a message event's record.
+const KIND_RECORD: u8 = b'R';
+const KIND_MESSAGE_RECORD: u8 = b'S';
+const NULL: &[u8] = b"null";
+
+/// The line suffix that seals a record with checksum `crc`.
+fn sealing_suffix(crc: u32) -> [u8; SUFFIX_LENGTH] {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut suffix = *b",\"crc\":\"00000000\"}";
+    for i in 0..8 {
+        suffix[8 + i] = HEX[((crc >> (28 - 4 * i)) & 0xf) as usize];
+    }
+    suffix
+}
+
+/// The record a sealed line holds (its text without the suffix, then `}`), or `None` if the
+/// line's checksum does not match (as `dshkit.session.records.unseal_line`).
+fn unseal(line: &[u8]) -> Option<&[u8]> {
+    if line.len() <= SUFFIX_LENGTH {
+        return None;
+    }
+    let (body, suffix) = line.split_at(line.len() - SUFFIX_LENGTH);
+    (suffix == sealing_suffix(crc32c_of_parts(&[body, b"}"]))).then_some(body)
+}
+
+/// Offset of the first `\n` in `data`.
+fn find_newline(data: &[u8]) -> Option<usize> {
+    find_byte(data, b'\n')
+}
+
+/// The event records of a JSON Lines log, as spans of the file's bytes.
+#[pyclass(frozen, sequence, module = "dshkit._core", name = "Records")]
+pub(crate) struct Records {
+    content: Py<PyBytes>,
+    /// Each record's text: `content[start..end]`, followed by `}` when `sealed`.
+    spans: Vec<(usize, usize)>,
+    sealed: bool,
+}
+
+impl Records {
+    fn parts<'a>(&self, content: &'a [u8], index: usize) -> [&'a [u8]; 2] {
+        let (start, end) = self.spans[index];
+        [&content[start..end], if self.sealed { b"}" } else { b"" }]
+    }
+}
+
+#[pymethods]
+impl Records {
+    fn __len__(&self) -> usize {
+        self.spans.len()
+    }
+
+    /// The text of record `index` (without a checksum suffix), as `bytes`.
+    fn __getitem__<'py>(&self, py: Python<'py>, index: isize) -> PyResult<Bound<'py, PyBytes>> {
+        let position = if index < 0 { index + self.spans.len() as isize } else { index };
+        if position < 0 || position as usize >= self.spans.len() {
+            return Err(PyIndexError::new_err("record index out of range"));
+        }
+        let [body, tail] = self.parts(self.content.bind(py).as_bytes(), position as usize);
+        Ok(PyBytes::new(py, &[body, tail].concat()))
+    }
+}
+
+/// The lines in `content[start..end]` (each ending with `\n`) as records, each checksum checked
+/// when `sealed`: `(records, -1)`, or `(None, index)` naming the first line that fails.
+#[pyfunction]
+#[pyo3(signature = (content, start, end, sealed, /))]
+fn split_records<'py>(
+    py: Python<'py>,
+    content: Bound<'py, PyBytes>,
+    start: usize,
+    end: usize,
+    sealed: bool,
+) -> (Option<Records>, isize) {
+    let bytes = content.as_bytes();
+    let end = end.min(bytes.len());
+    let mut spans = Vec::new();
+    let mut at = start.min(end);
+    let failed = py.detach(|| {
+        while at < end {
+            let line_end = find_newline(&bytes[at..end]).map_or(end, |i| at + i);
+            let line = &bytes[at..line_end];
+            if sealed {
+                match unseal(line) {
+                    Some(body) => spans.push((at, at + body.len())),
+                    None => return Some(spans.len()),
+                }
+            } else {
+                spans.push((at, line_end));
+            }
+            at = line_end + 1;
+        }
+        None
+    });
+    match failed {
+        Some(index) => (None, index as isize),
+        None => (Some(Records { content: content.unbind(), spans, sealed }), -1),
+    }
+}
+
+/// The record texts of `(text, stored checksum)` rows (a store with a checksum column), each
+/// checked: `(texts, -1)`, or `(None, index)` of the first row whose checksum is not an `int`
+/// equal to the CRC-32C of its text (`bytes`, or the UTF-8 of a `str`).
+#[pyfunction]
+#[pyo3(signature = (rows, /))]
+fn verified_rows<'py>(py: Python<'py>, rows: &Bound<'py, PyAny>) -> PyResult<(Option<Bound<'py, PyList>>, isize)> {
+    let texts = PyList::empty(py);
+    for (index, row) in rows.try_iter()?.enumerate() {
+        let row = row?;
+        let good = (|| {
+            let row = row.cast::<PyTuple>().ok().filter(|row| row.len() == 2)?;
+            let (text, stored) = (row.get_item(0).ok()?, row.get_item(1).ok()?);
+            if unsafe { ffi::PyLong_CheckExact(stored.as_ptr()) } == 0 {
+                return None;
+            }
+            let crc = if let Ok(bytes) = text.cast::<PyBytes>() {
+                crc32c_of_parts(&[bytes.as_bytes()])
+            } else {
+                crc32c_of_parts(&[text.cast::<PyString>().ok()?.to_str().ok()?.as_bytes()])
+            };
+            (stored.extract::<u32>().ok()? == crc).then_some(text)
+        })();
+        match good {
+            Some(text) => texts.append(text)?,
+            None => return Ok((None, index as isize)),
+        }
+    }
+    Ok((Some(texts), -1))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Decoding into columns
+
+/// A message event as the native pass decoded it.
+enum Decoded<'py> {
+    /// An append passing every rule that does not depend on the log before it (`message_vouch.rs`).
+    Vouched(Append<'py>),
+    /// Anything else, rebuilt as `event_class` (the `Event` named tuple) for the full checks.
+    Event(Bound<'py, PyAny>),
+}
+
+/// A message event as `message_event` read it.
+struct MessageEvent<'py> {
+    decoded: Decoded<'py>,
+    time: i64,
+    message: Bound<'py, PyAny>,
+    /// What the blob keeps of the record.
+    kept: Kept,
+}
+
+/// A message event decoded with its time and `Message` (`message_record.rs`), or `None` when
+/// anything is off (the Python decoder then names what).
+fn message_event<'py>(
+    py: Python<'py>,
+    text: &str,
+    seq: usize,
+    event_type: &Bound<'py, PyString>,
+    event_class: &Bound<'py, PyAny>,
+    tuple_new: &Bound<'py, PyAny>,
+) -> Option<MessageEvent<'py>> {
+    let type_name = event_type.to_str().ok()?;
+    let record = read_message_record(py, text, seq, type_name)?;
+    let time = record.time;
+    if record.envelope_passes(text) {
+        let append = vouch_message_append(type_name, seq, &record.message, &record.surface_op, record.source_seqs.as_any());
+        if let Some(append) = append {
+            // An append (its surface_op is "append"): its data beside the message, and its seqs.
+            let kept = if type_name == "user/message" && record.source_seqs.is_empty() {
+                Kept::Nothing
+            } else {
+                Kept::Envelope { data: record.data_span, message: record.message_span, seqs: record.source_seqs_span }
+            };
+            return Some(MessageEvent { decoded: Decoded::Vouched(append), time, message: record.message.into_any(), kept });
+        }
+    }
+    let kept = Kept::RecordWithoutMessage(record.message_span);
+    let data = record.data(text).ok()?;
+    let seq_value = seq.into_pyobject(py).ok()?.into_any();
+    let time_value = time.into_pyobject(py).ok()?.into_any();
+    let fields = [event_type.as_any(), &seq_value, &time_value, &data, &record.surface_op, record.source_seqs.as_any()];
+    let event = tuple_new.call1((event_class, PyTuple::new(py, fields).ok()?)).ok()?;
+    Some(MessageEvent { decoded: Decoded::Event(event), time, message: record.message.into_any(), kept })
+}
+
+/// What the blob keeps of a record, after its kind byte (the forms `EventLog._decode` reads).
+enum Kept {
+    /// The whole record (the Python decoder reads it).
+    Record,
+    /// Only a plain event's `data` object, at this span: its type and time are in the columns and
+    /// its seq is its place, so the rest of the record would only be held twice.
+    Data((usize, usize)),
+    /// A message event's record, its message (at this span) cut out (`without_message`).
+    RecordWithoutMessage((usize, usize)),
+    /// Nothing: a user/message appended citing nothing, whose data is its `Message`.
+    Nothing,
+    /// A message append as `[data, source seqs]` (the in-memory move's form), from the spans of
+    /// its data, of the message within it (written as `null`) and of `source_event_seqs`' array.
+    /// A user/message's data is its message, so its form is `[null, source seqs]`.
+    Envelope { data: (usize, usize), message: (usize, usize), seqs: (usize, usize) },
+}
+
+impl Kept {
+    /// Cut `record` (a record's text in the blob) down to what is kept, moved to its start: the
+    /// kind byte that says which form it is, and the length kept. `scratch` is reused between
+    /// records.
+    fn cut(self, record: &mut [u8], scratch: &mut Vec<u8>) -> (u8, usize) {
+        match self {
+            Kept::Record => (KIND_RECORD, record.len()),
+            Kept::Data((start, stop)) => {
+                record.copy_within(start..stop, 0);
+                (KIND_DATA, stop - start)
+            }
+            Kept::RecordWithoutMessage(span) => (KIND_MESSAGE_RECORD, without_message(record, span)),
+            Kept::Nothing => (KIND_USER, 0),
+            Kept::Envelope { data, message, seqs } => {
+                scratch.clear();
+                scratch.push(b'[');
+                scratch.extend_from_slice(&record[data.0..message.0]);
+                scratch.extend_from_slice(NULL);
+                scratch.extend_from_slice(&record[message.1..data.1]);
+                scratch.push(b',');
+                scratch.extend_from_slice(&record[seqs.0..seqs.1]);
+                scratch.push(b']');
+                // Never longer than the record, which holds the data, the seqs and more besides.
+                record[..scratch.len()].copy_from_slice(scratch);
+                (KIND_MESSAGE, scratch.len())
+            }
+        }
+    }
+}
+
+/// Cuts the message, at `span`, out of a message event's record `text`, leaving `null` in its
+/// place; the length of what is left. The event keeps its message as the `Message` (`EventLog`
+/// puts it back when it rebuilds the event), so a copy in the record would double its memory.
+fn without_message(text: &mut [u8], (start, stop): (usize, usize)) -> usize {
+    if stop - start < NULL.len() {
+        return text.len(); // no message is this short; kept whole rather than grown
+    }
+    text.copy_within(stop.., start + NULL.len());
+    text[start..start + NULL.len()].copy_from_slice(NULL);
+    text.len() - (stop - start) + NULL.len()
+}
+
+/// `decode_records`' `pending` as it is built: consecutive vouched appends gather into one run.
+struct Pending<'py> {
+    list: Bound<'py, PyList>,
+    seqs: Vec<usize>,
+    tags: Vec<Bound<'py, PyAny>>,
+}
+
+impl<'py> Pending<'py> {
+    /// A vouched append, and what `Surface.fold_appends` must know of it (`Append::into_tag`).
+    fn vouched(&mut self, seq: usize, append: Append<'py>) -> PyResult<()> {
+        let tag = append.into_tag(self.list.py())?;
+        self.seqs.push(seq);
+        self.tags.push(tag);
+        Ok(())
+    }
+
+    /// An item for the full checks: an `Event`, or the index of a record left to Python.
+    fn other(&mut self, item: impl IntoPyObject<'py>) -> PyResult<()> {
+        self.flush()?;
+        self.list.append(item)
+    }
+
+    fn flush(&mut self) -> PyResult<()> {
+        if !self.seqs.is_empty() {
+            let py = self.list.py();
+            let seqs = PyList::new(py, self.seqs.drain(..))?;
+            let tags = PyList::new(py, self.tags.drain(..))?;
+            self.list.append((seqs, tags))?;
+        }
+        Ok(())
+    }
+}
+
+/// Decode every record into `EventLog` columns: `(types, times, messages, blob, ends, pending)`.
+///
+/// `types`/`messages` are lists (`None` where the Python decoder must look), `times` and `ends`
+/// native-endian `int64`/`uint64` bytes, `blob` a bytearray of a kind byte and a text per event
+/// (`Kept`): a plain event's `data`; a vouched message append's `[data, source seqs]` with `null`
+/// for its message, or nothing for a user message citing nothing; any other decoded message
+/// event's record with `null` where its message was (`without_message`); else the record as it is.
+/// `pending` lists, in seq order, each message event as an `Event`, the index of each record
+/// left to the Python decoder, and each run of vouched appends as `(seqs, tags)`
+/// (`Pending::vouched`; their `Message`s are in `messages`).
+#[pyfunction]
+#[pyo3(signature = (records, event_class, /))]
+fn decode_records<'py>(
+    py: Python<'py>,
+    records: &Bound<'py, PyAny>,
+    event_class: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyTuple>> {
+    // Every record's text first (borrowed, not copied), so that the blob is the bytearray itself,
+    // allocated once at its size: a log's records are most of its memory, and a second copy of
+    // them costs a page fault per 4 KiB.
+    let block = records.cast::<Records>().ok().map(|block| block.get());
+    let items: Vec<Bound<'py, PyAny>> = match block {
+        Some(_) => Vec::new(),
+        None => records.try_iter()?.collect::<PyResult<_>>()?,
+    };
+    let mut texts: Vec<[&[u8]; 2]> = Vec::with_capacity(block.map_or(items.len(), |block| block.spans.len()));
+    if let Some(block) = block {
+        let content = block.content.bind(py).as_bytes();
+        texts.extend((0..block.spans.len()).map(|seq| block.parts(content, seq)));
+    } else {
+        for item in &items {
+            let text = match item.cast::<PyBytes>() {
+                Ok(bytes) => bytes.as_bytes(),
+                Err(_) => item.cast::<PyString>()?.to_str()?.as_bytes(),
+            };
+            texts.push([text, b""]);
+        }
+    }
+    let count = texts.len();
+    // Gathered in vectors and made lists once, at their final size: no list regrown per record.
+    let mut types: Vec<Bound<'py, PyAny>> = Vec::with_capacity(count);
+    let mut messages: Vec<Bound<'py, PyAny>> = Vec::with_capacity(count);
+    let mut pending = Pending { list: PyList::empty(py), seqs: Vec::new(), tags: Vec::new() };
+    let mut times: Vec<i64> = Vec::with_capacity(count);
+    let mut ends: Vec<u64> = Vec::with_capacity(count);
+    let mut type_names: Vec<(Vec<u8>, Bound<'py, PyString>)> = Vec::new();
+    let mut scratch = Vec::new();
+    let tuple_new = py.get_type::<PyTuple>().getattr("__new__")?;
+    let none = py.None().into_bound(py);
+
+    // A kind byte, then the record's text, per event: at most this many bytes (each record is
+    // then cut down to what is kept, see `Kept`).
+    let blob_len = texts.iter().map(|[body, tail]| 1 + body.len() + tail.len()).sum();
+    // SAFETY: a new bytearray of `blob_len` bytes, not yet seen by Python code; every byte of it
+    // up to `at` is written below (a kind byte and the text, record after record) and the rest cut
+    // off before `blob` is returned, and `text` is read only from bytes already written. On an
+    // error it is dropped unread.
+    // Not `PyByteArray::new_with`: that zeroes the whole buffer first, one more pass over it.
+    let blob = unsafe {
+        Bound::from_owned_ptr_or_err(py, ffi::PyByteArray_FromStringAndSize(std::ptr::null(), blob_len as ffi::Py_ssize_t))?
+    };
+    let buffer: *mut u8 = unsafe { ffi::PyByteArray_AsString(blob.as_ptr()) }.cast();
+    let mut at = 0;
+    for (seq, [body, tail]) in texts.iter().enumerate() {
+        let kind_at = at;
+        let text_length = body.len() + tail.len();
+        debug_assert!(kind_at + 1 + text_length <= blob_len);
+        // SAFETY: `kind_at + 1..` holds `text_length` bytes inside the buffer: `at` never passes
+        // the sizes summed into `blob_len`.
+        let text_at = unsafe { buffer.add(kind_at + 1) };
+        let text = unsafe {
+            std::ptr::copy_nonoverlapping(body.as_ptr(), text_at, body.len());
+            std::ptr::copy_nonoverlapping(tail.as_ptr(), text_at.add(body.len()), tail.len());
+            std::slice::from_raw_parts(text_at, text_length)
+        };
+        let mut intern = |span: (usize, usize)| {
+            let name = &text[span.0..span.1];
+            if let Some((_, value)) = type_names.iter().find(|(known, _)| known == name) {
+                return value.clone();
+            }
+            // SAFETY: `sort` checked the record is UTF-8 and the span lies between ASCII quotes.
+            let value = PyString::intern(py, unsafe { std::str::from_utf8_unchecked(name) });
+            type_names.push((name.to_vec(), value.clone()));
+            value
+        };
+        let mut kept = Kept::Record;
+        match sort(text, seq) {
+            Sorted::Plain(span, time, data) => {
+                types.push(intern(span).into_any());
+                times.push(time);
+                messages.push(none.clone());
+                kept = Kept::Data(data);
+            }
+            sorted => {
+                let read = match sorted {
+                    Sorted::Message(span) => {
+                        let event_type = intern(span);
+                        // SAFETY: `sort` checked the record is UTF-8.
+                        let text = unsafe { std::str::from_utf8_unchecked(text) };
+                        message_event(py, text, seq, &event_type, event_class, &tuple_new).map(|read| (read, event_type))
+                    }
+                    _ => None,
+                };
+                match read {
+                    Some((read, event_type)) => {
+                        types.push(event_type.into_any());
+                        times.push(read.time);
+                        messages.push(read.message);
+                        match read.decoded {
+                            Decoded::Vouched(append) => pending.vouched(seq, append)?,
+                            Decoded::Event(event) => pending.other(event)?,
+                        }
+                        kept = read.kept;
+                    }
+                    None => {
+                        types.push(none.clone());
+                        times.push(0);
+                        messages.push(none.clone());
+                        pending.other(seq)?;
+                    }
+                }
+            }
+        }
+        // SAFETY: the same bytes as `text`, which is not used again.
+        let record = unsafe { std::slice::from_raw_parts_mut(text_at, text_length) };
+        let (kind, kept) = kept.cut(record, &mut scratch);
+        // SAFETY: `kind_at` lies inside the buffer, before this record's text.
+        unsafe { buffer.add(kind_at).write(kind) };
+        at = kind_at + 1 + kept;
+        ends.push(at as u64);
+    }
+    if at < blob_len {
+        // SAFETY: `blob` is a bytearray only this function holds yet; shrinking keeps the bytes before `at`.
+        if unsafe { ffi::PyByteArray_Resize(blob.as_ptr(), at as ffi::Py_ssize_t) } != 0 {
+            return Err(PyErr::fetch(py));
+        }
+    }
+    let as_bytes = |words: Vec<[u8; 8]>| PyBytes::new(py, words.as_flattened());
+    let times_bytes = as_bytes(times.iter().map(|t| t.to_ne_bytes()).collect());
+    let ends_bytes = as_bytes(ends.iter().map(|e| e.to_ne_bytes()).collect());
+    let types = PyList::new(py, types)?;
+    let messages = PyList::new(py, messages)?;
+    pending.flush()?;
+    let pending = pending.list;
+    PyTuple::new(py, [types.into_any(), times_bytes.into_any(), messages.into_any(), blob.into_any(), ends_bytes.into_any(), pending.into_any()])
+}
+
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Records>()?;
+    m.add_function(wrap_pyfunction!(split_records, m)?)?;
+    m.add_function(wrap_pyfunction!(verified_rows, m)?)?;
+    m.add_function(wrap_pyfunction!(decode_records, m)?)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_suffix_matches_the_python_format() {
+        let record = br#"{"seq":0,"time":1,"type":"turn/start","data":{"turn":1}}"#;
+        let line = [&record[..record.len() - 1], &sealing_suffix(crc32c_of_parts(&[record]))[..]].concat();
+        assert_eq!(unseal(&line), Some(&record[..record.len() - 1]));
+        assert!(line.ends_with(format!(",\"crc\":\"{:08x}\"}}", crc32c_of_parts(&[record])).as_bytes()));
+        let mut flipped = line.clone();
+        flipped[10] ^= 1;
+        assert_eq!(unseal(&flipped), None);
+        assert_eq!(unseal(b"{}"), None);
+    }
+
+    #[test]
+    fn a_message_is_cut_to_null_and_the_rest_moved_up() {
+        let mut text = br#"{"data":{"turn":1,"message":{"id":"x"},"usage":{}}}"#.to_vec();
+        let start = text.windows(3).position(|window| window == b"{\"i").unwrap();
+        let stop = start + br#"{"id":"x"}"#.len();
+        let kept = without_message(&mut text, (start, stop));
+        assert_eq!(&text[..kept], br#"{"data":{"turn":1,"message":null,"usage":{}}}"#);
+        let mut short = b"[{}]".to_vec();
+        assert_eq!(without_message(&mut short, (1, 3)), 4);
+        assert_eq!(short, b"[{}]");
+    }
+
+    #[test]
+    fn newlines_are_found_at_every_offset() {
+        for length in 0..40 {
+            for at in 0..length {
+                let mut data = vec![b'x'; length];
+                data[at] = b'\n';
+                assert_eq!(find_newline(&data), Some(at));
+            }
+            assert_eq!(find_newline(&vec![b'x'; length]), None);
+        }
+    }
+}

@@ -1,0 +1,19 @@
+//! The immutable values everything else is made of: message ids (`ids`), deep freeze and thaw
+//! (`freeze`), `FrozenDict` (`frozendict`), the `Message` type (`message`), the mechanics every
+//! recursive walk shares (`walk`) and errors that name a path (`errors`). Uses no other folder.
+
+pub(crate) mod errors;
+pub(crate) mod freeze;
+pub(crate) mod frozendict;
+pub(crate) mod ids;
+pub(crate) mod message;
+pub(crate) mod strs;
+pub(crate) mod walk;
+
+use pyo3::prelude::*;
+
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    ids::register(m)?;
+    frozendict::register(m)?;
+    freeze::register(m)
+}
