@@ -55,6 +55,7 @@ class AnthropicModel(HTTPModel):
         headers: Mapping[str, str] | None = None,
         on_retry: RetryCallback | None = None,
         http_client: httpx.AsyncClient | None = None,
+        context_window: int | None = None,
     ) -> None:
         base = base_url.strip().rstrip("/") if isinstance(base_url, str) else base_url
         suffix = "/messages" if isinstance(base, str) and base.endswith("/v1") else "/v1/messages"
@@ -81,6 +82,7 @@ class AnthropicModel(HTTPModel):
             headers=headers,
             on_retry=on_retry,
             http_client=http_client,
+            context_window=context_window,
         )
         self.max_tokens = max_tokens
 

@@ -73,6 +73,7 @@ class OpenAICompatibleModel(HTTPModel):
         headers: Mapping[str, str] | None = None,
         on_retry: RetryCallback | None = None,
         http_client: httpx.AsyncClient | None = None,
+        context_window: int | None = None,
     ) -> None:
         url = endpoint("OpenAICompatibleModel", base_url, "/chat/completions")
         if provider is not None and (not isinstance(provider, str) or not provider):
@@ -93,6 +94,7 @@ class OpenAICompatibleModel(HTTPModel):
             headers=headers,
             on_retry=on_retry,
             http_client=http_client,
+            context_window=context_window,
         )
         self.profile: ChatProfile = profile_for(name)
         self.reasoning_field = self.profile.reasoning_out if reasoning_field is _FROM_PROFILE else reasoning_field

@@ -111,8 +111,12 @@ class HTTPModel:
         headers: Mapping[str, str] | None,
         on_retry: RetryCallback | None,
         http_client: httpx.AsyncClient | None,
+        context_window: int | None = None,
     ) -> None:
         name = type(self).__name__
+        if context_window is not None and (isinstance(context_window, bool) or not isinstance(context_window, int) or context_window < 1):
+            raise ValueError(f"{name} context_window: expected an int >= 1 (tokens) or None, got {context_window!r}")
+        self.context_window = context_window  # what `Compaction` measures against when it is given none
         if not isinstance(model, str) or not model:
             raise ValueError(f"{name} model: expected a non-empty str, got {model!r}")
         for header, value in (headers or {}).items():

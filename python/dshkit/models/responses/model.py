@@ -51,6 +51,7 @@ class OpenAIResponsesModel(HTTPModel):
         headers: Mapping[str, str] | None = None,
         on_retry: RetryCallback | None = None,
         http_client: httpx.AsyncClient | None = None,
+        context_window: int | None = None,
     ) -> None:
         url = endpoint("OpenAIResponsesModel", base_url, "/responses")
         if provider is not None and (not isinstance(provider, str) or not provider):
@@ -70,6 +71,7 @@ class OpenAIResponsesModel(HTTPModel):
             headers=headers,
             on_retry=on_retry,
             http_client=http_client,
+            context_window=context_window,
         )
 
     def request_body(self, request: ModelRequest) -> bytes:
