@@ -7,7 +7,8 @@ builds each request from the log, streams the model, runs `Tool`s and honours `c
 
 from __future__ import annotations
 
-from dshkit.agent.agent import IDLE, RUNNING, Agent, AgentStatus
+from dshkit.agent.agent import AWAITING_APPROVAL, IDLE, RUNNING, Agent, AgentStatus
+from dshkit.agent.approvals import PendingApproval, Policy
 from dshkit.agent.assembly import StreamAssembler
 from dshkit.agent.cancel import CancelToken
 from dshkit.agent.events import AgentEvent, EventStream
@@ -21,9 +22,12 @@ from dshkit.agent.hooks import (
     TurnStoppingContext,
 )
 from dshkit.agent.inbox import NEXT_STEP, NEXT_TURN, Inbox
+from dshkit.agent.tool_hooks import Allow, Amend, Ask, Deny, PostToolContext, PreToolContext
 from dshkit.agent.tools import Tool, ToolContext, ToolOutput
+from dshkit.agent.typed_tools import tool
 
 __all__ = [
+    "AWAITING_APPROVAL",
     "HOOK_NAMES",
     "IDLE",
     "NEXT_STEP",
@@ -31,12 +35,20 @@ __all__ = [
     "RUNNING",
     "Agent",
     "AgentEvent",
+    "Allow",
+    "Amend",
+    "Ask",
     "AgentStatus",
     "CancelToken",
+    "Deny",
     "Enter",
     "EventStream",
     "Inbox",
+    "PendingApproval",
+    "Policy",
+    "PostToolContext",
     "PreStepContext",
+    "PreToolContext",
     "Reject",
     "RequestContext",
     "RequestErrorContext",
@@ -45,4 +57,5 @@ __all__ = [
     "ToolContext",
     "ToolOutput",
     "TurnStoppingContext",
+    "tool",
 ]

@@ -12,7 +12,7 @@ hands the finished assistant message's tool calls to `ToolCallRunner`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -79,6 +79,9 @@ class Turn:
     reason: dict[str, Any] = field(default_factory=lambda: {"kind": "completed"})
 
 
+_Finish = Callable[[Turn], Awaitable[StepResult]]  # ends the step a resumed turn was left in
+
+
 def error_info(exc: BaseException) -> dict[str, Any]:
     """The ``error`` mapping a turn end or step result records for `exc`."""
     if isinstance(exc, ModelError):
@@ -136,9 +139,18 @@ class TurnRunner:
         turn = Turn(self._turn_number, token, steer)
         self._append(TURN_START, {"turn": turn.number})
         self._hub.emit("turn_start", turn=turn.number)
+        return await self._close_turn(turn, None)
+
+    async def resume_turn(self, token: CancelToken, steer: Callable[[Message], None], number: int, step: int, finish_step: _Finish) -> str:
+        """Continue turn `number`, left open at step `step` (calls awaiting approval): `finish_step(turn)`
+        ends that step's calls, then the turn goes on as any other."""
+        return await self._close_turn(Turn(number, token, steer, step=step, stepped=True), finish_step)
+
+    async def _close_turn(self, turn: Turn, finish_step: _Finish | None) -> str:
+        token = turn.token
         failure: BaseException | None = None
         try:
-            await self._run_steps(turn)
+            await self._run_steps(turn, finish_step)
         except TurnAborted:
             pass
         except BaseException as exc:
@@ -157,8 +169,14 @@ class TurnRunner:
         kind = turn.reason["kind"]
         return "stepless" if kind == "completed" and not turn.stepped else kind
 
-    async def _run_steps(self, turn: Turn) -> None:
+    async def _run_steps(self, turn: Turn, finish_step: _Finish | None = None) -> None:
         ended: StepResult | None = None
+        if finish_step is not None:
+            try:
+                ended = await finish_step(turn)
+            except BaseException:
+                self._end_step(turn)
+                raise
         while True:
             batch = await self._step_boundary(turn, ended)
             if batch is None:
@@ -463,7 +481,8 @@ class TurnRunner:
         end_turn, context, self._loop_ran = await self._tool_calls.run(
             calls, event.seq, turn=turn.number, step=turn.step, token=turn.token
         )
-        return StepResult("tools", concluded=end_turn, context=context)
+        failure = self._tool_calls.take_failure()  # e.g. a tool's retry budget for invalid arguments spent
+        return StepResult("tools", concluded=end_turn, context=context) if failure is None else StepResult("error", error=failure, context=context)
 
 
 _INTERRUPTED = object()  # _stream's answer when the cancel token cut the response

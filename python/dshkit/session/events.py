@@ -27,6 +27,9 @@ COMPACTION_START = "compaction/start"
 COMPACTION_SUMMARY = "compaction/summary"
 COMPACTION_PRUNE = "compaction/prune"
 COMPACTION_END = "compaction/end"
+APPROVAL_ASKED = "approval/asked"
+APPROVAL_DECIDED = "approval/decided"
+APPROVAL_POLICY = "approval/policy"
 
 MESSAGE_EVENT_TYPES = frozenset({USER_MESSAGE, ASSISTANT_MESSAGE, TOOL_RESULT})
 """The event types that carry a `Message` and a surface operation."""
@@ -44,6 +47,9 @@ KNOWN_EVENT_TYPES = MESSAGE_EVENT_TYPES | {
     COMPACTION_SUMMARY,
     COMPACTION_PRUNE,
     COMPACTION_END,
+    APPROVAL_ASKED,
+    APPROVAL_DECIDED,
+    APPROVAL_POLICY,
 }
 
 HEADER_REASONS = frozenset({"initial", "resume", "change"})
@@ -222,6 +228,45 @@ def _check_nothing(event_type: str, data: FrozenDict[Any]) -> None:
     pass
 
 
+APPROVAL_OUTCOMES = frozenset({"allowed_once", "rejected", "cancelled", "unavailable"})
+APPROVAL_POLICIES = frozenset({"always", "ask", "never"})
+
+
+# An `approval/*` record another harness wrote in a shape dshkit does not read is presented marked
+# `ignorable` (dshkit.session.dsh.vocabulary): kept as it is, unchecked, and left out of every fold.
+
+
+def _check_approval_asked(event_type: str, data: FrozenDict[Any]) -> None:
+    if is_ignorable(event_type, data):
+        return
+    for key in ("id", "tool"):
+        _require_str(event_type, data, key)
+    for key in ("call_id", "arguments", "reason"):  # the original harness may leave them out
+        if data.get(key) is not None:
+            _require_str(event_type, data, key)
+
+
+def _check_approval_decided(event_type: str, data: FrozenDict[Any]) -> None:
+    if is_ignorable(event_type, data):
+        return
+    _require_str(event_type, data, "id")
+    if data.get("outcome") not in APPROVAL_OUTCOMES:
+        raise ValueError(
+            f"{_where(event_type, 'outcome')} must be one of {sorted(APPROVAL_OUTCOMES)}, not {data.get('outcome')!r}"
+        )
+
+
+def _check_approval_policy(event_type: str, data: FrozenDict[Any]) -> None:
+    if is_ignorable(event_type, data):
+        return
+    if data.get("policy") not in APPROVAL_POLICIES:
+        raise ValueError(
+            f"{_where(event_type, 'policy')} must be one of {sorted(APPROVAL_POLICIES)}, not {data.get('policy')!r}"
+        )
+    if "tool" in data:
+        _require_str(event_type, data, "tool")
+
+
 PLAIN_DATA_CHECKS: Mapping[str, Callable[[str, FrozenDict[Any]], None]] = {
     TURN_START: _check_turn,
     TURN_END: _check_turn_end,
@@ -235,6 +280,9 @@ PLAIN_DATA_CHECKS: Mapping[str, Callable[[str, FrozenDict[Any]], None]] = {
     COMPACTION_SUMMARY: _check_nothing,
     COMPACTION_PRUNE: _check_nothing,
     COMPACTION_END: _check_nothing,
+    APPROVAL_ASKED: _check_approval_asked,
+    APPROVAL_DECIDED: _check_approval_decided,
+    APPROVAL_POLICY: _check_approval_policy,
 }
 """The field rule of each known event type that carries no message (what `check_plain_data` applies)."""
 

@@ -10,6 +10,10 @@ Each closer result has a deterministic message id, a function of the call id and
 `tool/call` (or, for a call never started, of the `assistant/message` that requested it), so a
 repair that is itself interrupted and redone produces the same ids; once `turn/end` is written
 there is nothing left to repair.
+
+A turn whose unanswered calls include one waiting for a person (an `approval/asked` without
+`approval/decided`) is suspended, not crashed: it is left open for the agent that re-opens the
+log to continue once the person decides.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from typing import Any
 from dshkit import Message, create_tool_result_message, freeze_message
 from dshkit.llm import encode_ulid
 
+from dshkit.session.approvals import undecided_asks
 from dshkit.session.events import (
     ASSISTANT_MESSAGE,
     STEP_END,
@@ -76,7 +81,7 @@ def open_turn_start(events: Sequence[Event]) -> int | None:
 def plan_closers(events: Sequence[Event], surface: Surface) -> list[tuple[str, Any, tuple[int, ...]]]:
     """The events (type, data, source seqs) that close the open turn; empty if none is open."""
     start = open_turn_start(events)
-    if start is None:
+    if start is None or undecided_asks(events):
         return []
     turn = events[start].data.get("turn")
     open_step: Any = None
