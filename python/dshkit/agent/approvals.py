@@ -156,6 +156,10 @@ class ApprovalBook:
             return None
         return record
 
+    def is_waiting(self, call_id: str) -> bool:
+        """Whether call `call_id` waits for a person right now (in this process)."""
+        return call_id in self._waiters
+
     def decided_here(self, ask_id: str) -> bool:
         """Whether this agent logged the decision of ask `ask_id` (so the call has not run yet)."""
         return ask_id in self._decided_here

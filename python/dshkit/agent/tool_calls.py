@@ -58,7 +58,8 @@ class ToolCallRunner:
         self, calls: tuple[Any, ...], assistant_seq: int, *, turn: int, step: int, token: CancelToken,
         logged: Mapping[str, int] | None = None,
     ) -> tuple[bool, tuple[Message, ...], bool]:
-        """Run a response's tool calls; results are committed in model order as they are ready.
+        """Run a response's tool calls; results are committed in model order as they are ready
+        (a call waiting for approval holds back no result after it).
 
         Consecutive parallel calls run together, an exclusive one alone (`segments`); no call
         starts after `token` fired. Returns whether a tool asked to end the turn, the context
@@ -72,15 +73,33 @@ class ToolCallRunner:
         loop_ran = False
         running: dict[asyncio.Future[_CallResult], tuple[int, int]] = {}  # task -> (index, call seq)
 
+        logged_early: set[int] = set()  # results logged past a call that waits for a person
+
         def commit_ready() -> None:
             # Counted one result at a time: a log failure half way leaves `committed` exact.
             nonlocal committed
             while committed < len(calls):
                 result = results[committed]
                 if result is None:
+                    if self._gate is not None and self._gate.book.is_waiting(calls[committed]["id"]):
+                        commit_past_waiting()
                     return
-                self._commit_result(turn, step, calls[committed], result, assistant_seq)
+                if committed not in logged_early:
+                    self._commit_result(turn, step, calls[committed], result, assistant_seq)
                 committed += 1
+
+        def commit_past_waiting() -> None:
+            # A call waiting for a person (maybe for days, across a restart) does not hold back the
+            # results after it: those are logged now, in model order among themselves.
+            for index in range(committed + 1, len(calls)):
+                result = results[index]
+                if result is None:
+                    if self._gate is not None and self._gate.book.is_waiting(calls[index]["id"]):
+                        continue
+                    return
+                if index not in logged_early:
+                    self._commit_result(turn, step, calls[index], result, assistant_seq)
+                    logged_early.add(index)
 
         try:
             for segment in self.segments(calls):
