@@ -175,8 +175,9 @@ class ApprovalBook:
         the outcome (``allowed_once``, ``rejected``, ``cancelled``) and the decision's reason."""
         record = self.prior_ask(ctx.call_id, ctx.turn, ctx.step)
         if record is None:
-            record = self._log_ask(ctx, reason)
-        elif record.outcome is not None:
+            self._log_ask(ctx, reason)
+            record = self._asks[ctx.call_id]  # a subscriber may have decided at once
+        if record.outcome is not None:
             return record.outcome, self._decided_here.get(record.id)
         future: asyncio.Future[tuple[str, str | None]] = asyncio.get_running_loop().create_future()
         self._waiters[record.call_id] = future
