@@ -80,6 +80,7 @@ class ApprovalBook:
         self._per_tool, self._session_wide = remembered_policies(events)
         self._decided_here: dict[str, str | None] = {}  # ask id -> reason, for decisions this agent logged
         self._waiters: dict[str, asyncio.Future[tuple[str, str | None]]] = {}
+        self.version = 0  # counts remembered policies: what a cached view of the policies checks
 
     # -- policy -----------------------------------------------------------------------------------
 
@@ -133,6 +134,7 @@ class ApprovalBook:
             self._session_wide = policy
         else:
             self._per_tool[tool] = policy
+        self.version += 1
 
     # -- asks ---------------------------------------------------------------------------------------
 

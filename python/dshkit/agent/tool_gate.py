@@ -78,6 +78,7 @@ class ToolGate:
         self._validators: dict[str, ArgumentValidator | SchemaError | None] = {}
         self._invalid: dict[tuple[int, str], int] = {}  # (turn, tool) -> calls with invalid arguments
         self._failure: dict[str, Any] | None = None
+        self._engaged: dict[str, tuple[int, bool]] = {}  # tool name -> (book version, engaged)
 
     def timeout_of(self, tool: Tool) -> float | None:
         """The seconds a body of `tool` may run (its own timeout, else the agent's), None for no limit."""
@@ -90,11 +91,16 @@ class ToolGate:
 
     def engaged(self, tool: Tool) -> bool:
         """Whether a call of `tool` needs anything of the gate (else it runs as plainly as before)."""
-        return bool(
+        known = self._engaged.get(tool.name)
+        if known is not None and known[0] == self.book.version:
+            return known[1]
+        engaged = bool(
             self._pre or self._post or tool.timeout is not None or self._timeout is not None
             or self._validator(tool) is not None or self.book.has_session_policy
             or self.book.may_gate(tool.name, tool.approval)
         )
+        self._engaged[tool.name] = (self.book.version, engaged)  # until a policy is remembered
+        return engaged
 
     def take_failure(self) -> dict[str, Any] | None:
         """The error that ends the turn (a tool's retry budget spent), once; None when there is none."""
@@ -108,8 +114,8 @@ class ToolGate:
             pass
         schema = tool.parameters
         validator: ArgumentValidator | SchemaError | None
-        if set(schema) <= {"type"} and schema.get("type", "object") == "object":
-            validator = None  # {"type": "object"} (or {}): any object passes, nothing to check
+        if _accepts_any_object(schema):
+            validator = None  # e.g. {"type": "object", "properties": {}}: nothing to check
         else:
             try:
                 validator = ArgumentValidator(tool.name, schema)
@@ -130,6 +136,8 @@ class ToolGate:
             if problems:
                 self._count_invalid(tool, ctx.turn)
                 return Refusal(invalid_arguments_text(tool.name, problems), {"name": "InvalidArguments", "code": "invalid_arguments"})
+        if not (self._pre or self.book.has_session_policy or self.book.may_gate(tool.name, tool.approval)):
+            return None  # allowed by policy, no hook to ask: no decision to make
         pre = PreToolContext(ctx.call_id, tool.name, freeze(arguments), raw_arguments, ctx.turn, ctx.step, ctx.cancel, ctx.session)
         decisions = [await self.book.decide(tool.approval, pre)]
         if self._pre:
@@ -216,6 +224,20 @@ class ToolGate:
                         )
                 context.extend(answer.context)
         return Amended(content, is_error, error, tuple(context))
+
+
+_NO_CONSTRAINT = frozenset({"type", "properties", "additionalProperties", "required", "$schema", "title", "description"})
+
+
+def _accepts_any_object(schema: Mapping[str, Any]) -> bool:
+    """Whether the schema lets every JSON object through (the arguments are one already)."""
+    return (
+        set(schema) <= _NO_CONSTRAINT
+        and schema.get("type", "object") == "object"
+        and not schema.get("properties")
+        and not schema.get("required")
+        and schema.get("additionalProperties", True) is True
+    )
 
 
 async def _within(awaitable: Any, deadline: float, loop: asyncio.AbstractEventLoop) -> Any:
