@@ -38,6 +38,7 @@ def test_strictest_is_deny_then_ask_then_allow() -> None:
     assert strictest([Allow(), Ask("a"), Ask("b")]) == Ask("a")
     assert strictest([Allow(), Allow()]) == Allow()
     assert strictest([]) == Allow()
+    assert strictest([Ask(None), Ask("why")]) == Ask("why")  # of one kind, the first with a reason
 
 
 def test_a_deny_among_several_hooks_wins_and_the_body_does_not_run(kit: Any) -> None:

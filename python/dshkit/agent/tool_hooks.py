@@ -83,10 +83,12 @@ _RANK = {Allow: 0, Ask: 1, Deny: 2}
 
 
 def strictest(decisions: Iterable[Decision]) -> Decision:
-    """The combined decision: any deny wins, then any ask, else allow (the first of its kind)."""
+    """The combined decision: any deny wins, then any ask, else allow (of one kind, the first
+    that gives a reason)."""
     chosen: Decision = Allow()
     for decision in decisions:
-        if _RANK[type(decision)] > _RANK[type(chosen)]:
+        rank, best = _RANK[type(decision)], _RANK[type(chosen)]
+        if rank > best or (rank == best and rank and chosen.reason is None and decision.reason is not None):  # type: ignore[union-attr]
             chosen = decision
     return chosen
 
