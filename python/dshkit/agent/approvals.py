@@ -36,7 +36,7 @@ POLICY_NAMES = ("always", "ask", "never")
 def check_policy(policy: object, where: str) -> Policy | None:
     """`policy` if it is a policy name, a callable or None, else `ValueError`/`TypeError` naming `where`."""
     if policy is None or callable(policy):
-        return policy  # type: ignore[return-value]
+        return policy
     if isinstance(policy, str):
         if policy not in POLICY_NAMES:
             raise ValueError(f"{where}: expected one of {', '.join(POLICY_NAMES)} or a callable, got {policy!r}")

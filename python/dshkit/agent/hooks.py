@@ -138,7 +138,7 @@ def check_hooks(hooks: Mapping[str, Hook] | None) -> dict[str, Hook]:
             for index, item in enumerate(hook):
                 if not callable(item):
                     raise TypeError(f"Agent hooks[{name!r}][{index}]: expected a callable, got {type(item).__name__}")
-            checked[name] = tuple(hook)  # type: ignore[assignment]
+            checked[name] = tuple(hook)
             continue
         if not callable(hook):
             raise TypeError(f"Agent hooks[{name!r}]: expected a callable, got {type(hook).__name__}")

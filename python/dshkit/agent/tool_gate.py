@@ -182,13 +182,14 @@ class ToolGate:
         itself cannot be stopped and finishes on its own (its outcome is then ignored).
         """
         timeout = self.timeout_of(tool)
+        output: Any
         if timeout is None:
             output = tool.run(arguments, ctx)
             return await output if is_awaitable(output) else output
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         if inspect.iscoroutinefunction(tool.run) or inspect.iscoroutinefunction(getattr(tool.run, "__call__", None)):
-            output: Any = tool.run(arguments, ctx)
+            output = tool.run(arguments, ctx)
         else:
             output = await _within(loop.run_in_executor(None, tool.run, arguments, ctx), deadline, loop)
         if is_awaitable(output):

@@ -60,7 +60,7 @@ class _Reasoned:
         return f"{type(self).__name__}({self.reason!r})"
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and other.reason == self.reason  # type: ignore[attr-defined]
+        return type(other) is type(self) and other.reason == self.reason
 
     def __hash__(self) -> int:
         return hash((type(self).__name__, self.reason))

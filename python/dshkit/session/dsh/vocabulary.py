@@ -10,7 +10,8 @@ the original's own event types) passes through unchanged.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from functools import partial
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from dshkit import FrozenDict, Message, freeze, freeze_message
@@ -302,16 +303,16 @@ def _is_mapping(value: object) -> bool:
     return type(value) is FrozenDict or isinstance(value, Mapping)
 
 
-_TO_DSHKIT = {
+_TO_DSHKIT: dict[str, Callable[[Any], Any]] = {
     "assistant/message": _message_event_to_dshkit,
     "tool/result": _message_event_to_dshkit,
     "tool/call": _tool_call_to_dshkit,
     "turn/end": _turn_end_to_dshkit,
     "request/header": _header_event_to_dshkit,
     "agent/inbox/spliced": _inbox_to_dshkit,
-    "approval/asked": lambda data: _approval_to_dshkit("approval/asked", data),
-    "approval/decided": lambda data: _approval_to_dshkit("approval/decided", data),
-    "approval/policy": lambda data: _approval_to_dshkit("approval/policy", data),
+    "approval/asked": partial(_approval_to_dshkit, "approval/asked"),
+    "approval/decided": partial(_approval_to_dshkit, "approval/decided"),
+    "approval/policy": partial(_approval_to_dshkit, "approval/policy"),
 }
 IGNORABLE_TYPES = ORIGINAL_EVENT_TYPES - DSHKIT_MAPPED_TYPES
 VERBATIM_TYPES = DSHKIT_MAPPED_TYPES - set(_TO_DSHKIT) - {"user/message"}
