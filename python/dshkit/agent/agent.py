@@ -278,6 +278,11 @@ class Agent:
         if failure is not None:
             raise failure
 
+    async def when_waiting(self) -> None:
+        """Wait until the agent is idle or a call waits for approval (`pending_approvals()`)."""
+        while self._driver is not None and not self._approvals.waiting:
+            await self._state_change()
+
     async def run_maintenance(self, fn: Callable[[], Any]) -> Any:
         """Run `fn()` (sync or async) while the agent is idle; returns its result.
 
