@@ -241,3 +241,34 @@ def test_approval_events_are_checked_when_appended() -> None:
 async def _drive(agent: Agent, message: Any) -> None:
     agent.followup(message)
     await agent.when_idle()
+
+
+def test_a_follow_up_on_a_log_left_waiting_finishes_that_turn_first(kit: Any, tmp_path: Path) -> None:
+    from dshkit import create_assistant_message
+
+    path = tmp_path / "log.jsonl"
+    with Session.create(path) as session:  # as a process leaves it when it dies while c1 waits
+        session.append("turn/start", {"turn": 1})
+        session.append("step/start", {"turn": 1, "step": 1})
+        session.append("user/message", kit.user("clean up"))
+        call = {"type": "tool_call", "id": "c1", "name": "rm", "arguments": "{}"}
+        session.append("assistant/message", {"turn": 1, "step": 1, "message": create_assistant_message([call], provider="p", model="m")})
+        session.append("tool/call", {"turn": 1, "step": 1, "call_id": "c1", "name": "rm", "arguments": "{}"})
+        session.append("approval/asked", {"turn": 1, "step": 1, "id": "a1", "call_id": "c1", "tool": "rm", "arguments": "{}"})
+    ran: list[str] = []
+    with Session.open(path) as session:
+        agent = Agent(ScriptedModel(["first turn done", "second turn done"]), session=session, tools=tools(ran, rm="ask"))
+        assert agent.status == "awaiting_approval"
+
+        async def main() -> None:
+            agent.followup(kit.user("and then this"))
+            await agent.when_waiting()
+            assert agent.status == "awaiting_approval" and [p.call_id for p in agent.pending_approvals()] == ["c1"]
+            agent.approve("c1")
+            await agent.when_idle()
+
+        asyncio.run(main())
+        assert ran == ["c1"]
+        turns = [(e.type, e.data["turn"]) for e in session.events if e.type in ("turn/start", "turn/end")]
+        assert turns == [("turn/start", 1), ("turn/end", 1), ("turn/start", 2), ("turn/end", 2)]
+        assert kit.texts(session.messages())[-1] == "second turn done"

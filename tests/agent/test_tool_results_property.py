@@ -89,4 +89,5 @@ def test_every_tool_call_ends_with_exactly_one_result(steps: list[list[str]], ca
     decided = {e.data["id"] for e in events if e.type == "approval/decided"}
     assert all(count == 1 for count in asks.values())
     assert len(decided) == len(asks)  # every ask of a finished turn was decided (approved, denied or cancelled)
-    assert [e.type for e in events].count("turn/end") == 1
+    types = [e.type for e in events]
+    assert types.count("turn/end") == types.count("turn/start") <= 1  # a cancel before the turn: none

@@ -3,6 +3,8 @@
 `Agent(model, *, session=None, tools=(), system=None, hooks=None)` runs turns: it claims queued
 input (`followup`, `steer`, `inject`), lets the `pre_step` hook `Enter` or `Reject` it, logs it,
 builds each request from the log, streams the model, runs `Tool`s and honours `cancel`.
+Tool calls are validated against their schemas and pass `pre_tool` hooks and approval policies
+(`Allow` / `Ask` / `Deny`; `approve`, `deny`, `pending_approvals`) before their bodies run.
 """
 
 from __future__ import annotations

@@ -232,7 +232,7 @@ class Agent:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return False  # decided outside a loop: the turn continues at the next wake()
-        self._start_driver(loop, resume=True)
+        self._start_driver(loop)
         if cancelled is not None and self._token is not None:
             self._token.cancel(cancelled)
         return True
@@ -356,14 +356,15 @@ class Agent:
             if not waiter.done() and not waiter.get_loop().is_closed():
                 waiter.set_result(None)
 
-    def _start_driver(self, loop: asyncio.AbstractEventLoop, *, resume: bool = False) -> None:
+    def _start_driver(self, loop: asyncio.AbstractEventLoop) -> None:
         token = CancelToken()
         self._token = token
-        self._driver = loop.create_task(self._drive(token, resume))
+        self._driver = loop.create_task(self._drive(token))
 
-    async def _drive(self, token: CancelToken, resume: bool = False) -> None:
+    async def _drive(self, token: CancelToken) -> None:
         try:
-            suspended = suspended_turn(self._session) if resume else None
+            # A turn left waiting for approval is finished first: a follow-up never opens a turn inside it.
+            suspended = suspended_turn(self._session)
             if suspended is not None:
 
                 def finish(turn: Turn) -> Awaitable[StepResult]:
