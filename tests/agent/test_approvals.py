@@ -272,3 +272,22 @@ def test_a_follow_up_on_a_log_left_waiting_finishes_that_turn_first(kit: Any, tm
         turns = [(e.type, e.data["turn"]) for e in session.events if e.type in ("turn/start", "turn/end")]
         assert turns == [("turn/start", 1), ("turn/end", 1), ("turn/start", 2), ("turn/end", 2)]
         assert kit.texts(session.messages())[-1] == "second turn done"
+
+
+def test_asks_and_decisions_are_live_events(kit: Any) -> None:
+    ran: list[str] = []
+    model = ScriptedModel([kit.calls_response(("c1", "rm", '{"path": "x"}')), "ok"])
+    agent = Agent(model, tools=tools(ran, rm=lambda ctx: Ask("it deletes")))
+    seen: list[tuple[str, Any]] = []
+
+    def on_event(event: Any) -> None:
+        if event.type == "approval_asked":
+            seen.append((event.type, (event.data["call_id"], event.data["tool"], event.data["arguments"], event.data["reason"])))
+            agent.approve(event.data["call_id"])  # decided from the subscriber itself
+        elif event.type == "approval_decided":
+            seen.append((event.type, (event.data["call_id"], event.data["outcome"])))
+
+    agent.subscribe(on_event)
+    asyncio.run(_drive(agent, kit.user("go")))
+    assert seen == [("approval_asked", ("c1", "rm", '{"path": "x"}', "it deletes")), ("approval_decided", ("c1", "allowed_once"))]
+    assert ran == ["c1"]
