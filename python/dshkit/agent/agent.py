@@ -21,7 +21,7 @@ from dshkit.agent.approvals import ApprovalBook, PendingApproval, Policy, check_
 from dshkit.agent.calls import call_sync_or_async
 from dshkit.agent.cancel import CancelToken
 from dshkit.agent.events import AgentEvent, EventHub, EventStream
-from dshkit.agent.hooks import Hook, check_hooks
+from dshkit.agent.hooks import Hook, HookEntry, check_hooks
 from dshkit.agent.inbox import NEXT_STEP, NEXT_TURN, Inbox
 from dshkit.agent.resume import finish_suspended_step, suspended_turn
 from dshkit.agent.tool_calls import ToolCallRunner
@@ -59,7 +59,7 @@ class Agent:
         session: Session | None = None,
         tools: Iterable[Tool] = (),
         system: str | None = None,
-        hooks: Mapping[str, Hook] | None = None,
+        hooks: Mapping[str, HookEntry] | None = None,
         config: Mapping[str, Any] | None = None,
         approval: Policy | None = None,
         tool_timeout: float | None = None,

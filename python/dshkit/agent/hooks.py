@@ -21,7 +21,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Union
 
@@ -36,6 +36,7 @@ HOOK_NAMES = ("pre_step", "turn_stopping", "request", "request_error", "pre_tool
 _LISTED = ("pre_tool", "post_tool")  # hooks that may be a list of callables (dshkit.agent.tool_hooks)
 
 Hook = Callable[[Any], Union[Any, Awaitable[Any]]]
+HookEntry = Union[Hook, Sequence[Hook]]  # `pre_tool` and `post_tool` may be a list of hooks
 
 
 class Enter:
@@ -124,13 +125,13 @@ class RequestErrorContext:
     cancel: CancelToken
 
 
-def check_hooks(hooks: Mapping[str, Hook] | None) -> dict[str, Hook]:
+def check_hooks(hooks: Mapping[str, HookEntry] | None) -> dict[str, Any]:
     """Validate a hooks mapping: known names, callable values."""
     if hooks is None:
         return {}
     if not isinstance(hooks, Mapping):
         raise TypeError(f"Agent hooks: expected a mapping of hook name to callable, got {type(hooks).__name__}")
-    checked: dict[str, Hook] = {}
+    checked: dict[str, Any] = {}  # a hook, or for the tool hooks a tuple of them
     for name, hook in hooks.items():
         if name not in HOOK_NAMES:
             raise ValueError(f"Agent hooks: unknown hook {name!r} (known: {', '.join(HOOK_NAMES)})")
@@ -150,6 +151,7 @@ __all__ = [
     "HOOK_NAMES",
     "Enter",
     "Hook",
+    "HookEntry",
     "PreStepContext",
     "Reject",
     "RequestContext",
