@@ -29,6 +29,7 @@ def _crash_with_an_ask(path: Path, *, decide: bool = False, answer: bool = False
         from dshkit import create_assistant_message
 
         message = create_assistant_message([call], provider="p", model="m")
+        session.append("request/header", {"header": {"system": None, "tools": [], "config": {}}, "reason": "initial"})
         session.append("assistant/message", {"turn": 1, "step": 1, "message": message})
         session.append("tool/call", {"turn": 1, "step": 1, "call_id": "c1", "name": "rm", "arguments": "{}"})
         session.append("approval/asked", {"turn": 1, "step": 1, "id": "a1", "call_id": "c1", "tool": "rm", "arguments": "{}"})
@@ -145,3 +146,18 @@ def test_an_original_record_dshkit_does_not_read_is_kept_as_ignorable(tmp_path: 
         assert open_turn_asks(session.events) == {}
     written: list[Any] = [json.loads(line)["data"] for line in path.read_text().splitlines()[1:]]
     assert written == [{"requestId": "r1", "tool": "bash"}, {"id": "r1", "outcome": "whatever"}]
+
+
+def test_log_verify_takes_a_turn_waiting_for_a_person_for_sound(tmp_path: Path) -> None:
+    from dshkit.session.verify import check_events
+
+    path = tmp_path / "log.jsonl"
+    _crash_with_an_ask(path)
+    with Session.open(path, read_only=True) as session:
+        assert check_events(session.events) == []
+    path2 = tmp_path / "log2.jsonl"
+    _crash_with_an_ask(path2, decide=True)
+    with Session.open(path2, read_only=True) as session:
+        assert [problem.text for problem in check_events(session.events)] == [
+            "turn 1 has no turn/end (a crash; it is closed when the log is opened for writing)"
+        ]
