@@ -164,3 +164,39 @@ def test_cancel_after_a_restart_gives_the_asked_call_an_error_result(tmp_path: P
         decided = [e.data["outcome"] for e in session.events if e.type == "approval/decided"]
         assert decided == ["cancelled"]
         assert [e.data["reason"]["kind"] for e in session.events if e.type == "turn/end"] == ["aborted"]
+
+
+GRACEFUL = COMMON + textwrap.dedent(
+    """
+    CALLS = [
+        {"type": "tool_call_delta", "index": 0, "id": "c1", "name": "rm", "arguments": '{"path": "old.log"}'},
+        {"type": "tool_call_delta", "index": 1, "id": "c2", "name": "ls", "arguments": "{}"},
+        {"type": "finish", "reason": "tool_calls"},
+    ]
+
+    async def main():
+        session = Session.create(log)
+        agent = Agent(ScriptedModel([CALLS]), session=session, tools=TOOLS)
+        agent.followup(create_user_message("clean up", source={"kind": "user"}))
+        while not agent.pending_approvals() or not [e for e in session.events if e.type == "tool/result"]:
+            await asyncio.sleep(0.01)
+        # returning ends asyncio.run, which cancels the agent's task: a graceful shutdown
+
+    asyncio.run(main())
+    print(json.dumps({"ok": True}))
+    """
+)
+
+
+@pytest.mark.timeout(120)
+def test_an_ask_also_survives_a_graceful_shutdown_of_the_process(tmp_path: Path) -> None:
+    log, marker = tmp_path / "chat.jsonl", tmp_path / "removed"
+    assert run_child(GRACEFUL, str(log), str(marker)) == {"ok": True}
+    kinds = types(log)
+    assert kinds[-1] == "tool/result" and "turn/end" not in kinds and "step/end" not in kinds  # left open, as a crash would
+    report = run_child(DECIDER, str(log), str(marker), "approve")
+    assert report["pending"] == [["c1", "rm", '{"path": "old.log"}']]
+    assert marker.read_text() == "old.log"
+    with Session.open(log, read_only=True) as session:
+        assert [e.data["reason"]["kind"] for e in session.events if e.type == "turn/end"] == ["completed"]
+        assert sorted(e.data["message"].source["call_id"] for e in session.events if e.type == "tool/result") == ["c1", "c2"]

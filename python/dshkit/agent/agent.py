@@ -362,6 +362,7 @@ class Agent:
         self._driver = loop.create_task(self._drive(token))
 
     async def _drive(self, token: CancelToken) -> None:
+        self._tool_calls.suspended = False  # an earlier driver may have stopped while calls waited
         try:
             # A turn left waiting for approval is finished first: a follow-up never opens a turn inside it.
             suspended = suspended_turn(self._session)

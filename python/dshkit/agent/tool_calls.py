@@ -53,6 +53,7 @@ class ToolCallRunner:
         self._inbox = inbox
         self._tools = tools
         self._gate = gate  # validation, hooks, approvals, timeouts (None: bodies run plainly)
+        self.suspended = False  # set when the agent's task stops while calls wait for a person
 
     async def run(
         self, calls: tuple[Any, ...], assistant_seq: int, *, turn: int, step: int, token: CancelToken,
@@ -135,9 +136,14 @@ class ToolCallRunner:
                         index, seq = running[task]
                         results[index] = _task_result(task, seq)
                     commit_ready()
-        except BaseException:
+        except BaseException as exc:
             try:
-                _answer_every_call(token, results, running)
+                # The agent's own task cancelled (a process shutting down) while calls wait for a
+                # person: those calls, and the calls not started, are left for the next process,
+                # and the turn stays open (`suspended`), as if the process had died.
+                if not isinstance(exc, Exception) and any(self._is_waiting(calls[index]) for index, _ in running.values()):
+                    self.suspended = True
+                _answer_every_call(token, results, running, leave=(lambda index: self._is_waiting(calls[index])) if self.suspended else None)
                 commit_ready()
             except Exception:
                 _log.exception("agent loop: could not log results for the unanswered tool calls")
@@ -277,6 +283,9 @@ class ToolCallRunner:
         result = _CallResult(_UNKNOWN_OUTCOME, is_error=True, error={"name": "Aborted", "code": "aborted_while_running"}, call_seq=call_seq)
         self._commit_result(turn, step, call, result, assistant_seq)
 
+    def _is_waiting(self, call: Any) -> bool:
+        return self._gate is not None and self._gate.book.is_waiting(call["id"])
+
     def take_failure(self) -> dict[str, Any] | None:
         """An error the tools' gate says ends the turn (a retry budget spent), once; else None."""
         return self._gate.take_failure() if self._gate is not None else None
@@ -316,12 +325,19 @@ def _answer_every_call(
     token: CancelToken,
     results: list[_CallResult | None],
     running: Mapping[asyncio.Future[_CallResult], tuple[int, int]],
+    leave: Callable[[Any], bool] | None = None,
 ) -> None:
-    """Fill in an error result for every call that has none (cancelling bodies still running)."""
+    """Fill in an error result for every call that has none (cancelling bodies still running).
+
+    With `leave` (a suspended turn), a call waiting for a person (`leave(call)`) and a call not
+    started get none: the next process runs them.
+    """
     cause = token.cause or "cancelled"
     for task, (index, seq) in running.items():
         if results[index] is None:
             task.cancel()
+            if leave is not None and leave(index):
+                continue
             results[index] = _CallResult(
                 _UNKNOWN_OUTCOME,
                 is_error=True,
@@ -329,7 +345,7 @@ def _answer_every_call(
                 call_seq=seq,
             )
     for index, result in enumerate(results):
-        if result is None:
+        if result is None and leave is None:
             results[index] = _CallResult(
                 f"Tool call not run: the turn was aborted ({cause}) before it started. "
                 "Run it again if it is still needed.",

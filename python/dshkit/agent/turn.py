@@ -85,9 +85,7 @@ _Finish = Callable[[Turn], Awaitable[StepResult]]  # ends the step a resumed tur
 def error_info(exc: BaseException) -> dict[str, Any]:
     """The ``error`` mapping a turn end or step result records for `exc`."""
     if isinstance(exc, ModelError):
-        info: dict[str, Any] = dict(exc.to_info())
-        info["name"] = type(exc).__name__
-        return info
+        return {**exc.to_info(), "name": type(exc).__name__}
     return {"code": "exception", "name": type(exc).__name__, "message": str(exc)}
 
 
@@ -121,6 +119,8 @@ class TurnRunner:
         self._loop_ran = False  # the event loop ran other tasks since the last stream was read
 
     def _append(self, event_type: str, data: Any, source_event_seqs: tuple[int, ...] = ()) -> Any:
+        if self._tool_calls.suspended:
+            return None  # the agent's task was cancelled while calls wait for a person: the turn stays open in the log
         event = self._session.append(event_type, data, source_event_seqs=source_event_seqs)
         if self._inbox.deferred_clear is not None:
             self._inbox.run_deferred_clear()  # an observer of this append cancelled the turn
@@ -142,8 +142,7 @@ class TurnRunner:
         return await self._close_turn(turn, None)
 
     async def resume_turn(self, token: CancelToken, steer: Callable[[Message], None], number: int, step: int, finish_step: _Finish) -> str:
-        """Continue turn `number`, left open at step `step` (calls awaiting approval): `finish_step(turn)`
-        ends that step's calls, then the turn goes on as any other."""
+        """Continue turn `number`, left open at step `step` awaiting approval; `finish_step(turn)` ends that step."""
         return await self._close_turn(Turn(number, token, steer, step=step, stepped=True), finish_step)
 
     async def _close_turn(self, turn: Turn, finish_step: _Finish | None) -> str:
