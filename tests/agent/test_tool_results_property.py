@@ -91,3 +91,60 @@ def test_every_tool_call_ends_with_exactly_one_result(steps: list[list[str]], ca
     assert len(decided) == len(asks)  # every ask of a finished turn was decided (approved, denied or cancelled)
     types = [e.type for e in events]
     assert types.count("turn/end") == types.count("turn/start") <= 1  # a cancel before the turn: none
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steps=steps_strategy, decisions=st.lists(st.booleans(), min_size=1, max_size=12))
+def test_every_tool_call_ends_with_exactly_one_result_across_a_restart(steps: list[list[str]], decisions: list[bool]) -> None:
+    """The first agent's task stops (as a process shutting down) while calls wait; a second agent
+    on the re-opened log decides them; the log still answers every call exactly once."""
+    import tempfile
+    from pathlib import Path
+
+    import dshkit
+    from dshkit.session import Session
+
+    responses: list[Any] = [
+        [_call(number, index, behaviour) for index, behaviour in enumerate(step)] + [{"type": "finish", "reason": "tool_calls"}]
+        for number, step in enumerate(steps)
+    ]
+    responses.append("done")
+    hooks = {"pre_tool": lambda ctx: Deny("hooked") if ctx.name == "hooked" else None}
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "log.jsonl"
+        with Session.create(path) as session:
+            first = Agent(ScriptedModel(responses), session=session, tools=_tools(), hooks=hooks)
+
+            async def until_waiting_or_idle() -> None:
+                first.followup(dshkit.create_user_message("go", source={"kind": "user"}))
+                await first.when_waiting()  # then asyncio.run returns: the agent's task is cancelled
+
+            asyncio.run(until_waiting_or_idle())
+            asked = len(first.session.events)
+        with Session.open(path) as session:
+            used = sum(1 for e in session.events if e.type == "assistant/message")
+            second = Agent(ScriptedModel(responses[used:] or ["done"]), session=session, tools=_tools(), hooks=hooks)
+
+            async def decide() -> None:
+                turns = 0
+                while True:
+                    await asyncio.sleep(0)
+                    pending = second.pending_approvals()
+                    if pending:
+                        yes = decisions[turns % len(decisions)]
+                        turns += 1
+                        second.approve(pending[0].call_id) if yes else second.deny(pending[0].call_id)
+                        await second.when_waiting()
+                    elif second.status == "idle":
+                        break
+                await second.when_idle()
+
+            asyncio.run(decide())
+            events = session.events
+    assert asked > 0
+    requested = [call["id"] for e in events if e.type == "assistant/message" for call in e.data["message"].tool_calls]
+    answered = Counter(e.data["message"].source["call_id"] for e in events if e.type == "tool/result")
+    assert all(answered[call_id] == 1 for call_id in requested), (requested, answered)
+    assert set(answered) == set(requested)
+    types = [e.type for e in events]
+    assert types.count("turn/start") == types.count("turn/end") == 1
