@@ -105,7 +105,8 @@ import asyncio
 from typing import Literal
 
 from dshkit import Message, create_user_message
-from dshkit.agent import Agent, AgentStatus, Tool, ToolContext
+from dshkit.agent import Agent, AgentStatus, Allow, Ask, PendingApproval, Tool, ToolContext
+from dshkit.agent.tool_hooks import Decision
 from dshkit.models import ScriptedModel
 
 
@@ -130,9 +131,11 @@ def role_of(message: Message) -> str:
 
 async def main() -> None:
     agent = Agent(ScriptedModel(["ok"]), tools=tools)
-    status: Literal["idle", "running"] = agent.status
+    status: Literal["idle", "running", "awaiting_approval"] = agent.status
+    waiting: list[PendingApproval] = agent.pending_approvals()
+    asked: Decision = Ask("why") if waiting else Allow()
     other: AgentStatus = "idle"
-    print(status == other, role_of(create_user_message("hi", source={"kind": "user"})))
+    print(status == other, asked, role_of(create_user_message("hi", source={"kind": "user"})))
     await agent.close()
 
 

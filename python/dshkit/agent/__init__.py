@@ -3,11 +3,14 @@
 `Agent(model, *, session=None, tools=(), system=None, hooks=None)` runs turns: it claims queued
 input (`followup`, `steer`, `inject`), lets the `pre_step` hook `Enter` or `Reject` it, logs it,
 builds each request from the log, streams the model, runs `Tool`s and honours `cancel`.
+Tool calls are validated against their schemas and pass `pre_tool` hooks and approval policies
+(`Allow` / `Ask` / `Deny`; `approve`, `deny`, `pending_approvals`) before their bodies run.
 """
 
 from __future__ import annotations
 
-from dshkit.agent.agent import IDLE, RUNNING, Agent, AgentStatus
+from dshkit.agent.agent import AWAITING_APPROVAL, IDLE, RUNNING, Agent, AgentStatus
+from dshkit.agent.approvals import PendingApproval, Policy
 from dshkit.agent.assembly import StreamAssembler
 from dshkit.agent.cancel import CancelToken
 from dshkit.agent.compaction import Compaction, CompactionFailed
@@ -24,10 +27,13 @@ from dshkit.agent.hooks import (
 from dshkit.agent.inbox import NEXT_STEP, NEXT_TURN, Inbox
 from dshkit.agent.subagent import subagent_tool
 from dshkit.agent.tokens import TokenMeter
+from dshkit.agent.tool_hooks import Allow, Amend, Ask, Deny, PostToolContext, PreToolContext
 from dshkit.agent.tools import Tool, ToolContext, ToolOutput
 from dshkit.agent.toolsets import ToolSource
+from dshkit.agent.typed_tools import tool
 
 __all__ = [
+    "AWAITING_APPROVAL",
     "HOOK_NAMES",
     "IDLE",
     "NEXT_STEP",
@@ -35,14 +41,22 @@ __all__ = [
     "RUNNING",
     "Agent",
     "AgentEvent",
+    "Allow",
+    "Amend",
+    "Ask",
     "AgentStatus",
     "CancelToken",
     "Compaction",
     "CompactionFailed",
+    "Deny",
     "Enter",
     "EventStream",
     "Inbox",
+    "PendingApproval",
+    "Policy",
+    "PostToolContext",
     "PreStepContext",
+    "PreToolContext",
     "Reject",
     "RequestContext",
     "RequestErrorContext",
@@ -54,4 +68,5 @@ __all__ = [
     "ToolSource",
     "TurnStoppingContext",
     "subagent_tool",
+    "tool",
 ]

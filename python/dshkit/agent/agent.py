@@ -13,20 +13,24 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable, Mapping
+import weakref
+from collections.abc import Awaitable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Callable, Final, Literal
 
+from dshkit.agent.approvals import ApprovalBook, PendingApproval, Policy, check_policy
 from dshkit.agent.calls import call_sync_or_async
 from dshkit.agent.cancel import CancelToken
 from dshkit.agent.compaction import Compaction, Compactor
+from dshkit.agent.hooks import Hook, HookEntry, check_hooks
 from dshkit.agent.notifications import AgentEvent, EventStream, NotificationHub
-from dshkit.agent.hooks import Hook, check_hooks
 from dshkit.agent.inbox import NEXT_STEP, NEXT_TURN, Inbox
+from dshkit.agent.resume import finish_suspended_step, suspended_turn
 from dshkit.agent.tool_calls import ToolCallRunner
-from dshkit.agent.tools import Tool
+from dshkit.agent.tool_gate import ToolGate
+from dshkit.agent.tools import Tool, check_timeout
 from dshkit.agent.toolsets import Toolbox, ToolSource
 from dshkit.agent.tracing import trace_agent
-from dshkit.agent.turn import TurnRunner
+from dshkit.agent.turn import StepResult, Turn, TurnRunner
 from dshkit.llm import Message, freeze
 from dshkit.models.protocol import Model
 from dshkit.session import Session
@@ -36,9 +40,10 @@ if TYPE_CHECKING:
 
 _log = logging.getLogger("dshkit.agent")
 
-AgentStatus = Literal["idle", "running"]
+AgentStatus = Literal["idle", "running", "awaiting_approval"]
 IDLE: Final = "idle"
 RUNNING: Final = "running"
+AWAITING_APPROVAL: Final = "awaiting_approval"
 
 # Turn outcomes after which the driver starts the next turn when input is pending (rule: after
 # an aborted, failed, blocked or step-less turn pending work stays parked until the next wake).
@@ -64,10 +69,12 @@ class Agent:
         session: Session | None = None,
         tools: Iterable[Tool | ToolSource] = (),
         system: str | None = None,
-        hooks: Mapping[str, Hook] | None = None,
+        hooks: Mapping[str, HookEntry] | None = None,
         config: Mapping[str, Any] | None = None,
         compaction: Compaction | None = None,
         tracer: Tracer | None = None,
+        approval: Policy | None = None,
+        tool_timeout: float | None = None,
     ) -> None:
         if not (
             callable(getattr(model, "stream", None))
@@ -95,13 +102,22 @@ class Agent:
         self._hub = NotificationHub()
         self._inbox = Inbox(self._session, self._hub)
         self._compactor = Compactor(compaction, model, self._session)
+        # Approvals, tool hooks, validation and timeouts (dshkit.agent.tool_gate); the book reads the log's asks.
+        self._approvals = ApprovalBook(
+            self._session, self._hub, check_policy(approval, "Agent approval"), _weak_call(self._notify_state_change)
+        )
+        gate = ToolGate(
+            self._approvals, _listed(checked_hooks.get("pre_tool")), _listed(checked_hooks.get("post_tool")),
+            check_timeout(tool_timeout, "Agent tool_timeout"),
+        )
+        self._tool_calls = ToolCallRunner(self._session, self._hub, self._inbox, self._tools, gate)
         self._turns = TurnRunner(
             model,
             self._session,
             self._hub,
             self._inbox,
             checked_hooks,
-            ToolCallRunner(self._session, self._hub, self._inbox, self._tools),
+            self._tool_calls,
             toolbox.specs(),
             system,
             frozen_config,
@@ -127,7 +143,9 @@ class Agent:
 
     @property
     def status(self) -> AgentStatus:
-        """``"idle"`` or ``"running"``."""
+        """``"idle"``, ``"running"``, or ``"awaiting_approval"`` while a call waits for a person."""
+        if self._approvals.waiting:
+            return AWAITING_APPROVAL
         return RUNNING if self._driver is not None else IDLE
 
     @property
@@ -203,9 +221,49 @@ class Agent:
         parked until the next `followup`/`steer` or this call.
         """
         self._check_open("wake")
+        if self._resume_suspended():
+            return True
         if self._driver is not None or self._maintenance or not len(self._inbox):
             return False
         self._start_driver(self._running_loop("wake"))
+        return True
+
+    # -- approvals ----------------------------------------------------------------------------
+
+    def pending_approvals(self) -> list[PendingApproval]:
+        """The calls waiting for a person's decision (also those an earlier process asked)."""
+        return self._approvals.pending()
+
+    def approve(self, call_id: str, *, remember: bool = False) -> None:
+        """Let the waiting call `call_id` run (logs `approval/decided`); `remember` also allows its
+        tool from now on, in this session (logs `approval/policy`). Continues a turn left waiting."""
+        self._decide(call_id, "allowed_once", None, "always" if remember else None)
+
+    def deny(self, call_id: str, reason: str | None = None, *, remember: bool = False) -> None:
+        """Refuse the waiting call `call_id`: the model gets an error result with `reason`;
+        `remember` also denies its tool from now on, in this session."""
+        if reason is not None and not isinstance(reason, str):
+            raise TypeError(f"deny reason: expected a str or None, got {type(reason).__name__}")
+        self._decide(call_id, "rejected", reason, "never" if remember else None)
+
+    def _decide(self, call_id: str, outcome: str, reason: str | None, remembered: str | None) -> None:
+        tool = next((ask.tool for ask in self._approvals.pending() if ask.call_id == call_id), None)
+        self._approvals.decide_pending(call_id, outcome, reason)
+        if remembered is not None and tool is not None:
+            self._approvals.remember(remembered, tool)
+        self._resume_suspended()
+
+    def _resume_suspended(self, cancelled: str | None = None) -> bool:
+        """Continue a turn an earlier process left waiting for approval, when idle in a running loop."""
+        if self._driver is not None or self._maintenance or self._closed or suspended_turn(self._session) is None:
+            return False
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return False  # decided outside a loop: the turn continues at the next wake()
+        self._start_driver(loop)
+        if cancelled is not None and self._token is not None:
+            self._token.cancel(cancelled)
         return True
 
     # -- control ------------------------------------------------------------------------------
@@ -218,6 +276,8 @@ class Agent:
         """
         if not isinstance(cause, str) or not cause:
             raise TypeError(f"cancel cause: expected a non-empty str, got {cause!r}")
+        if self._driver is None and self._approvals.waiting and self._resume_suspended(cancelled=cause):
+            return  # a turn an earlier process left waiting: its asked calls get their error results
         if self._driver is None or self._token is None:
             return
         self._aborting = True
@@ -246,6 +306,11 @@ class Agent:
         failure, self._failure = self._failure, None
         if failure is not None:
             raise failure
+
+    async def when_waiting(self) -> None:
+        """Wait until the agent is idle or a call waits for approval (`pending_approvals()`)."""
+        while self._driver is not None and not self._approvals.waiting:
+            await self._state_change()
 
     async def run_maintenance(self, fn: Callable[[], Any]) -> Any:
         """Run `fn()` (sync or async) while the agent is idle; returns its result.
@@ -336,7 +401,18 @@ class Agent:
         self._driver = loop.create_task(self._drive(token))
 
     async def _drive(self, token: CancelToken) -> None:
+        self._tool_calls.suspended = False  # an earlier driver may have stopped while calls waited
         try:
+            # A turn left waiting for approval is finished first: a follow-up never opens a turn inside it.
+            suspended = suspended_turn(self._session)
+            if suspended is not None:
+
+                def finish(turn: Turn) -> Awaitable[StepResult]:
+                    return finish_suspended_step(suspended, turn, self._tool_calls, self._approvals)
+
+                outcome = await self._turns.resume_turn(token, self.steer, suspended.turn, suspended.step, finish)
+                if outcome not in _CONTINUING_OUTCOMES:
+                    return
             while not token.cancelled and not self._closed and len(self._inbox):
                 outcome = await self._turns.run_turn(token, self.steer)
                 if outcome not in _CONTINUING_OUTCOMES:
@@ -356,4 +432,23 @@ class Agent:
             self._notify_state_change()
 
 
-__all__ = ["IDLE", "RUNNING", "Agent"]
+def _weak_call(method: Callable[[], None]) -> Callable[[], None]:
+    """`method()` while its object lives: no reference cycle (a dropped agent is freed at once)."""
+    ref = weakref.WeakMethod(method)
+
+    def call() -> None:
+        bound = ref()
+        if bound is not None:
+            bound()
+
+    return call
+
+
+def _listed(hook: Any) -> tuple[Hook, ...]:
+    """A tool hook entry (one callable, or a tuple of them) as a tuple."""
+    if hook is None:
+        return ()
+    return hook if isinstance(hook, tuple) else (hook,)
+
+
+__all__ = ["AWAITING_APPROVAL", "IDLE", "RUNNING", "Agent"]

@@ -15,11 +15,13 @@
   channels, so the hook gets no way to change them. ``ctx.cancel`` is the turn's cancel token.
 - ``request_error(ctx: RequestErrorContext) -> bool``: return True to retry the request within
   the same step (re-derived from the log); the failed attempt's chunks stay in the log.
+- ``pre_tool`` and ``post_tool`` (a callable or a list of them): around each tool call; see
+  `dshkit.agent.tool_hooks`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Union
 
@@ -30,9 +32,11 @@ from dshkit.llm import Message
 if TYPE_CHECKING:
     from dshkit.session import Session
 
-HOOK_NAMES = ("pre_step", "turn_stopping", "request", "request_error")
+HOOK_NAMES = ("pre_step", "turn_stopping", "request", "request_error", "pre_tool", "post_tool")
+_LISTED = ("pre_tool", "post_tool")  # hooks that may be a list of callables (dshkit.agent.tool_hooks)
 
 Hook = Callable[[Any], Union[Any, Awaitable[Any]]]
+HookEntry = Union[Hook, Sequence[Hook]]  # `pre_tool` and `post_tool` may be a list of hooks
 
 
 class Enter:
@@ -121,16 +125,22 @@ class RequestErrorContext:
     cancel: CancelToken
 
 
-def check_hooks(hooks: Mapping[str, Hook] | None) -> dict[str, Hook]:
+def check_hooks(hooks: Mapping[str, HookEntry] | None) -> dict[str, Any]:
     """Validate a hooks mapping: known names, callable values."""
     if hooks is None:
         return {}
     if not isinstance(hooks, Mapping):
         raise TypeError(f"Agent hooks: expected a mapping of hook name to callable, got {type(hooks).__name__}")
-    checked: dict[str, Hook] = {}
+    checked: dict[str, Any] = {}  # a hook, or for the tool hooks a tuple of them
     for name, hook in hooks.items():
         if name not in HOOK_NAMES:
             raise ValueError(f"Agent hooks: unknown hook {name!r} (known: {', '.join(HOOK_NAMES)})")
+        if name in _LISTED and isinstance(hook, (list, tuple)):
+            for index, item in enumerate(hook):
+                if not callable(item):
+                    raise TypeError(f"Agent hooks[{name!r}][{index}]: expected a callable, got {type(item).__name__}")
+            checked[name] = tuple(hook)
+            continue
         if not callable(hook):
             raise TypeError(f"Agent hooks[{name!r}]: expected a callable, got {type(hook).__name__}")
         checked[name] = hook
@@ -141,6 +151,7 @@ __all__ = [
     "HOOK_NAMES",
     "Enter",
     "Hook",
+    "HookEntry",
     "PreStepContext",
     "Reject",
     "RequestContext",

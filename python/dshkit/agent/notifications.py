@@ -14,6 +14,8 @@ Event types (`AgentEvent.type`):
 - ``"request"``: a request is being sent to the model (``data["request"]``).
 - ``"delta"``: a stream chunk (``data["chunk"]``: the protocol mapping).
 - ``"tool_call"``: a tool body is starting (``data``: ``call_id``, ``name``, ``seq``).
+- ``"approval_asked"``, ``"approval_decided"``: a call waits for a person, or was decided
+  (``data``: ``call_id``, ``tool``, ``arguments``, ``reason``, ``id``; ``call_id``, ``outcome``).
 """
 
 from __future__ import annotations

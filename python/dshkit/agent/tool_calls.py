@@ -21,6 +21,7 @@ from dshkit.agent.cancel import CancelToken
 from dshkit.agent.eager import start_eagerly
 from dshkit.agent.notifications import NotificationHub
 from dshkit.agent.inbox import Inbox
+from dshkit.agent.tool_gate import TimedOut, ToolGate
 from dshkit.agent.tools import Tool, ToolContext, ToolOutput, tool_content
 from dshkit.llm import Message, create_tool_result_message, freeze
 from dshkit.session import Session
@@ -44,27 +45,36 @@ class _CallResult:
 class ToolCallRunner:
     """Runs the tool calls of assistant messages for one agent (its tools, log and live events)."""
 
-    def __init__(self, session: Session, hub: NotificationHub, inbox: Inbox, tools: Mapping[str, Tool]) -> None:
+    def __init__(
+        self, session: Session, hub: NotificationHub, inbox: Inbox, tools: Mapping[str, Tool], gate: ToolGate | None = None
+    ) -> None:
         self._session = session
         self._hub = hub
         self._inbox = inbox
         self._tools = tools
+        self._gate = gate  # validation, hooks, approvals, timeouts (None: bodies run plainly)
+        self.suspended = False  # set when the agent's task stops while calls wait for a person
 
     async def run(
-        self, calls: tuple[Any, ...], assistant_seq: int, *, turn: int, step: int, token: CancelToken
+        self, calls: tuple[Any, ...], assistant_seq: int, *, turn: int, step: int, token: CancelToken,
+        logged: Mapping[str, int] | None = None,
     ) -> tuple[bool, tuple[Message, ...], bool]:
-        """Run a response's tool calls; results are committed in model order as they are ready.
+        """Run a response's tool calls; results are committed in model order as they are ready
+        (a call waiting for approval holds back no result after it).
 
         Consecutive parallel calls run together, an exclusive one alone (`segments`); no call
         starts after `token` fired. Returns whether a tool asked to end the turn, the context
         the tools handed back (model order, each id once) for the step boundary, and whether
         the event loop ran other tasks meanwhile (it does once any call started: the batch
-        waits for its bodies, or yields once for bodies that finished at once).
+        waits for its bodies, or yields once for bodies that finished at once). `logged` maps
+        the ids of calls whose `tool/call` an earlier process logged (a resumed turn) to its seq.
         """
         results: list[Any] = [None] * len(calls)  # a _CallResult per call once it has one
         committed = 0  # results logged so far, in model order
         loop_ran = False
         running: dict[asyncio.Future[_CallResult], tuple[int, int]] = {}  # task -> (index, call seq)
+
+        logged_early: set[int] = set()  # results logged past a call that waits for a person
 
         def commit_ready() -> None:
             # Counted one result at a time: a log failure half way leaves `committed` exact.
@@ -72,15 +82,34 @@ class ToolCallRunner:
             while committed < len(calls):
                 result = results[committed]
                 if result is None:
+                    if self._gate is not None and self._gate.book.is_waiting(calls[committed]["id"]):
+                        commit_past_waiting()
                     return
-                self._commit_result(turn, step, calls[committed], result, assistant_seq)
+                if committed not in logged_early:
+                    self._commit_result(turn, step, calls[committed], result, assistant_seq)
                 committed += 1
+
+        def commit_past_waiting() -> None:
+            # A call waiting for a person (maybe for days, across a restart) does not hold back the
+            # results after it: those are logged now, in model order among themselves.
+            for index in range(committed + 1, len(calls)):
+                result = results[index]
+                if result is None:
+                    if self._gate is not None and self._gate.book.is_waiting(calls[index]["id"]):
+                        continue
+                    return
+                if index not in logged_early:
+                    self._commit_result(turn, step, calls[index], result, assistant_seq)
+                    logged_early.add(index)
 
         try:
             for segment in self.segments(calls):
                 if token.cancelled:
                     break  # no new call starts after a cancel
-                call_seqs = [self._log_call(turn, step, calls[index]) for index in segment]
+                call_seqs = [
+                    logged[calls[index]["id"]] if logged and calls[index]["id"] in logged else self._log_call(turn, step, calls[index])
+                    for index in segment
+                ]
                 # Durability point: every started call is on disk before its body runs.
                 if (synced := durability_point(self._session)) is not None:
                     await synced
@@ -107,9 +136,14 @@ class ToolCallRunner:
                         index, seq = running[task]
                         results[index] = _task_result(task, seq)
                     commit_ready()
-        except BaseException:
+        except BaseException as exc:
             try:
-                _answer_every_call(token, results, running)
+                # The agent's own task cancelled (a process shutting down) while calls wait for a
+                # person: those calls, and the calls not started, are left for the next process,
+                # and the turn stays open (`suspended`), as if the process had died.
+                if not isinstance(exc, Exception) and any(self._is_waiting(calls[index]) for index, _ in running.values()):
+                    self.suspended = True
+                _answer_every_call(token, results, running, leave=(lambda index: self._is_waiting(calls[index])) if self.suspended else None)
                 commit_ready()
             except Exception:
                 _log.exception("agent loop: could not log results for the unanswered tool calls")
@@ -181,28 +215,14 @@ class ToolCallRunner:
                     is_error=True, error={"name": "InvalidArguments", "code": "invalid_arguments"}, call_seq=call_seq,
                 )
             ctx = ToolContext(call["id"], name, turn, step, token, self._session)
+            gate = self._gate
+            if gate is not None and gate.engaged(tool):
+                return await self._run_gated(gate, tool, raw, arguments, ctx, call_seq)
             try:
                 output = tool.run(arguments, ctx)
                 if is_awaitable(output):  # `call_sync_or_async` inline: one coroutine less per call
                     output = await output
-                if isinstance(output, ToolOutput):
-                    for index, message in enumerate(output.context):
-                        if self._inbox.knows(message.id):
-                            raise ValueError(f"ToolOutput context[{index}]: message id {message.id} is not new to the session")
-                    meta = output.meta
-                    if meta is not None:
-                        try:
-                            meta = freeze(meta)
-                        except (TypeError, ValueError) as exc:
-                            return _CallResult(
-                                f"{type(exc).__name__}: tool returned invalid meta: {exc}", is_error=True,
-                                error={"name": type(exc).__name__, "code": "invalid_meta"}, call_seq=call_seq,
-                            )
-                    return _CallResult(
-                        tool_content(output.content), output.is_error, None, meta, output.context,
-                        output.end_turn, call_seq,
-                    )
-                return _CallResult(tool_content(output), call_seq=call_seq)
+                return self._result_of(output, call_seq)
             except Exception as exc:
                 return _CallResult(
                     f"{type(exc).__name__}: {exc}", is_error=True,
@@ -210,6 +230,65 @@ class ToolCallRunner:
                 )
         finally:
             ended()
+
+    def _result_of(self, output: Any, call_seq: int) -> _CallResult:
+        """A body's returned value as the call's result (a `ToolOutput`, or plain content)."""
+        if isinstance(output, ToolOutput):
+            for index, message in enumerate(output.context):
+                if self._inbox.knows(message.id):
+                    raise ValueError(f"ToolOutput context[{index}]: message id {message.id} is not new to the session")
+            meta = output.meta
+            if meta is not None:
+                try:
+                    meta = freeze(meta)
+                except (TypeError, ValueError) as exc:
+                    return _CallResult(
+                        f"{type(exc).__name__}: tool returned invalid meta: {exc}", is_error=True,
+                        error={"name": type(exc).__name__, "code": "invalid_meta"}, call_seq=call_seq,
+                    )
+            return _CallResult(
+                tool_content(output.content), output.is_error, None, meta, output.context, output.end_turn, call_seq,
+            )
+        return _CallResult(tool_content(output), call_seq=call_seq)
+
+    async def _run_gated(
+        self, gate: ToolGate, tool: Tool, raw: str, arguments: dict[str, Any], ctx: ToolContext, call_seq: int
+    ) -> _CallResult:
+        """A call through the gate (`dshkit.agent.tool_gate`): checks, the timed body, `post_tool`."""
+        refusal = await gate.admit(tool, raw, arguments, ctx)
+        if refusal is not None:
+            return _CallResult(refusal.content, is_error=True, error=refusal.error, call_seq=call_seq)
+        try:
+            result = self._result_of(await gate.run_body(tool, arguments, ctx), call_seq)
+        except TimedOut as exc:
+            result = _CallResult(
+                exc.text(gate.timeout_of(tool) or 0.0), is_error=True, error={"name": "TimedOut", "code": "timeout"},
+                call_seq=call_seq,
+            )
+        except Exception as exc:
+            result = _CallResult(
+                f"{type(exc).__name__}: {exc}", is_error=True,
+                error={"name": type(exc).__name__, "code": "tool_error"}, call_seq=call_seq,
+            )
+        if not gate.amends:
+            return result
+        amended = await gate.amend(tool, arguments, ctx, result.content, result.is_error, result.error)
+        return _CallResult(
+            amended.content, amended.is_error, amended.error, result.meta, result.context + amended.context,
+            result.end_turn, call_seq,
+        )
+
+    def answer_unknown(self, turn: int, step: int, call: Any, call_seq: int, assistant_seq: int) -> None:
+        """Log the result of a call an earlier process started and never answered (outcome unknown)."""
+        result = _CallResult(_UNKNOWN_OUTCOME, is_error=True, error={"name": "Aborted", "code": "aborted_while_running"}, call_seq=call_seq)
+        self._commit_result(turn, step, call, result, assistant_seq)
+
+    def _is_waiting(self, call: Any) -> bool:
+        return self._gate is not None and self._gate.book.is_waiting(call["id"])
+
+    def take_failure(self) -> dict[str, Any] | None:
+        """An error the tools' gate says ends the turn (a retry budget spent), once; else None."""
+        return self._gate.take_failure() if self._gate is not None else None
 
     def _commit_result(self, turn: int, step: int, call: Any, result: _CallResult, assistant_seq: int) -> None:
         try:
@@ -228,31 +307,45 @@ class ToolCallRunner:
             data["meta"] = result.meta
         seqs = (result.call_seq,) if result.call_seq is not None else (assistant_seq,)
         event = self._session.append(TOOL_RESULT, data, source_event_seqs=seqs)
+        if self._gate is not None:
+            self._gate.book.mark_answered(call["id"])
         if self._inbox.deferred_clear is not None:
             self._inbox.run_deferred_clear()
         if self._hub.maybe_listening:
             self._hub.emit("message", turn=turn, step=step, message=message, event_type=TOOL_RESULT, seq=event.seq)
 
 
+_UNKNOWN_OUTCOME = (
+    "Tool call interrupted: the agent stopped while it was running; its outcome is unknown. "
+    "Run it again only if it is safe to repeat."
+)
+
+
 def _answer_every_call(
     token: CancelToken,
     results: list[_CallResult | None],
     running: Mapping[asyncio.Future[_CallResult], tuple[int, int]],
+    leave: Callable[[Any], bool] | None = None,
 ) -> None:
-    """Fill in an error result for every call that has none (cancelling bodies still running)."""
+    """Fill in an error result for every call that has none (cancelling bodies still running).
+
+    With `leave` (a suspended turn), a call waiting for a person (`leave(call)`) and a call not
+    started get none: the next process runs them.
+    """
     cause = token.cause or "cancelled"
     for task, (index, seq) in running.items():
         if results[index] is None:
             task.cancel()
+            if leave is not None and leave(index):
+                continue
             results[index] = _CallResult(
-                "Tool call interrupted: the agent stopped while it was running; its outcome is unknown. "
-                "Run it again only if it is safe to repeat.",
+                _UNKNOWN_OUTCOME,
                 is_error=True,
                 error={"name": "Aborted", "code": "aborted_while_running"},
                 call_seq=seq,
             )
     for index, result in enumerate(results):
-        if result is None:
+        if result is None and leave is None:
             results[index] = _CallResult(
                 f"Tool call not run: the turn was aborted ({cause}) before it started. "
                 "Run it again if it is still needed.",

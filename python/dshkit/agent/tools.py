@@ -6,6 +6,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from dshkit.agent.approvals import Policy, check_policy
 from dshkit.agent.cancel import CancelToken
 from dshkit.agent.checks import check_message_batch
 from dshkit.llm import Message, freeze, to_json
@@ -78,10 +79,14 @@ class Tool:
 
     `arguments` is the parsed JSON object the model wrote (a plain `dict`). `parallel=False`
     makes the tool exclusive: it starts only after every earlier call of the step finished,
-    and later calls wait for it (use it for tools that write).
+    and later calls wait for it (use it for tools that write). `timeout` (seconds) cancels a body
+    that runs longer (None: the agent's `tool_timeout`); `approval` is the tool's approval policy
+    (``"always"``, ``"ask"``, ``"never"`` or a callable; None: the agent's); `retries` is how many
+    calls with invalid arguments the model may make in a turn before the turn ends with an error.
+    `Tool.from_function(fn)` builds a tool from a typed function.
     """
 
-    __slots__ = ("description", "name", "parallel", "parameters", "run")
+    __slots__ = ("approval", "description", "name", "parallel", "parameters", "retries", "run", "timeout")
 
     def __init__(
         self,
@@ -91,6 +96,9 @@ class Tool:
         run: ToolBody,
         *,
         parallel: bool = True,
+        timeout: float | None = None,
+        approval: Policy | None = None,
+        retries: int = 2,
     ) -> None:
         if not isinstance(name, str) or not name:
             raise TypeError(f"Tool name: expected a non-empty str, got {name!r}")
@@ -105,6 +113,22 @@ class Tool:
         self.parameters = freeze(parameters)
         self.run = run
         self.parallel = bool(parallel)
+        self.timeout = check_timeout(timeout, f"Tool {name!r} timeout")
+        self.approval = check_policy(approval, f"Tool {name!r} approval")
+        if type(retries) is not int or retries < 0:
+            raise ValueError(f"Tool {name!r} retries: expected an int >= 0, got {retries!r}")
+        self.retries = retries
+
+    @classmethod
+    def from_function(cls, fn: Callable[..., Any], **options: Any) -> Tool:
+        """A tool from a typed function: name, docstring and a JSON schema from its type hints.
+
+        See `dshkit.agent.typed_tools.tool_from_function` (the options: `name`, `description`,
+        `parallel`, `timeout`, `approval`, `retries`).
+        """
+        from dshkit.agent.typed_tools import tool_from_function  # typed_tools builds Tools: imported on use
+
+        return tool_from_function(fn, **options)
 
     @property
     def spec(self) -> dict[str, Any]:
@@ -113,6 +137,17 @@ class Tool:
 
     def __repr__(self) -> str:
         return f"Tool({self.name!r})"
+
+
+def check_timeout(timeout: object, where: str) -> float | None:
+    """`timeout` as seconds (a positive finite number) or None, else an error naming `where`."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise TypeError(f"{where}: expected seconds (a number) or None, got {type(timeout).__name__}")
+    if not 0 < timeout < float("inf"):
+        raise ValueError(f"{where}: expected a positive finite number of seconds, got {timeout!r}")
+    return float(timeout)
 
 
 def check_tools(tools: Iterable[Tool]) -> dict[str, Tool]:
@@ -144,4 +179,4 @@ def tool_content(value: Any) -> str | Sequence[Mapping[str, Any]]:
     return to_json(freeze(value))
 
 
-__all__ = ["Tool", "ToolBody", "ToolContext", "ToolOutput", "check_tools", "tool_content"]
+__all__ = ["Tool", "ToolBody", "ToolContext", "ToolOutput", "check_timeout", "check_tools", "tool_content"]

@@ -80,12 +80,13 @@ class Turn:
     reason: dict[str, Any] = field(default_factory=lambda: {"kind": "completed"})
 
 
+_Finish = Callable[[Turn], Awaitable[StepResult]]  # ends the step a resumed turn was left in
+
+
 def error_info(exc: BaseException) -> dict[str, Any]:
     """The ``error`` mapping a turn end or step result records for `exc`."""
     if isinstance(exc, ModelError):
-        info: dict[str, Any] = dict(exc.to_info())
-        info["name"] = type(exc).__name__
-        return info
+        return {**exc.to_info(), "name": type(exc).__name__}
     return {"code": "exception", "name": type(exc).__name__, "message": str(exc)}
 
 
@@ -124,6 +125,8 @@ class TurnRunner:
         self._loop_ran = False  # the event loop ran other tasks since the last stream was read
 
     def _append(self, event_type: str, data: Any, source_event_seqs: tuple[int, ...] = ()) -> Any:
+        if self._tool_calls.suspended:
+            return None  # the agent's task was cancelled while calls wait for a person: the turn stays open in the log
         event = self._session.append(event_type, data, source_event_seqs=source_event_seqs)
         if self._inbox.deferred_clear is not None:
             self._inbox.run_deferred_clear()  # an observer of this append cancelled the turn
@@ -142,9 +145,17 @@ class TurnRunner:
         turn = Turn(self._turn_number, token, steer)
         self._append(TURN_START, {"turn": turn.number})
         self._hub.emit("turn_start", turn=turn.number)
+        return await self._close_turn(turn, None)
+
+    async def resume_turn(self, token: CancelToken, steer: Callable[[Message], None], number: int, step: int, finish_step: _Finish) -> str:
+        """Continue turn `number`, left open at step `step` awaiting approval; `finish_step(turn)` ends that step."""
+        return await self._close_turn(Turn(number, token, steer, step=step, stepped=True), finish_step)
+
+    async def _close_turn(self, turn: Turn, finish_step: _Finish | None) -> str:
+        token = turn.token
         failure: BaseException | None = None
         try:
-            await self._run_steps(turn)
+            await self._run_steps(turn, finish_step)
         except TurnAborted:
             pass
         except BaseException as exc:
@@ -163,8 +174,14 @@ class TurnRunner:
         kind = turn.reason["kind"]
         return "stepless" if kind == "completed" and not turn.stepped else kind
 
-    async def _run_steps(self, turn: Turn) -> None:
+    async def _run_steps(self, turn: Turn, finish_step: _Finish | None = None) -> None:
         ended: StepResult | None = None
+        if finish_step is not None:
+            try:
+                ended = await finish_step(turn)
+            except BaseException:
+                self._end_step(turn)
+                raise
         while True:
             batch = await self._step_boundary(turn, ended)
             if batch is None:
@@ -479,7 +496,8 @@ class TurnRunner:
         end_turn, context, self._loop_ran = await self._tool_calls.run(
             calls, event.seq, turn=turn.number, step=turn.step, token=turn.token
         )
-        return StepResult("tools", concluded=end_turn, context=context)
+        failure = self._tool_calls.take_failure()  # e.g. a tool's retry budget for invalid arguments spent
+        return StepResult("tools", concluded=end_turn, context=context) if failure is None else StepResult("error", error=failure, context=context)
 
 
 _INTERRUPTED = object()  # _stream's answer when the cancel token cut the response

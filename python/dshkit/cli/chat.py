@@ -32,6 +32,7 @@ from typing import IO, Any
 
 from dshkit.agent import Agent, Compaction
 from dshkit.agent.tokens import TokenMeter, meter_label
+from dshkit.cli.chat_approvals import PROMPT, apply_reply, describe_call
 from dshkit.cli.terminal import LineEditor, colour_enabled, state_dir
 from dshkit.llm import create_user_message
 from dshkit.models.stream_translation import usage_summary
@@ -115,6 +116,7 @@ class _Chat:
         *,
         editor: LineEditor | None = None,
         context_window: int | None = None,
+        tools: Any = (),
     ) -> None:
         self.model = model
         self.context_window = context_window
@@ -126,6 +128,7 @@ class _Chat:
         self.out = out
         self.err = err
         self.editor = editor
+        self.tools = tuple(tools)
         self.interactive = stdin.isatty()
         self.on_terminal = err.isatty()
         self.colour = colour_enabled(err)
@@ -137,7 +140,7 @@ class _Chat:
     async def run(self, *, resuming: bool) -> int:
         session = self.session
         compaction = Compaction(context_window=self.context_window) if self.context_window else None
-        agent = Agent(self.model, session=session, system=self.system, compaction=compaction)
+        agent = Agent(self.model, session=session, system=self.system, compaction=compaction, tools=self.tools)
         agent.subscribe(self._on_event)
         loop = asyncio.get_running_loop()
         inputs: asyncio.Queue[object] = asyncio.Queue()
@@ -154,7 +157,10 @@ class _Chat:
             f"log {self.path}" + (f" (continuing, {history} messages)" if resuming else "")
         )
         line: object
+        sigint = on_sigint if handles_sigint else None
         try:
+            if agent.pending_approvals():  # an earlier run stopped while a call waited for a person
+                await self._settle(agent, inputs, loop, sigint)
             while True:
                 if self.editor is not None:
                     line = self._edit_line(loop, on_sigint if handles_sigint else None)
@@ -171,7 +177,7 @@ class _Chat:
                 if text.strip() in _EXIT_COMMANDS:
                     break
                 agent.followup(create_user_message(text, source={"kind": "user"}))
-                await agent.when_idle()
+                await self._settle(agent, inputs, loop, sigint)
         finally:
             if handles_sigint:
                 loop.remove_signal_handler(signal.SIGINT)
@@ -184,7 +190,30 @@ class _Chat:
             return 2
         return 1 if self.failed_turns else 0
 
-    def _edit_line(self, loop: asyncio.AbstractEventLoop, on_sigint: Any) -> str | None:
+    async def _settle(self, agent: Agent, inputs: asyncio.Queue[object], loop: asyncio.AbstractEventLoop, sigint: Any) -> None:
+        """Wait for the turn to end, asking at the terminal for each call that needs approval."""
+        while True:
+            await agent.when_waiting()
+            pending = agent.pending_approvals()
+            if not pending:
+                await agent.when_idle()
+                return
+            self._end_line()
+            self._note(describe_call(pending[0]))
+            while True:
+                if self.editor is not None:
+                    reply = self._edit_line(loop, sigint, PROMPT)
+                else:
+                    self.err.write(PROMPT)
+                    self.err.flush()
+                    got = await inputs.get()
+                    if got is None:
+                        inputs.put_nowait(None)  # the end of input also ends the session, after this turn
+                    reply = None if got is None or got is _INTERRUPT else str(got)
+                if apply_reply(agent, pending[0], reply):
+                    break
+
+    def _edit_line(self, loop: asyncio.AbstractEventLoop, on_sigint: Any, prompt: str = "> ") -> str | None:
         """Read the next prompt line with readline, on the main thread, while the agent is idle.
 
         The loop's SIGINT handler is lifted meanwhile, so that Ctrl-C interrupts `input` (which
@@ -194,7 +223,7 @@ class _Chat:
         if on_sigint is not None:
             loop.remove_signal_handler(signal.SIGINT)
         try:
-            return self.editor.read("> ")
+            return self.editor.read(prompt)
         except KeyboardInterrupt:
             self.out.write("\n")
             return None

@@ -15,6 +15,10 @@ A compaction left open (`compaction/start` without `compaction/end`: the process
 summary was being written) is closed first, by a `compaction/end` whose `error` says so
 (`compaction_closer`); nothing it would have replaced was touched, as the replacement is the
 last thing a compaction writes before its end.
+
+A turn whose unanswered calls include one waiting for a person (an `approval/asked` without
+`approval/decided`) is suspended, not crashed: it is left open for the agent that re-opens the
+log to continue once the person decides.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from typing import Any
 from dshkit import Message, create_tool_result_message, freeze_message
 from dshkit.llm import encode_ulid
 
+from dshkit.session.approvals import undecided_asks
 from dshkit.session.events import (
     ASSISTANT_MESSAGE,
     COMPACTION_END,
@@ -107,7 +112,7 @@ def plan_closers(events: Sequence[Event], surface: Surface) -> list[tuple[str, A
     """The events (type, data, source seqs) that close an open compaction and the open turn; empty if none is open."""
     compaction = compaction_closer(events)
     start = open_turn_start(events)
-    if start is None:
+    if start is None or undecided_asks(events):
         return [compaction] if compaction is not None else []
     turn = events[start].data.get("turn")
     open_step: Any = None

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
+from dshkit.session.approvals import undecided_asks
 from dshkit.session.events import (
     ASSISTANT_MESSAGE,
     COMPACTION_END,
@@ -111,7 +112,7 @@ def check_events(events: Sequence[Event]) -> list[Problem]:
             open_compaction = event
         elif event_type == COMPACTION_END:
             open_compaction = None
-    if open_turn is not None:
+    if open_turn is not None and not undecided_asks(events):  # a turn waiting for a person is suspended, not crashed
         add(Problem(open_turn.seq, f"turn {open_turn.data.get('turn')} has no turn/end (a crash; it is closed when the log is opened for writing)"))
     if open_compaction is not None:
         add(Problem(open_compaction.seq, "compaction/start without compaction/end"))

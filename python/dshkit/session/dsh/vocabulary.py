@@ -10,10 +10,12 @@ the original's own event types) passes through unchanged.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from functools import partial
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from dshkit import FrozenDict, Message, freeze, freeze_message
+from dshkit.session.events import APPROVAL_OUTCOMES, APPROVAL_POLICIES
 
 # The 48 event types the original knows (`known-event-types.ts`); none of them blocks its fold.
 ORIGINAL_EVENT_TYPES = frozenset(
@@ -33,7 +35,7 @@ ORIGINAL_EVENT_TYPES = frozenset(
 DSHKIT_MAPPED_TYPES = frozenset(
     """user/message assistant/message tool/result turn/start turn/end step/start step/end
     assistant/chunk tool/call request/header agent/inbox/spliced compaction/start compaction/summary
-    compaction/prune compaction/end""".split()
+    compaction/prune compaction/end approval/asked approval/decided approval/policy""".split()
 )
 
 OMITTED_IS_ERROR = "is_error_omitted"
@@ -283,6 +285,37 @@ def _inbox_to_dshkit(data: Any) -> Any:
     return freeze(out)
 
 
+# approval/*: the original's `toolName`, `callId` and kebab-case outcomes (`allowed-once`) read as
+# dshkit's `tool`, `call_id`, `allowed_once`; a record without the fields dshkit reads is presented
+# marked ignorable, as the original's other types are.
+_APPROVAL_KEYS = {"toolName": "tool", "callId": "call_id"}
+_APPROVAL_KEYS_BACK = {value: key for key, value in _APPROVAL_KEYS.items()}
+_OUTCOMES = {"allowed-once": "allowed_once"}
+_OUTCOMES_BACK = {value: key for key, value in _OUTCOMES.items()}
+_APPROVAL_NEEDS = {"approval/asked": ("id", "toolName"), "approval/decided": ("id", "outcome"), "approval/policy": ("policy",)}
+
+
+def _approval_to_dshkit(event_type: str, data: Any) -> Any:
+    if not all(isinstance(data.get(key), str) for key in _APPROVAL_NEEDS[event_type]) or (
+        _OUTCOMES.get(data.get("outcome"), data.get("outcome")) not in APPROVAL_OUTCOMES | {None}
+        or data.get("policy", "ask") not in APPROVAL_POLICIES
+    ):
+        return data | {"ignorable": True} if type(data) is FrozenDict else freeze({**data, "ignorable": True})
+    out = _rename(data, _APPROVAL_KEYS)
+    if "outcome" in out:
+        out["outcome"] = _OUTCOMES.get(out["outcome"], out["outcome"])
+    return freeze(out)
+
+
+def _approval_to_original(data: Mapping[str, Any]) -> dict[str, Any]:
+    if data.get("ignorable") is True:
+        return {key: value for key, value in data.items() if key != "ignorable"}
+    out = _rename(data, _APPROVAL_KEYS_BACK)
+    if "outcome" in out:
+        out["outcome"] = _OUTCOMES_BACK.get(out["outcome"], out["outcome"])
+    return out
+
+
 def _is_mapping(value: object) -> bool:
     return type(value) is FrozenDict or isinstance(value, Mapping)
 
@@ -303,7 +336,7 @@ def _compaction_to_original(data: Mapping[str, Any]) -> dict[str, Any]:
 
 _COMPACTION_TYPES = ("compaction/start", "compaction/summary", "compaction/prune", "compaction/end")
 
-_TO_DSHKIT = {
+_TO_DSHKIT: dict[str, Callable[[Any], Any]] = {
     **{event_type: _compaction_to_dshkit for event_type in _COMPACTION_TYPES},
     "assistant/message": _message_event_to_dshkit,
     "tool/result": _message_event_to_dshkit,
@@ -311,6 +344,9 @@ _TO_DSHKIT = {
     "turn/end": _turn_end_to_dshkit,
     "request/header": _header_event_to_dshkit,
     "agent/inbox/spliced": _inbox_to_dshkit,
+    "approval/asked": partial(_approval_to_dshkit, "approval/asked"),
+    "approval/decided": partial(_approval_to_dshkit, "approval/decided"),
+    "approval/policy": partial(_approval_to_dshkit, "approval/policy"),
 }
 IGNORABLE_TYPES = ORIGINAL_EVENT_TYPES - DSHKIT_MAPPED_TYPES
 VERBATIM_TYPES = DSHKIT_MAPPED_TYPES - set(_TO_DSHKIT) - {"user/message"}
@@ -357,6 +393,8 @@ def data_to_original(event_type: str, data: Any) -> Any:
         if "inserted" in data:
             out["inserted"] = [message_to_original(item) for item in data["inserted"]]
         return out
+    if event_type in _APPROVAL_NEEDS:
+        return _approval_to_original(data)
     if event_type in ORIGINAL_EVENT_TYPES and event_type not in DSHKIT_MAPPED_TYPES:
         return {key: value for key, value in data.items() if key != "ignorable"}
     return data
