@@ -30,7 +30,7 @@ from dshkit.agent.tokens import TokenMeter
 from dshkit.agent.tool_hooks import Allow, Amend, Ask, Deny, PostToolContext, PreToolContext
 from dshkit.agent.tools import Tool, ToolContext, ToolOutput
 from dshkit.agent.toolsets import ToolSource
-from dshkit.agent.typed_tools import tool
+from dshkit.agent.tools import tool
 
 __all__ = [
     "AWAITING_APPROVAL",

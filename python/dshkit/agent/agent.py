@@ -30,7 +30,8 @@ from dshkit.agent.tool_gate import ToolGate
 from dshkit.agent.tools import Tool, check_timeout
 from dshkit.agent.toolsets import Toolbox, ToolSource
 from dshkit.agent.tracing import trace_agent
-from dshkit.agent.turn import StepResult, Turn, TurnRunner
+from dshkit.agent.turn import TurnRunner
+from dshkit.agent.turn_state import StepResult, Turn
 from dshkit.llm import Message, freeze
 from dshkit.models.protocol import Model
 from dshkit.session import Session

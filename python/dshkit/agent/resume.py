@@ -15,7 +15,7 @@ from typing import Any
 
 from dshkit.agent.approvals import ApprovalBook
 from dshkit.agent.tool_calls import ToolCallRunner
-from dshkit.agent.turn import StepResult, Turn
+from dshkit.agent.turn_state import StepResult, Turn
 from dshkit.session import Session
 from dshkit.session.approvals import open_turn_asks
 from dshkit.session.events import ASSISTANT_MESSAGE, STEP_START, TOOL_CALL, TOOL_RESULT

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from dshkit.agent.assembly import StreamAssembler
@@ -34,6 +33,7 @@ from dshkit.agent.hooks import (
 )
 from dshkit.agent.inbox import NEXT_STEP, Inbox
 from dshkit.agent.tool_calls import ToolCallRunner
+from dshkit.agent.turn_state import Admitted, StepResult, Turn, TurnAborted, FinishStep, error_info
 from dshkit.llm import Message, create_assistant_message, freeze
 from dshkit.models.errors import MalformedResponseError
 from dshkit.models.protocol import CONTEXT_WINDOW_EXCEEDED, Model, ModelError
@@ -48,47 +48,6 @@ from dshkit.session.events import (
     TURN_START,
     USER_MESSAGE,
 )
-
-# One message of an admitted batch, with the seqs of the inbox claims it cites (none for context
-# `pre_step` added).
-Admitted = tuple[Message, tuple[int, ...]]
-
-
-class TurnAborted(Exception):
-    """The turn's cancel token fired at a checkpoint."""
-
-
-@dataclass
-class StepResult:
-    """How a step ended."""
-
-    kind: str  # "stop" | "tools" | "max_tokens" | "aborted" | "error"
-    concluded: bool = False  # a tool asked to end the turn
-    error: Mapping[str, Any] | None = None
-    context: tuple[Message, ...] = ()  # context the step's tools handed back, for the step boundary
-
-
-@dataclass
-class Turn:
-    """A running turn: its number, cancel token, steer input, current step and (so far) its end reason."""
-
-    number: int
-    token: CancelToken
-    steer: Callable[[Message], None]
-    step: int = 0
-    stepped: bool = False
-    reason: dict[str, Any] = field(default_factory=lambda: {"kind": "completed"})
-
-
-_Finish = Callable[[Turn], Awaitable[StepResult]]  # ends the step a resumed turn was left in
-
-
-def error_info(exc: BaseException) -> dict[str, Any]:
-    """The ``error`` mapping a turn end or step result records for `exc`."""
-    if isinstance(exc, ModelError):
-        return {**exc.to_info(), "name": type(exc).__name__}
-    return {"code": "exception", "name": type(exc).__name__, "message": str(exc)}
-
 
 class TurnRunner:
     """Runs an agent's turns over its session, model, inbox, hooks and tools."""
@@ -147,11 +106,11 @@ class TurnRunner:
         self._hub.emit("turn_start", turn=turn.number)
         return await self._close_turn(turn, None)
 
-    async def resume_turn(self, token: CancelToken, steer: Callable[[Message], None], number: int, step: int, finish_step: _Finish) -> str:
+    async def resume_turn(self, token: CancelToken, steer: Callable[[Message], None], number: int, step: int, finish_step: FinishStep) -> str:
         """Continue turn `number`, left open at step `step` awaiting approval; `finish_step(turn)` ends that step."""
         return await self._close_turn(Turn(number, token, steer, step=step, stepped=True), finish_step)
 
-    async def _close_turn(self, turn: Turn, finish_step: _Finish | None) -> str:
+    async def _close_turn(self, turn: Turn, finish_step: FinishStep | None) -> str:
         token = turn.token
         failure: BaseException | None = None
         try:
@@ -174,7 +133,7 @@ class TurnRunner:
         kind = turn.reason["kind"]
         return "stepless" if kind == "completed" and not turn.stepped else kind
 
-    async def _run_steps(self, turn: Turn, finish_step: _Finish | None = None) -> None:
+    async def _run_steps(self, turn: Turn, finish_step: FinishStep | None = None) -> None:
         ended: StepResult | None = None
         if finish_step is not None:
             try:
@@ -512,4 +471,4 @@ def _last_turn_number(session: Session) -> int:
     return next(numbers, 0)
 
 
-__all__ = ["Admitted", "StepResult", "Turn", "TurnAborted", "TurnRunner", "error_info"]
+__all__ = ["TurnRunner"]

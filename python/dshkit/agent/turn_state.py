@@ -1,0 +1,55 @@
+"""The state of a running turn and how its steps end: `Turn`, `StepResult`, `TurnAborted`, and the
+``error`` mapping a failure is recorded as (`error_info`)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from dshkit.agent.cancel import CancelToken
+from dshkit.llm import Message
+from dshkit.models.protocol import ModelError
+
+# One message of an admitted batch, with the seqs of the inbox claims it cites (none for context
+# `pre_step` added).
+Admitted = tuple[Message, tuple[int, ...]]
+
+
+class TurnAborted(Exception):
+    """The turn's cancel token fired at a checkpoint."""
+
+
+@dataclass
+class StepResult:
+    """How a step ended."""
+
+    kind: str  # "stop" | "tools" | "max_tokens" | "aborted" | "error"
+    concluded: bool = False  # a tool asked to end the turn
+    error: Mapping[str, Any] | None = None
+    context: tuple[Message, ...] = ()  # context the step's tools handed back, for the step boundary
+
+
+@dataclass
+class Turn:
+    """A running turn: its number, cancel token, steer input, current step and (so far) its end reason."""
+
+    number: int
+    token: CancelToken
+    steer: Callable[[Message], None]
+    step: int = 0
+    stepped: bool = False
+    reason: dict[str, Any] = field(default_factory=lambda: {"kind": "completed"})
+
+
+FinishStep = Callable[[Turn], Awaitable[StepResult]]  # ends the step a resumed turn was left in
+
+
+def error_info(exc: BaseException) -> dict[str, Any]:
+    """The ``error`` mapping a turn end or step result records for `exc`."""
+    if isinstance(exc, ModelError):
+        return {**exc.to_info(), "name": type(exc).__name__}
+    return {"code": "exception", "name": type(exc).__name__, "message": str(exc)}
+
+
+__all__ = ["Admitted", "FinishStep", "StepResult", "Turn", "TurnAborted", "error_info"]
