@@ -200,3 +200,34 @@ def test_an_ask_also_survives_a_graceful_shutdown_of_the_process(tmp_path: Path)
     with Session.open(log, read_only=True) as session:
         assert [e.data["reason"]["kind"] for e in session.events if e.type == "turn/end"] == ["completed"]
         assert sorted(e.data["message"].source["call_id"] for e in session.events if e.type == "tool/result") == ["c1", "c2"]
+
+
+SHUTDOWN_IN_ORDER = GRACEFUL.replace(
+    "        # returning ends asyncio.run, which cancels the agent's task: a graceful shutdown\n",
+    textwrap.dedent(
+        """\
+        # A shutdown cancels every task in no set order: here the waiting call's body first
+        # (sys.argv[3] == "body-first") or the agent's driver first, each let run before the next.
+        others = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+        bodies = [task for task in others if "_run_call" in repr(task.get_coro())]
+        assert bodies, [repr(task.get_coro()) for task in others]
+        rest = [task for task in others if task not in bodies]
+        for task in (bodies + rest if sys.argv[3] == "body-first" else rest + bodies):
+            task.cancel()
+            await asyncio.sleep(0)
+        await asyncio.gather(*others, return_exceptions=True)
+        """
+    ).replace("\n", "\n        ").rstrip(" "),
+)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("order", ["body-first", "driver-first"])
+def test_a_shutdown_leaves_the_ask_open_whichever_task_it_cancels_first(tmp_path: Path, order: str) -> None:
+    log, marker = tmp_path / "chat.jsonl", tmp_path / "removed"
+    assert run_child(SHUTDOWN_IN_ORDER, str(log), str(marker), order) == {"ok": True}
+    kinds = types(log)
+    assert "turn/end" not in kinds and "step/end" not in kinds  # left open, as a crash would
+    report = run_child(DECIDER, str(log), str(marker), "approve")
+    assert report["pending"] == [["c1", "rm", '{"path": "old.log"}']]
+    assert marker.read_text() == "old.log"

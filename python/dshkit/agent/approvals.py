@@ -80,6 +80,9 @@ class ApprovalBook:
         self._per_tool, self._session_wide = remembered_policies(events)
         self._decided_here: dict[str, str | None] = {}  # ask id -> reason, for decisions this agent logged
         self._waiters: dict[str, asyncio.Future[tuple[str, str | None]]] = {}
+        # Calls whose wait was stopped by their task's cancellation (a process shutting down), not
+        # by the agent's cancel: their asks stay open in the log for the next process.
+        self._abandoned: set[str] = set()
         self.version = 0  # counts remembered policies: what a cached view of the policies checks
 
     # -- policy -----------------------------------------------------------------------------------
@@ -160,7 +163,7 @@ class ApprovalBook:
 
     def is_waiting(self, call_id: str) -> bool:
         """Whether call `call_id` waits for a person right now (in this process)."""
-        return call_id in self._waiters
+        return call_id in self._waiters or call_id in self._abandoned
 
     def decided_here(self, ask_id: str) -> bool:
         """Whether this agent logged the decision of ask `ask_id` (so the call has not run yet)."""
@@ -192,6 +195,9 @@ class ApprovalBook:
         self._on_change()
         try:
             outcome, why = await future
+        except asyncio.CancelledError:
+            self._abandoned.add(record.call_id)
+            raise
         finally:
             unregister()
             self._waiters.pop(record.call_id, None)

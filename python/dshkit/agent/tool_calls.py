@@ -134,6 +134,11 @@ class ToolCallRunner:
                     pending -= done
                     for task in done:
                         index, seq = running[task]
+                        if task.cancelled() and self._is_waiting(calls[index]):
+                            # Its wait for a person was stopped from outside (the process shutting
+                            # down cancels every task, in no set order): the same as this driver
+                            # being cancelled first, never an error result for that call.
+                            raise asyncio.CancelledError
                         results[index] = _task_result(task, seq)
                     commit_ready()
         except BaseException as exc:
