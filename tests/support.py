@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import tracemalloc
 from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
 from typing import Any
+
+import dshkit
+
+DSHKIT_PATH = str(Path(dshkit.__file__).resolve().parents[1])
+"""Where the dshkit under test is imported from (the source tree, or an installed wheel's
+site-packages): the PYTHONPATH of a child process that must import the same build."""
 
 
 class PlainMapping(Mapping[Any, Any]):

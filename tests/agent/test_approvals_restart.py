@@ -16,10 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import DSHKIT_PATH
 
 from dshkit.session import Session
 
-PYTHON_PATH = str(Path(__file__).resolve().parents[2] / "python")
+PYTHON_PATH = DSHKIT_PATH
 
 COMMON = textwrap.dedent(
     """

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import DSHKIT_PATH
 
 import dshkit
 from dshkit.agent import Agent, Compaction, CompactionFailed, TokenMeter
@@ -23,7 +24,6 @@ from dshkit.session.transcript import render
 from dshkit.session.verify import check_events
 from tests.agent.long_run import LoopModel, read_tool
 
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def user(text: str) -> dshkit.Message:
@@ -103,7 +103,7 @@ def test_a_long_run_in_a_small_window_runs_to_its_end(tmp_path: Path, steps: int
         assert TokenMeter(session).reading() == reading  # re-open: the same reading, from the log alone
     result = subprocess.run(
         [sys.executable, "-m", "dshkit", "log", "verify", str(path)], capture_output=True, text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT / "python")},
+        env={**os.environ, "PYTHONPATH": DSHKIT_PATH},
     )
     assert result.returncode == 0, result.stdout + result.stderr
 
@@ -321,7 +321,7 @@ asyncio.run(main())
 
 def test_a_crash_between_start_and_end_opens_repairs_and_continues(tmp_path: Path) -> None:
     path = tmp_path / "crash.jsonl"
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "python")}
+    env = {**os.environ, "PYTHONPATH": DSHKIT_PATH}
     result = subprocess.run([sys.executable, "-c", CRASHING, str(path)], env=env, capture_output=True, text=True)
     assert result.returncode == 3, result.stderr
     with Session.open(path, read_only=True) as session:

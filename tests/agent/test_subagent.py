@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import DSHKIT_PATH
 
 from dshkit import create_user_message
 from dshkit.agent import Agent, Tool, subagent_tool
@@ -241,7 +242,7 @@ CRASHING = textwrap.dedent(
 def test_a_crash_of_both_is_repaired_on_reopen_and_the_call_gets_an_honest_result(tmp_path: Path) -> None:
     script = tmp_path / "crash.py"
     script.write_text(CRASHING)
-    python_path = str(Path(__file__).resolve().parents[2] / "python")
+    python_path = DSHKIT_PATH
     done = subprocess.run(
         [sys.executable, str(script), str(tmp_path / "parent.jsonl")],
         env={"PYTHONPATH": python_path, "PATH": "/usr/bin:/bin"}, capture_output=True, timeout=120,

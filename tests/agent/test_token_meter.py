@@ -13,6 +13,7 @@ from dshkit.session import Session
 from dshkit.session.verify import check_events
 from tests.agent.long_run import LoopModel, read_tool
 from tests.session.dsh.scenarios import SCENARIOS
+from support import DSHKIT_PATH
 
 
 def user(text: str) -> dshkit.Message:
@@ -147,7 +148,7 @@ def test_log_show_and_chat_show_the_meter(tmp_path: Path) -> None:
     chat._on_event(AgentEvent("message", 1, 1, reply, {"event_type": "assistant/message", "seq": event.seq}))
     assert "[tokens: 12000 in, 300 out] [12.3k/128k]" in err.getvalue()
     session.close()
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "python")}
+    env = {**os.environ, "PYTHONPATH": DSHKIT_PATH}
     shown = subprocess.run([sys.executable, "-m", "dshkit", "log", "show", str(path)], capture_output=True, text=True, env=env)
     assert shown.returncode == 0 and shown.stdout.splitlines()[-1] == "next request: 12.3k tokens (12300, provider usage + estimate)"
 

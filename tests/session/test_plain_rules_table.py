@@ -11,10 +11,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from support import DSHKIT_PATH
 
 from dshkit.session.events import KNOWN_EVENT_TYPES, MESSAGE_EVENT_TYPES, PLAIN_DATA_CHECKS, PLAIN_EVENT_RULES
 
-PYTHON_DIR = Path(__file__).resolve().parents[2] / "python"
 
 
 def run_fresh(code: str) -> str:
@@ -23,7 +23,7 @@ def run_fresh(code: str) -> str:
         [sys.executable, "-c", textwrap.dedent(code)],
         capture_output=True,
         text=True,
-        env={"PYTHONPATH": str(PYTHON_DIR)},
+        env={"PYTHONPATH": DSHKIT_PATH},
         timeout=60,
     )
     assert done.returncode == 0, done.stderr

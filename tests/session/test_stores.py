@@ -60,5 +60,11 @@ def test_choose_store_tells_the_store_without_opening_anything(tmp_path: Path):
         choose_store("mysql://db.example/logs")
     with pytest.raises(ValueError, match="format must be 'dshkit' or 'dsh', not 'json'"):
         choose_store(tmp_path / "a.jsonl", format="json")
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:  # without the extra, the store says which one to install
+        with pytest.raises(ImportError, match=r"dshkit\[postgres\]"):
+            open_store(url, session_id="s-1")
+        return
     store = open_store(url, session_id="s-1")  # a database: the session id picks the session
     assert type(store).__name__ == "PostgresStore" and store.session_id == "s-1"  # type: ignore[attr-defined]
