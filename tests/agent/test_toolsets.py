@@ -99,3 +99,45 @@ def test_the_agent_refreshes_before_each_request_and_logs_the_change_in_the_head
     assert reasons == ["initial", "change"]
     assert [spec["name"] for spec in model.requests[1].tools] == ["b", "new"]
     assert [t.name for t in agent.tools] == ["b", "new"]
+
+
+def test_a_refreshed_tool_of_the_same_name_is_validated_against_its_new_schema() -> None:
+    def call(arguments: str, call_id: str) -> list[dict[str, Any]]:
+        return [
+            {"type": "tool_call_delta", "index": 0, "id": call_id, "name": "put", "arguments": arguments},
+            {"type": "finish", "reason": "tool_calls"},
+        ]
+
+    def put(arguments: Any, ctx: Any) -> str:
+        return f"stored {arguments}"
+
+    needs_path = {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}
+    needs_size = {"type": "object", "properties": {"size": {"type": "integer"}}, "required": ["size"]}
+    source = Source(tools=(Tool("put", "v1", needs_path, put),))
+    # The first call is valid for v1; then v2 (same name, another schema) comes in; the same
+    # arguments must now be refused, and v2's own arguments accepted.
+    model = ScriptedModel([call('{"path": "a"}', "c1"), call('{"path": "a"}', "c2"), call('{"size": 3}', "c3"), "done"])
+    session = Session()
+    agent = Agent(model, session=session, tools=[source])
+
+    def swap(event: Any) -> None:
+        if event.type == "tool/result" and source.next is None and [t.description for t in source.tools] == ["v1"]:
+            source.next = (Tool("put", "v2", needs_size, put),)
+
+    session.subscribe(swap)
+
+    async def main() -> None:
+        from dshkit import create_user_message
+
+        agent.followup(create_user_message("go", source={"kind": "user"}))
+        await agent.when_idle()
+
+    asyncio.run(main())
+    results = {
+        event.data["message"].source["call_id"]: event.data["message"].content[0]
+        for event in session.events
+        if event.type == "tool/result"
+    }
+    assert results["c1"]["is_error"] is False
+    assert results["c2"]["is_error"] is True and "size" in str(results["c2"]["content"])
+    assert results["c3"]["is_error"] is False

@@ -75,10 +75,12 @@ class ToolGate:
         self._pre = tuple(pre_tool)
         self._post = tuple(post_tool)
         self._timeout = tool_timeout
-        self._validators: dict[str, ArgumentValidator | SchemaError | None] = {}
+        # Per tool name, for the very Tool object they were made for (a refreshed tool source, an MCP
+        # server say, may bring a new Tool of the same name with another schema or policy).
+        self._validators: dict[str, tuple[Tool, ArgumentValidator | SchemaError | None]] = {}
         self._invalid: dict[tuple[int, str], int] = {}  # (turn, tool) -> calls with invalid arguments
         self._failure: dict[str, Any] | None = None
-        self._engaged: dict[str, tuple[int, bool]] = {}  # tool name -> (book version, engaged)
+        self._engaged: dict[str, tuple[Tool, int, bool]] = {}  # tool name -> (tool, book version, engaged)
 
     def timeout_of(self, tool: Tool) -> float | None:
         """The seconds a body of `tool` may run (its own timeout, else the agent's), None for no limit."""
@@ -92,14 +94,14 @@ class ToolGate:
     def engaged(self, tool: Tool) -> bool:
         """Whether a call of `tool` needs anything of the gate (else it runs as plainly as before)."""
         known = self._engaged.get(tool.name)
-        if known is not None and known[0] == self.book.version:
-            return known[1]
+        if known is not None and known[0] is tool and known[1] == self.book.version:
+            return known[2]
         engaged = bool(
             self._pre or self._post or tool.timeout is not None or self._timeout is not None
             or self._validator(tool) is not None or self.book.has_session_policy
             or self.book.may_gate(tool.name, tool.approval)
         )
-        self._engaged[tool.name] = (self.book.version, engaged)  # until a policy is remembered
+        self._engaged[tool.name] = (tool, self.book.version, engaged)  # until a policy is remembered
         return engaged
 
     def take_failure(self) -> dict[str, Any] | None:
@@ -108,10 +110,9 @@ class ToolGate:
         return failure
 
     def _validator(self, tool: Tool) -> ArgumentValidator | SchemaError | None:
-        try:
-            return self._validators[tool.name]
-        except KeyError:
-            pass
+        known = self._validators.get(tool.name)
+        if known is not None and known[0] is tool:
+            return known[1]
         schema = tool.parameters
         validator: ArgumentValidator | SchemaError | None
         if _accepts_any_object(schema):
@@ -121,7 +122,7 @@ class ToolGate:
                 validator = ArgumentValidator(tool.name, schema)
             except SchemaError as exc:
                 validator = exc
-        self._validators[tool.name] = validator
+        self._validators[tool.name] = (tool, validator)
         return validator
 
     # -- before the body ---------------------------------------------------------------------------
