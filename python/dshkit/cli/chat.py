@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from dshkit.agent import Agent, Compaction
-from dshkit.agent.tokens import TokenMeter, meter_label
+from dshkit.agent.tokens import meter_label
 from dshkit.cli.chat_approvals import PROMPT, apply_reply, describe_call
 from dshkit.cli.terminal import LineEditor, colour_enabled, state_dir
 from dshkit.llm import create_user_message
@@ -119,8 +119,6 @@ class _Chat:
         tools: Any = (),
     ) -> None:
         self.model = model
-        self.context_window = context_window
-        self.meter = TokenMeter(session)
         self.session = session
         self.path = path
         self.system = system
@@ -129,6 +127,8 @@ class _Chat:
         self.err = err
         self.editor = editor
         self.tools = tuple(tools)
+        compaction = Compaction(context_window=context_window) if context_window else None
+        self.agent = Agent(model, session=session, system=system, compaction=compaction, tools=self.tools)
         self.interactive = stdin.isatty()
         self.on_terminal = err.isatty()
         self.colour = colour_enabled(err)
@@ -139,8 +139,7 @@ class _Chat:
 
     async def run(self, *, resuming: bool) -> int:
         session = self.session
-        compaction = Compaction(context_window=self.context_window) if self.context_window else None
-        agent = Agent(self.model, session=session, system=self.system, compaction=compaction, tools=self.tools)
+        agent = self.agent
         agent.subscribe(self._on_event)
         loop = asyncio.get_running_loop()
         inputs: asyncio.Queue[object] = asyncio.Queue()
@@ -284,7 +283,7 @@ class _Chat:
             return ""
         usage = self.session.events[seq].data.get("usage")
         if not usage:
-            return meter_label(self.meter.reading(), self.context_window)
+            return self._meter()
         summary = usage_summary(usage)
         parts = []
         if "input_tokens" in summary:
@@ -293,8 +292,12 @@ class _Chat:
         if "output_tokens" in summary:
             reasoning = summary.get("reasoning_tokens")
             parts.append(f"{summary['output_tokens']} out" + (f" ({reasoning} reasoning)" if reasoning else ""))
-        meter = meter_label(self.meter.reading(), self.context_window)  # the next request's size
+        meter = self._meter()
         return f"[tokens: {', '.join(parts)}] {meter}" if parts else meter
+
+    def _meter(self) -> str:
+        """The next request's size against the window, by the agent's own token meter."""
+        return meter_label(self.agent.tokens, self.agent.context_window)
 
     def _end_line(self) -> None:
         if self._wrote_text:
