@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 import dshkit
 from dshkit.agent.compaction_range import choose_summary_range, cut_points, prunable_results
-from dshkit.agent.summary import pruned_result, shorten
+from dshkit.agent.summary import keep_head_and_tail, pruned_result
 from dshkit.agent.tokens import estimate_message
 from dshkit.session import Session
 
@@ -126,7 +126,7 @@ def test_pruning_picks_old_large_results_and_keeps_their_id_head_and_tail() -> N
     assert text.startswith(original[:50]) and text.endswith(original[-50:]) and "characters pruned" in text
     assert estimate_message(new) < tokens[2]
     session.replace(new)  # a rewrite the session accepts: same id, only the content changed
-    assert shorten("short", 100) == "short"
+    assert keep_head_and_tail("short", 100) == "short"
 
 
 def test_a_summary_request_keeps_the_newest_transcript_and_the_previous_checkpoint_whole() -> None:

@@ -64,7 +64,7 @@ def summary_text(message: Message) -> str:
     return "\n".join(texts)
 
 
-def shorten(text: str, keep_chars: int) -> str:
+def keep_head_and_tail(text: str, keep_chars: int) -> str:
     """`text` with its middle replaced by a marker when longer than `keep_chars` (head and tail kept)."""
     if len(text) <= keep_chars:
         return text
@@ -84,7 +84,7 @@ def _block_text(block: Any) -> str:
     if kind == "tool_result":
         inner = "\n".join(_block_text(item) for item in block.get("content", ()))
         flag = " (error)" if block.get("is_error") else ""
-        return f"[tool result{flag}]\n{shorten(inner, _RESULT_CHARS)}"
+        return f"[tool result{flag}]\n{keep_head_and_tail(inner, _RESULT_CHARS)}"
     if kind == "image":
         return "[image]"
     return to_json(block)
@@ -138,7 +138,7 @@ def pruned_result(message: Message, keep_chars: int) -> Message:
     for block in message.content:
         if block.get("type") == "tool_result":
             inner = [
-                {**item, "text": shorten(item["text"], keep_chars)} if item.get("type") == "text" else item
+                {**item, "text": keep_head_and_tail(item["text"], keep_chars)} if item.get("type") == "text" else item
                 for item in block["content"]
             ]
             blocks.append({**block, "content": inner})
@@ -154,7 +154,7 @@ __all__ = [
     "is_summary",
     "pruned_result",
     "render_transcript",
-    "shorten",
+    "keep_head_and_tail",
     "summary_message",
     "summary_request",
     "summary_text",
