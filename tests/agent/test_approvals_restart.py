@@ -45,17 +45,18 @@ COMMON = textwrap.dedent(
              remove, approval="ask"),
         Tool("ls", "List files.", {"type": "object"}, listing),
     ]
-    """
-)
 
-ASKER = COMMON + textwrap.dedent(
-    """
+    # The one response both asking scripts stream: rm (asks) and ls (needs no approval).
     CALLS = [
         {"type": "tool_call_delta", "index": 0, "id": "c1", "name": "rm", "arguments": '{"path": "old.log"}'},
         {"type": "tool_call_delta", "index": 1, "id": "c2", "name": "ls", "arguments": "{}"},
         {"type": "finish", "reason": "tool_calls"},
     ]
+    """
+)
 
+ASKER = COMMON + textwrap.dedent(
+    """
     async def main():
         session = Session.create(log)
         agent = Agent(ScriptedModel([CALLS]), session=session, tools=TOOLS)
@@ -169,12 +170,6 @@ def test_cancel_after_a_restart_gives_the_asked_call_an_error_result(tmp_path: P
 
 GRACEFUL = COMMON + textwrap.dedent(
     """
-    CALLS = [
-        {"type": "tool_call_delta", "index": 0, "id": "c1", "name": "rm", "arguments": '{"path": "old.log"}'},
-        {"type": "tool_call_delta", "index": 1, "id": "c2", "name": "ls", "arguments": "{}"},
-        {"type": "finish", "reason": "tool_calls"},
-    ]
-
     async def main():
         session = Session.create(log)
         agent = Agent(ScriptedModel([CALLS]), session=session, tools=TOOLS)
