@@ -110,14 +110,14 @@ def _mean_step(times: list[float], span: tuple[int, int]) -> float:
     return statistics.fmean(times[index + 1] - times[index] for index in range(*span))
 
 
-@pytest.mark.benchmark(group=GROUP)
-def test_dshkit(benchmark: Any) -> None:
+def _measure(benchmark: Any, compaction: Compaction | None) -> None:
+    """Three runs of the long turn; the late/early step ratio (median) and the largest request."""
     ratios: list[float] = []
     largest = 0
 
     def one_run() -> None:
         nonlocal largest
-        agent, model = _run(Compaction(context_window=WINDOW))
+        agent, model = _run(compaction)
         ratios.append(_mean_step(model.times, LATE) / _mean_step(model.times, EARLY))
         largest = max(largest, model.largest)
 
@@ -125,21 +125,13 @@ def test_dshkit(benchmark: Any) -> None:
     benchmark.extra_info["steps"] = STEPS
     benchmark.extra_info["late_to_early_step_ratio"] = round(statistics.median(ratios), 3)
     benchmark.extra_info["largest_request_tokens"] = largest
+
+
+@pytest.mark.benchmark(group=GROUP)
+def test_dshkit(benchmark: Any) -> None:
+    _measure(benchmark, Compaction(context_window=WINDOW))
 
 
 @pytest.mark.benchmark(group=GROUP)
 def test_no_compaction(benchmark: Any) -> None:
-    ratios: list[float] = []
-
-    largest = 0
-
-    def one_run() -> None:
-        nonlocal largest
-        agent, model = _run(None)
-        ratios.append(_mean_step(model.times, LATE) / _mean_step(model.times, EARLY))
-        largest = max(largest, model.largest)
-
-    benchmark.pedantic(one_run, rounds=3, warmup_rounds=0)
-    benchmark.extra_info["steps"] = STEPS
-    benchmark.extra_info["late_to_early_step_ratio"] = round(statistics.median(ratios), 3)
-    benchmark.extra_info["largest_request_tokens"] = largest
+    _measure(benchmark, None)
