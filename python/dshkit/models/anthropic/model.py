@@ -59,10 +59,10 @@ class AnthropicModel(HTTPModel):
             url=url,
             name=provider.name or "anthropic",
             auth_headers=auth,
-            settings={"max_tokens": DEFAULT_MAX_TOKENS, **(settings or {})},
+            settings=settings,
             context_window=context_window,
         )
-        max_tokens = self.settings["max_tokens"]
+        max_tokens = self.settings.setdefault("max_tokens", DEFAULT_MAX_TOKENS)
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
             raise ValueError(f"AnthropicModel settings['max_tokens']: expected an int >= 1, got {max_tokens!r}")
 
