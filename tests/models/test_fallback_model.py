@@ -40,10 +40,11 @@ def claude(server: LoopbackServer) -> AnthropicModel:
 
 def ask(model: Any, text: str = "Hello") -> tuple[Agent, Any]:
     async def main() -> tuple[Agent, Any]:
-        agent = Agent(model)
-        agent.followup(create_user_message(text, source={"kind": "user"}))
-        await agent.when_idle()
-        return agent, agent.session.messages()[-1]
+        async with model:  # closes every HTTP model's pool
+            agent = Agent(model)
+            agent.followup(create_user_message(text, source={"kind": "user"}))
+            await agent.when_idle()
+            return agent, agent.session.messages()[-1]
 
     return asyncio.run(main())
 
@@ -110,11 +111,12 @@ def test_a_failure_after_output_is_raised_not_hidden_by_another_answer(loopback:
 
     async def main() -> tuple[list[Any], BaseException | None]:
         chunks: list[Any] = []
-        try:
-            async for chunk in model.stream(ModelRequest((create_user_message("Hi", source={"kind": "user"}),))):
-                chunks.append(chunk)
-        except ModelError as error:
-            return chunks, error
+        async with model:
+            try:
+                async for chunk in model.stream(ModelRequest((create_user_message("Hi", source={"kind": "user"}),))):
+                    chunks.append(chunk)
+            except ModelError as error:
+                return chunks, error
         return chunks, None
 
     chunks, error = asyncio.run(main())

@@ -93,7 +93,7 @@ def test_an_endless_line_fails_at_max_event_bytes_without_reading_on(loopback: A
     _, error = run_failing(model)
     assert isinstance(error, MalformedResponseError) and not error.retryable
     assert "limit of 262144 bytes (max_event_bytes)" in error.message
-    assert f"pass a larger max_event_bytes to {type(model).__name__}" in error.message
+    assert f"pass a larger max_event_bytes to the Provider of {type(model).__name__}" in error.message
     assert len(loopback.received) == 1  # not retried: the same request would get the same answer
     (sent,) = loopback.wait_played(1)
     assert sent < NOT_READ_WHOLE, sent
@@ -153,7 +153,7 @@ def test_a_64_mib_json_answer_is_refused_past_max_event_bytes(loopback: Any, wir
     _, error = run_failing(model)
     assert isinstance(error, MalformedResponseError)
     assert "larger than the limit of 1048576 bytes (max_event_bytes)" in error.message
-    assert f"pass a larger max_event_bytes to {type(model).__name__}" in error.message
+    assert f"pass a larger max_event_bytes to the Provider of {type(model).__name__}" in error.message
     assert len(error.received) == 64 * 1024
     (sent,) = loopback.wait_played(1)
     assert sent < NOT_READ_WHOLE, sent

@@ -80,9 +80,10 @@ def test_an_agent_by_name_talks_to_the_named_provider(loopback: Any, wire: Any, 
 
     async def main() -> Any:
         agent = Agent("openai:gpt-4.1-mini")
-        agent.followup(create_user_message("Hi", source={"kind": "user"}))
-        await agent.when_idle()
-        return agent.session.messages()[-1]
+        async with agent.model:  # type: ignore[attr-defined]
+            agent.followup(create_user_message("Hi", source={"kind": "user"}))
+            await agent.when_idle()
+            return agent.session.messages()[-1]
 
     message = asyncio.run(main())
     assert message.to_dict()["content"] == [{"type": "text", "text": "Hello by name"}]

@@ -115,11 +115,12 @@ def test_an_agent_logs_the_output_as_text_and_sends_it_back_as_text(loopback: An
     model = AnthropicModel("claude-test", Provider(loopback.base_url.removesuffix("/v1"), api_key="sk-ant", timeout=5.0))
 
     async def main() -> Agent:
-        agent = Agent(model, config={"output_schema": OUTPUT})
-        for text in ("Biggest city of Portugal?", "Thanks."):
-            agent.followup(create_user_message(text, source={"kind": "user"}))
-            await agent.when_idle()
-        return agent
+        async with model:
+            agent = Agent(model, config={"output_schema": OUTPUT})
+            for text in ("Biggest city of Portugal?", "Thanks."):
+                agent.followup(create_user_message(text, source={"kind": "user"}))
+                await agent.when_idle()
+            return agent
 
     agent = asyncio.run(main())
     answer = agent.session.messages()[1]

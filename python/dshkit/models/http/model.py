@@ -393,7 +393,7 @@ async def _read_event_stream(
     except SSEEventTooLargeError as error:
         raise MalformedResponseError(
             f"malformed event stream: {error}; if the provider really sends events this large, "
-            f"pass a larger max_event_bytes to {owner}",
+            f"pass a larger max_event_bytes to the Provider of {owner}",
             status=response.status_code,
             request_id=request_id,
         ) from None
