@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from dshkit.models.protocol import CancelSignal, Chunk, Model, ModelError, supports_native_output
 
@@ -86,7 +86,7 @@ class FallbackModel:
         for position, model in enumerate(self.models):
             stream: Any = None
             try:
-                stream = model.stream(request, cancel).__aiter__()
+                stream = model.stream(request, cast(CancelSignal, cancel)).__aiter__()  # None: never cancelled, as HTTP models take it
                 first = await stream.__anext__()
             except StopAsyncIteration:
                 self._answered = model  # an empty stream is a normal stop: this model answered

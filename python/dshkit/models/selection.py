@@ -20,6 +20,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from dshkit.models.protocol import Model
 from dshkit.models.provider import KNOWN_PROVIDERS, Provider, split_options
 
 __all__ = ["APIS", "from_env", "infer_model", "model_class"]
@@ -65,11 +66,11 @@ def from_env(environ: Mapping[str, str] | None = None, *, api: str | None = None
     if (env.get("DSHKIT_PROVIDER") or "").strip():
         settings["name"] = env["DSHKIT_PROVIDER"].strip()
     settings.update(transport)
-    base_url = env.get("DSHKIT_BASE_URL") or KNOWN_PROVIDERS["anthropic" if chosen == "anthropic" else "openai-responses"].base_url
+    base_url = env.get("DSHKIT_BASE_URL") or str(KNOWN_PROVIDERS["anthropic" if chosen == "anthropic" else "openai-responses"].base_url)
     return cls(model, Provider(base_url, **settings), **own)
 
 
-def infer_model(name: str, *, environ: Mapping[str, str] | None = None, **options: Any) -> Any:
+def infer_model(name: str, *, environ: Mapping[str, str] | None = None, **options: Any) -> Model:
     """The model ``"provider:model"`` names (``"openai:gpt-4.1-mini"``), its key and base URL from
     the provider's environment variables (`KNOWN_PROVIDERS`; ``OPENAI_BASE_URL`` and the like
     override the endpoint). Keyword `options` go to the `Provider` or the model's constructor.
@@ -91,4 +92,5 @@ def infer_model(name: str, *, environ: Mapping[str, str] | None = None, **option
         provider = known.provider(environ, **transport)
     except ValueError as error:
         raise ValueError(f"model {name!r}: {error}") from None
-    return model_class(known.api)(model.strip(), provider, **own)
+    built: Model = model_class(known.api)(model.strip(), provider, **own)
+    return built
