@@ -8,7 +8,7 @@ from pathlib import Path
 import dshkit
 from dshkit.agent import Agent, Compaction, TokenMeter
 from dshkit.agent.tokens import estimate_header, estimate_message, estimate_text, usage_tokens
-from dshkit.models import ScriptedModel
+from dshkit.models import Provider, ScriptedModel
 from dshkit.session import Session
 from dshkit.session.verify import check_events
 from tests.agent.long_run import LoopModel, read_tool
@@ -144,7 +144,7 @@ def test_log_show_and_chat_show_the_meter(tmp_path: Path) -> None:
             return True
 
     err = Terminal()
-    chat = _Chat(OpenAICompatibleModel("m", base_url="http://x"), session, path, None, io.StringIO(), Terminal(), err, context_window=128_000)
+    chat = _Chat(OpenAICompatibleModel("m", Provider("http://x")), session, path, None, io.StringIO(), Terminal(), err, context_window=128_000)
     chat._on_event(AgentEvent("message", 1, 1, reply, {"event_type": "assistant/message", "seq": event.seq}))
     assert "[tokens: 12000 in, 300 out] [12.3k/128k]" in err.getvalue()
     session.close()

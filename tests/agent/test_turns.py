@@ -489,7 +489,9 @@ def test_replay_state_and_usage_are_kept(kit: Any) -> None:
 def test_agent_arguments_are_checked() -> None:
     model = ScriptedModel([])
     with pytest.raises(TypeError, match="Agent model"):
-        Agent("gpt")  # type: ignore[arg-type]
+        Agent(42)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="model name 'gpt': expected 'provider:model'"):
+        Agent("gpt")  # a str is a model's name (dshkit.models.infer_model)
     with pytest.raises(TypeError, match="Agent system"):
         Agent(model, system=["x"])  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="unknown hook 'pre-step'"):

@@ -12,6 +12,7 @@ import pytest
 
 from dshkit import create_user_message
 from dshkit.agent import Agent
+from dshkit.models import Provider
 from dshkit.models.chat.model import OpenAICompatibleModel
 from dshkit.session import Session, project_request
 
@@ -26,8 +27,7 @@ def _data_url(media_type: str, data: bytes) -> str:
 
 
 def _run_turn(loopback: Any, path: Path) -> None:
-    model = OpenAICompatibleModel("deepseek-chat", base_url=loopback.base_url, api_key="sk-test", provider="deepseek",
-                                  timeout=5.0, retry_backoff=0.01)
+    model = OpenAICompatibleModel("deepseek-chat", Provider(loopback.base_url, api_key="sk-test", name="deepseek", timeout=5.0, retry_backoff=0.01))
 
     async def main() -> None:
         with Session.open(path) as session:
@@ -56,7 +56,7 @@ def test_the_agent_sends_the_logged_and_the_new_images(loopback: Any, wire: Any,
     assert (tmp_path / "dsh-home" / "attachments" / "v1" / "objects" / digest[:2] / digest).read_bytes() == PHOTO
     with Session.open(path, read_only=True) as session:
         header = [e for e in session.events if e.type == "request/header"][-1]
-        model = OpenAICompatibleModel("deepseek-chat", base_url=loopback.base_url, api_key="sk-test", provider="deepseek")
+        model = OpenAICompatibleModel("deepseek-chat", Provider(loopback.base_url, api_key="sk-test", name="deepseek"))
         assert model.request_body(project_request(session, at_seq=header.seq)) == sent.body  # rebuilt to the byte
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from dshkit import create_user_message
 from dshkit.agent import Agent, Tool
+from dshkit.models import Provider
 from dshkit.models.chat.model import OpenAICompatibleModel
 from dshkit.session import Session, project_request
 
@@ -34,9 +35,7 @@ def nameless_call(wire: Any) -> Any:
 
 def test_a_nameless_tool_call_is_refused_and_the_next_turn_is_sent_and_answered(loopback: Any, wire: Any) -> None:
     loopback.reply(nameless_call(wire), wire.sse_reply(wire.answer("Here you go", response_id="resp-2")))
-    model = OpenAICompatibleModel(
-        "deepseek-chat", base_url=loopback.base_url, api_key="sk-test", provider="deepseek", timeout=5.0, retry_backoff=0.01
-    )
+    model = OpenAICompatibleModel("deepseek-chat", Provider(loopback.base_url, api_key="sk-test", name="deepseek", timeout=5.0, retry_backoff=0.01))
     session = Session()
     agent = Agent(model, session=session, tools=[Tool("look", "look around", {"type": "object"}, look)])
 

@@ -14,6 +14,7 @@ import pytest
 
 from dshkit import create_user_message
 from dshkit.agent import Agent, Tool
+from dshkit.models import Provider
 from dshkit.models.anthropic.model import AnthropicModel
 from dshkit.models.chat.model import OpenAICompatibleModel
 from dshkit.models.responses.model import OpenAIResponsesModel
@@ -35,7 +36,7 @@ def request_prefixes(session: Session) -> list[int]:
 
 
 def chat_replies(loopback: Any, wire: Any, anthropic_wire: Any, responses_wire: Any) -> tuple[Any, list[Any]]:
-    model = OpenAICompatibleModel("deepseek-reasoner", base_url=loopback.base_url, api_key="sk-test", provider="deepseek", timeout=5.0)
+    model = OpenAICompatibleModel("deepseek-reasoner", Provider(loopback.base_url, api_key="sk-test", name="deepseek", timeout=5.0))
     first = wire.sse_reply(
         [
             wire.chunk(role="assistant", reasoning="I need ", response_id="r1"),
@@ -52,7 +53,7 @@ def chat_replies(loopback: Any, wire: Any, anthropic_wire: Any, responses_wire: 
 
 
 def anthropic_replies(loopback: Any, wire: Any, anthropic_wire: Any, responses_wire: Any) -> tuple[Any, list[Any]]:
-    model = AnthropicModel("claude-test", base_url=loopback.base_url, api_key="sk-ant-test", max_tokens=1024, timeout=5.0)
+    model = AnthropicModel("claude-test", Provider(loopback.base_url, api_key="sk-ant-test", timeout=5.0), settings={"max_tokens": 1024})
     a = anthropic_wire
     first = a.sse_reply(
         [
@@ -71,7 +72,7 @@ def anthropic_replies(loopback: Any, wire: Any, anthropic_wire: Any, responses_w
 
 
 def responses_replies(loopback: Any, wire: Any, anthropic_wire: Any, responses_wire: Any) -> tuple[Any, list[Any]]:
-    model = OpenAIResponsesModel("gpt-test", base_url=loopback.base_url, api_key="sk-test", timeout=5.0)
+    model = OpenAIResponsesModel("gpt-test", Provider(loopback.base_url, api_key="sk-test", timeout=5.0))
     r = responses_wire("resp_1")
     first = r.sse_reply(
         [

@@ -9,6 +9,7 @@ from typing import Any
 
 from dshkit import create_user_message
 from dshkit.agent import Agent, Tool
+from dshkit.models import Provider
 from dshkit.models.chat.model import OpenAICompatibleModel
 from dshkit.session import Session, project_request
 
@@ -23,7 +24,7 @@ async def read_file(arguments: dict[str, Any], ctx: Any) -> str:
 def make(loopback: Any, **options: Any) -> OpenAICompatibleModel:
     options.setdefault("timeout", 5.0)
     options.setdefault("retry_backoff", 0.01)
-    return OpenAICompatibleModel("deepseek-chat", base_url=loopback.base_url, api_key="sk-test", provider="deepseek", **options)
+    return OpenAICompatibleModel("deepseek-chat", Provider(loopback.base_url, api_key="sk-test", name="deepseek", **options))
 
 
 def request_prefixes(session: Session) -> list[int]:

@@ -19,6 +19,7 @@ from dshkit.agent import Agent, Tool
 from dshkit.interop.anthropic import from_anthropic, to_anthropic
 from dshkit.interop.blocks import ConversionError
 from dshkit.interop.openai_chat import to_chat_messages
+from dshkit.models import Provider
 from dshkit.models.anthropic.model import AnthropicModel
 from dshkit.models.anthropic.stream import AnthropicStreamTranslator
 from dshkit.models.errors import MalformedResponseError
@@ -155,7 +156,7 @@ def agent_run(model: AnthropicModel, path: Path, *prompts: str) -> None:
 
 def make(loopback: Any) -> AnthropicModel:
     beta = {"anthropic-beta": "compact-2026-01-12"}
-    return AnthropicModel("claude-test", base_url=loopback.base_url, api_key="sk-ant-test", max_tokens=1024, timeout=5.0, headers=beta)
+    return AnthropicModel("claude-test", Provider(loopback.base_url, api_key="sk-ant-test", headers=beta, timeout=5.0), settings={"max_tokens": 1024})
 
 
 def test_an_agent_turn_sends_the_compaction_block_back_as_it_came(loopback: Any, anthropic_wire: Any, tmp_path: Path) -> None:
@@ -216,7 +217,7 @@ def test_a_pause_after_compaction_ends_the_turn_and_the_block_goes_back_with_the
 def test_a_compaction_entry_that_does_not_fit_the_content_is_not_used(entry: dict[str, Any]) -> None:
     state = {"api": "anthropic-messages", "blocks": [entry, {"type": "text", "length": 2}]}
     message = create_assistant_message([{"type": "reasoning", "text": "ok"}, {"type": "text", "text": "hi"}], provider="anthropic", model="m", replay_state=state)
-    body = json.loads(AnthropicModel("m", api_key="k").request_body(ModelRequest((message,))))
+    body = json.loads(AnthropicModel("m", Provider("https://api.anthropic.com", api_key="k")).request_body(ModelRequest((message,))))
     assert body["messages"] == [{"role": "assistant", "content": [{"type": "text", "text": "hi"}]}]
 
 

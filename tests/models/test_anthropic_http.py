@@ -10,6 +10,8 @@ import httpx
 import pytest
 
 from dshkit import create_assistant_message, create_tool_result_message, create_user_message
+from dshkit.models import Provider
+from dshkit.models.provider import split_options
 from dshkit.models.anthropic.model import AnthropicModel
 from dshkit.models.anthropic.projection import anthropic_body
 from dshkit.models.projection import UnsupportedContentError
@@ -33,7 +35,8 @@ def make(loopback: Any, **options: Any) -> AnthropicModel:
     options.setdefault("api_key", "sk-ant-test")
     options.setdefault("timeout", 5.0)
     options.setdefault("retry_backoff", 0.01)
-    return AnthropicModel("claude-test", base_url=loopback.base_url.removesuffix("/v1"), **options)
+    transport, own = split_options(options)
+    return AnthropicModel("claude-test", Provider(loopback.base_url.removesuffix("/v1"), **transport), **own)
 
 
 def run(model: AnthropicModel, request: Any = None) -> tuple[list[dict[str, Any]], BaseException | None]:
@@ -181,14 +184,14 @@ def test_a_callers_http_client_is_used_and_left_open(loopback: Any, anthropic_wi
     assert asyncio.run(main()) is False
     assert loopback.received[0].headers["X-Proxy-Auth"] == "yes"
     with pytest.raises(TypeError, match="http_client: expected an httpx.AsyncClient"):
-        AnthropicModel("m", http_client=object())  # type: ignore[arg-type]
+        AnthropicModel("m", Provider("https://api.anthropic.com", http_client=object()))  # type: ignore[arg-type]
 
 
 def test_base_url_forms() -> None:
     assert AnthropicModel("m").url == "https://api.anthropic.com/v1/messages"
-    assert AnthropicModel("m", base_url="https://proxy.example/v1/").url == "https://proxy.example/v1/messages"
+    assert AnthropicModel("m", Provider("https://proxy.example/v1/")).url == "https://proxy.example/v1/messages"
     with pytest.raises(ValueError, match="max_tokens"):
-        AnthropicModel("m", max_tokens=0)
+        AnthropicModel("m", settings={"max_tokens": 0})
 
 
 # --- projection --------------------------------------------------------------------------------

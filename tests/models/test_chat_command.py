@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from dshkit.models import Provider
 from dshkit.cli.chat import default_log_path, main
 from dshkit.session import Session
 
@@ -224,7 +225,7 @@ def test_usage_line_on_a_terminal(tmp_path: Path) -> None:
              "completion_tokens_details": {"reasoning_tokens": 12}}
     event = session.append("assistant/message", {"turn": 1, "step": 1, "message": answer, "usage": usage})
     out, err = _Terminal(), _Terminal()
-    chat = _Chat(OpenAICompatibleModel("m", base_url="http://x"), session, tmp_path / "l.jsonl", None, io.StringIO(), out, err)
+    chat = _Chat(OpenAICompatibleModel("m", Provider("http://x")), session, tmp_path / "l.jsonl", None, io.StringIO(), out, err)
     chat._on_event(AgentEvent("delta", 1, 1, data={"chunk": {"type": "text_delta", "text": "hello"}}))
     chat._on_event(AgentEvent("message", 1, 1, answer, {"event_type": "assistant/message", "seq": event.seq}))
     assert out.getvalue() == "hello\n"

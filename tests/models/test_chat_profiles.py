@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from dshkit import create_assistant_message, create_tool_result_message, create_user_message
-from dshkit.models import from_env
+from dshkit.models import Provider, from_env
 from dshkit.models.anthropic.model import AnthropicModel
 from dshkit.models.chat.profiles import PROFILES, profile_for, provider_for_url
 from dshkit.models.chat.stream import ChatStreamTranslator
@@ -85,7 +85,7 @@ TOOL_TURN = (
 
 
 def body_for(provider: str) -> dict[str, Any]:
-    model = OpenAICompatibleModel("m", base_url="http://127.0.0.1:9/v1", provider=provider)
+    model = OpenAICompatibleModel("m", Provider("http://127.0.0.1:9/v1", name=provider))
     return json.loads(model.request_body(Request(TOOL_TURN)))
 
 
@@ -104,7 +104,7 @@ def test_stream_options_only_where_accepted_and_explicit_arguments_win() -> None
     assert "stream_options" not in body_for("mistral")
     assert body_for("groq")["stream_options"] == {"include_usage": True}
     assert body_for("openrouter")["messages"][3]["reasoning"] == "why"
-    model = OpenAICompatibleModel("m", base_url="https://api.mistral.ai/v1", include_usage=True, reasoning_field="reasoning_content")
+    model = OpenAICompatibleModel("m", Provider("https://api.mistral.ai/v1"), include_usage=True, reasoning_field="reasoning_content")
     assert model.provider == "mistral" and model.include_usage is True and model.reasoning_field == "reasoning_content"
     assert set(PROFILES) >= {"deepseek", "openai", "groq", "mistral", "openrouter", "vllm", "ollama"}
     assert profile_for("my-gateway").reasoning_out == "reasoning_content"
@@ -143,7 +143,7 @@ def test_chat_model_sends_through_a_callers_client_and_leaves_it_open(loopback: 
 
     async def main() -> bool:
         async with httpx.AsyncClient(headers={"X-Trace": "t1"}) as client:
-            async with OpenAICompatibleModel("m", base_url=loopback.base_url, http_client=client, timeout=5.0) as model:
+            async with OpenAICompatibleModel("m", Provider(loopback.base_url, timeout=5.0, http_client=client)) as model:
                 assert [c async for c in model.stream(Request(TOOL_TURN[:1]))][-1]["reason"] == "stop"
             return client.is_closed
 

@@ -14,6 +14,7 @@ import pytest
 from dshkit import create_user_message
 from dshkit.agent import Agent, Compaction, Tool
 from dshkit.agent.summary import SUMMARY_SYSTEM
+from dshkit.models import Provider
 from dshkit.models.anthropic.model import AnthropicModel
 from dshkit.models.chat.model import OpenAICompatibleModel
 from dshkit.models.protocol import CONTEXT_WINDOW_EXCEEDED
@@ -31,7 +32,7 @@ def _json_reply(loopback_reply: Any, status: int, payload: dict[str, Any]) -> An
 
 
 def chat(loopback: Any, wire: Any, anthropic_wire: Any, responses_wire: Any, failed_event: bool) -> tuple[Any, list[Any]]:
-    model = OpenAICompatibleModel("gpt-test", base_url=loopback.base_url, api_key="sk-test", provider="openai", timeout=5.0)
+    model = OpenAICompatibleModel("gpt-test", Provider(loopback.base_url, api_key="sk-test", name="openai", timeout=5.0))
     overflow = _json_reply(wire.Reply, 400, {"error": {
         "message": "This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens.",
         "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}})
@@ -40,7 +41,7 @@ def chat(loopback: Any, wire: Any, anthropic_wire: Any, responses_wire: Any, fai
 
 
 def anthropic(loopback: Any, wire: Any, anthropic_wire: Any, responses_wire: Any, failed_event: bool) -> tuple[Any, list[Any]]:
-    model = AnthropicModel("claude-test", base_url=loopback.base_url, api_key="sk-ant-test", max_tokens=1024, timeout=5.0)
+    model = AnthropicModel("claude-test", Provider(loopback.base_url, api_key="sk-ant-test", timeout=5.0), settings={"max_tokens": 1024})
     a = anthropic_wire
     overflow = a.error_reply(400, "invalid_request_error", "prompt is too long: 210000 tokens > 200000 maximum")
     answers = [a.sse_reply(a.answer(text, message_id=f"msg_{n}")) for n, text in enumerate((LONG, SUMMARY, "Done."))]
@@ -48,7 +49,7 @@ def anthropic(loopback: Any, wire: Any, anthropic_wire: Any, responses_wire: Any
 
 
 def responses(loopback: Any, wire: Any, anthropic_wire: Any, responses_wire: Any, failed_event: bool) -> tuple[Any, list[Any]]:
-    model = OpenAIResponsesModel("gpt-test", base_url=loopback.base_url, api_key="sk-test", timeout=5.0)
+    model = OpenAIResponsesModel("gpt-test", Provider(loopback.base_url, api_key="sk-test", timeout=5.0))
     error = {"code": "context_length_exceeded", "message": "Your input exceeds the context window of this model."}
     if failed_event:  # a 200 stream that fails with the code
         r = responses_wire("resp_f")
@@ -147,7 +148,7 @@ def _counted(request: Any) -> int:
 
 
 def long_chat(loopback: Any, wire: Any, anthropic_wire: Any, responses_wire: Any) -> tuple[Any, Callable[[Any, int], Any]]:
-    model = OpenAICompatibleModel("gpt-test", base_url=loopback.base_url, api_key="sk-test", provider="openai", timeout=5.0)
+    model = OpenAICompatibleModel("gpt-test", Provider(loopback.base_url, api_key="sk-test", name="openai", timeout=5.0))
 
     def choose(request: Any, number: int) -> Any:
         if number == 0 or number > STEPS:
@@ -160,7 +161,7 @@ def long_chat(loopback: Any, wire: Any, anthropic_wire: Any, responses_wire: Any
 
 
 def long_anthropic(loopback: Any, wire: Any, anthropic_wire: Any, responses_wire: Any) -> tuple[Any, Callable[[Any, int], Any]]:
-    model = AnthropicModel("claude-test", base_url=loopback.base_url, api_key="sk-ant-test", max_tokens=1024, timeout=5.0)
+    model = AnthropicModel("claude-test", Provider(loopback.base_url, api_key="sk-ant-test", timeout=5.0), settings={"max_tokens": 1024})
     a = anthropic_wire
 
     def choose(request: Any, number: int) -> Any:
@@ -174,7 +175,7 @@ def long_anthropic(loopback: Any, wire: Any, anthropic_wire: Any, responses_wire
 
 
 def long_responses(loopback: Any, wire: Any, anthropic_wire: Any, responses_wire: Any) -> tuple[Any, Callable[[Any, int], Any]]:
-    model = OpenAIResponsesModel("gpt-test", base_url=loopback.base_url, api_key="sk-test", timeout=5.0)
+    model = OpenAIResponsesModel("gpt-test", Provider(loopback.base_url, api_key="sk-test", timeout=5.0))
 
     def choose(request: Any, number: int) -> Any:
         r = responses_wire(f"resp_{number}_{len(request.body)}")

@@ -5,14 +5,15 @@ from __future__ import annotations
 import pytest
 
 from dshkit.agent import Agent, Compaction
+from dshkit.models import Provider
 from dshkit.models.anthropic.model import AnthropicModel
 from dshkit.models.chat.model import OpenAICompatibleModel
 from dshkit.models.responses.model import OpenAIResponsesModel
 
 MODELS = [
-    lambda **kw: OpenAICompatibleModel("m", base_url="http://127.0.0.1:9/v1", api_key="k", **kw),
-    lambda **kw: AnthropicModel("m", base_url="http://127.0.0.1:9", api_key="k", **kw),
-    lambda **kw: OpenAIResponsesModel("m", base_url="http://127.0.0.1:9/v1", api_key="k", **kw),
+    lambda **kw: OpenAICompatibleModel("m", Provider("http://127.0.0.1:9/v1", api_key="k"), **kw),
+    lambda **kw: AnthropicModel("m", Provider("http://127.0.0.1:9", api_key="k"), **kw),
+    lambda **kw: OpenAIResponsesModel("m", Provider("http://127.0.0.1:9/v1", api_key="k"), **kw),
 ]
 
 

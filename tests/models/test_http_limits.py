@@ -10,6 +10,7 @@ from typing import Any, Callable
 import pytest
 
 from dshkit import create_user_message
+from dshkit.models import Provider
 from dshkit.models.anthropic.model import AnthropicModel
 from dshkit.models.errors import MalformedResponseError, ModelHTTPError, ModelTimeoutError
 from dshkit.models.http.model import HTTPModel
@@ -26,9 +27,9 @@ MiB = 1024 * 1024
 NOT_READ_WHOLE = 16 * MiB
 
 MODELS: dict[str, Callable[..., HTTPModel]] = {
-    "openai_compat": lambda base_url, **options: OpenAICompatibleModel("test-model", base_url=base_url, **options),
-    "anthropic": lambda base_url, **options: AnthropicModel("claude-test", base_url=base_url, **options),
-    "responses": lambda base_url, **options: OpenAIResponsesModel("gpt-test", base_url=base_url, **options),
+    "openai_compat": lambda base_url, **options: OpenAICompatibleModel("test-model", Provider(base_url, **options)),
+    "anthropic": lambda base_url, **options: AnthropicModel("claude-test", Provider(base_url, **options)),
+    "responses": lambda base_url, **options: OpenAIResponsesModel("gpt-test", Provider(base_url, **options)),
 }
 
 
@@ -92,7 +93,7 @@ def test_an_endless_line_fails_at_max_event_bytes_without_reading_on(loopback: A
     _, error = run_failing(model)
     assert isinstance(error, MalformedResponseError) and not error.retryable
     assert "limit of 262144 bytes (max_event_bytes)" in error.message
-    assert f"pass a larger max_event_bytes to {type(model).__name__}" in error.message
+    assert f"pass a larger max_event_bytes to the Provider of {type(model).__name__}" in error.message
     assert len(loopback.received) == 1  # not retried: the same request would get the same answer
     (sent,) = loopback.wait_played(1)
     assert sent < NOT_READ_WHOLE, sent
@@ -100,7 +101,7 @@ def test_an_endless_line_fails_at_max_event_bytes_without_reading_on(loopback: A
 
 def test_events_below_the_limit_stream_normally(loopback: Any, wire: Any) -> None:
     loopback.reply(wire.sse_reply(wire.answer("a quite ordinary answer")))
-    model = OpenAICompatibleModel("m", base_url=loopback.base_url, timeout=5.0, max_event_bytes=400, stream_timeout=30)
+    model = OpenAICompatibleModel("m", Provider(loopback.base_url, timeout=5.0, stream_timeout=30, max_event_bytes=400))
 
     assert run_text(model) == "a quite ordinary answer"
 
@@ -128,7 +129,7 @@ def test_stream_timeout_after_output_is_not_retried(loopback: Any, wire: Any) ->
         wire.sse_reply([wire.chunk(role="assistant", content="Hel"), wire.Trickle(b"data: ")]),
         wire.sse_reply(wire.answer("never asked for")),
     )
-    model = OpenAICompatibleModel("m", base_url=loopback.base_url, timeout=5.0, stream_timeout=1.0, max_retries=2)
+    model = OpenAICompatibleModel("m", Provider(loopback.base_url, timeout=5.0, stream_timeout=1.0, max_retries=2))
     chunks, error = run_failing(model)
     assert [chunk["text"] for chunk in chunks if chunk["type"] == "text_delta"] == ["Hel"]
     assert isinstance(error, ModelTimeoutError) and "stream_timeout=1s" in error.message
@@ -152,7 +153,7 @@ def test_a_64_mib_json_answer_is_refused_past_max_event_bytes(loopback: Any, wir
     _, error = run_failing(model)
     assert isinstance(error, MalformedResponseError)
     assert "larger than the limit of 1048576 bytes (max_event_bytes)" in error.message
-    assert f"pass a larger max_event_bytes to {type(model).__name__}" in error.message
+    assert f"pass a larger max_event_bytes to the Provider of {type(model).__name__}" in error.message
     assert len(error.received) == 64 * 1024
     (sent,) = loopback.wait_played(1)
     assert sent < NOT_READ_WHOLE, sent
@@ -162,7 +163,7 @@ def test_limits_default_and_are_validated(make: Any) -> None:
     model = make()
     assert (model.stream_timeout, model.max_event_bytes) == (None, DEFAULT_MAX_EVENT_BYTES) == (None, 16 * MiB)
     assert (make(stream_timeout=90).stream_timeout, make(max_event_bytes=1).max_event_bytes) == (90.0, 1)
-    name = type(model).__name__
+    name = "Provider"  # the limits are the provider's, whichever model uses them
     for bad in (0, -1.0, float("inf"), float("nan"), "60", True):
         with pytest.raises(ValueError, match=f"{name} stream_timeout: expected a finite number > 0"):
             make(stream_timeout=bad)

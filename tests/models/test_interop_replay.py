@@ -21,6 +21,7 @@ from dshkit.interop.anthropic import from_anthropic, to_anthropic
 from dshkit.interop.blocks import ConversionError
 from dshkit.interop.openai_chat import to_chat_messages
 from dshkit.interop.openai_responses import from_response_items, item_ids_of, to_response_items
+from dshkit.models import Provider
 from dshkit.models.anthropic.model import AnthropicModel
 from dshkit.models.responses.model import OpenAIResponsesModel
 from dshkit.session import ModelRequest, Session
@@ -75,11 +76,11 @@ RESPONSES_TRANSCRIPT: list[dict[str, Any]] = [
 
 
 def anthropic_model(base_url: str = "http://127.0.0.1:9") -> AnthropicModel:
-    return AnthropicModel("claude-test", base_url=base_url, api_key="sk-ant-test", max_tokens=1024, timeout=5.0)
+    return AnthropicModel("claude-test", Provider(base_url, api_key="sk-ant-test", timeout=5.0), settings={"max_tokens": 1024})
 
 
 def responses_model(base_url: str = "http://127.0.0.1:9/v1") -> OpenAIResponsesModel:
-    return OpenAIResponsesModel("gpt-test", base_url=base_url, api_key="sk-test", timeout=5.0)
+    return OpenAIResponsesModel("gpt-test", Provider(base_url, api_key="sk-test", timeout=5.0))
 
 
 def sent_body(model: Any, messages: tuple[Message, ...]) -> dict[str, Any]:

@@ -13,6 +13,8 @@ import pytest
 import dshkit.models
 from dshkit import create_user_message
 from dshkit.agent.cancel import CancelToken
+from dshkit.models.provider import split_options
+from dshkit.models import Provider
 from dshkit.models.errors import (
     AuthenticationError,
     BadRequestError,
@@ -46,7 +48,8 @@ def make(loopback: Any, **options: Any) -> OpenAICompatibleModel:
     options.setdefault("api_key", "sk-test")
     options.setdefault("timeout", 5.0)
     options.setdefault("retry_backoff", 0.01)
-    return OpenAICompatibleModel("test-model", base_url=loopback.base_url, **options)
+    transport, own = split_options(options)
+    return OpenAICompatibleModel("test-model", Provider(loopback.base_url, **transport), **own)
 
 
 async def collect(model: OpenAICompatibleModel, request: Any, cancel: Any = None) -> list[dict[str, Any]]:
@@ -367,9 +370,7 @@ def test_body_cut_before_any_output_is_retried(loopback: Any, wire: Any) -> None
 
 def test_connection_refused(closed_port: int) -> None:
     retries: list[Any] = []
-    model = OpenAICompatibleModel(
-        "m", base_url=f"http://127.0.0.1:{closed_port}/v1", max_retries=1, retry_backoff=0.01, on_retry=lambda *a: retries.append(a)
-    )
+    model = OpenAICompatibleModel("m", Provider(f"http://127.0.0.1:{closed_port}/v1", max_retries=1, retry_backoff=0.01, on_retry=lambda *a: retries.append(a)))
     _, error = run_failing(model)
     assert isinstance(error, ModelConnectionError) and error.retryable
     assert f"127.0.0.1:{closed_port}" in str(error)
@@ -506,9 +507,9 @@ def test_keyless_requests_send_no_authorization(loopback: Any, wire: Any) -> Non
     ],
 )
 def test_endpoint_and_provider_from_base_url(url: str, endpoint: str, provider: str) -> None:
-    model = OpenAICompatibleModel("m", base_url=url)
+    model = OpenAICompatibleModel("m", Provider(url))
     assert (model.url, model.provider) == (endpoint, provider)
-    assert OpenAICompatibleModel("m", base_url=url, provider="mine").provider == "mine"
+    assert OpenAICompatibleModel("m", Provider(url, name="mine")).provider == "mine"
 
 
 @pytest.mark.parametrize(
@@ -519,19 +520,19 @@ def test_endpoint_and_provider_from_base_url(url: str, endpoint: str, provider: 
         ({"base_url": "http://x", "timeout": 0}, "timeout: expected a finite number > 0"),
         ({"base_url": "http://x", "max_retries": -1}, "max_retries"),
         ({"base_url": "http://x", "retry_backoff": float("nan")}, "retry_backoff"),
-        ({"base_url": "http://x", "provider": ""}, "provider"),
+        ({"base_url": "http://x", "name": ""}, "name"),
     ],
 )
 def test_bad_construction(options: dict[str, Any], match: str) -> None:
     with pytest.raises(ValueError, match=match):
-        OpenAICompatibleModel("m", **options)
+        OpenAICompatibleModel("m", Provider(**options))
     with pytest.raises(ValueError, match="model: expected a non-empty str"):
-        OpenAICompatibleModel("", base_url="http://x")
+        OpenAICompatibleModel("", Provider("http://x"))
 
 
 def test_it_is_a_protocol_model_exported_lazily() -> None:
     assert dshkit.models.OpenAICompatibleModel is OpenAICompatibleModel
-    assert isinstance(OpenAICompatibleModel("m", base_url="http://x"), Model)
+    assert isinstance(OpenAICompatibleModel("m", Provider("http://x")), Model)
 
 
 def test_bad_request_fails_at_call_time_without_sending(loopback: Any) -> None:
@@ -577,11 +578,11 @@ def test_an_api_key_that_cannot_be_a_header_is_refused_without_echoing_it() -> N
     # logged in turn/end and retried as a "connection error").
     for key in ("sk-secret-123\n", "sk-secret-123 ", "sk-sécret-123"):
         with pytest.raises(ValueError, match="api_key") as caught:
-            OpenAICompatibleModel("m", base_url="http://127.0.0.1:1/v1", api_key=key)
+            OpenAICompatibleModel("m", Provider("http://127.0.0.1:1/v1", api_key=key))
         assert "secret" not in str(caught.value) and "sécret" not in str(caught.value)
     for value in ("sk-secret\r\n", " sk-secret"):
         with pytest.raises(ValueError, match="headers\\['api-key'\\]") as caught:
-            OpenAICompatibleModel("m", base_url="http://127.0.0.1:1/v1", headers={"api-key": value})
+            OpenAICompatibleModel("m", Provider("http://127.0.0.1:1/v1", headers={"api-key": value}))
         assert "secret" not in str(caught.value)
 
 
@@ -596,13 +597,13 @@ def test_from_env_ignores_whitespace_around_the_key(loopback: Any, wire: Any) ->
 def test_base_url_with_a_query_keeps_the_query_after_the_path(loopback: Any, wire: Any) -> None:
     # Azure-style endpoints put the API version in the query string.
     loopback.reply(wire.sse_reply(wire.answer("hi")))
-    model = OpenAICompatibleModel("test-model", base_url=loopback.base_url + "/?api-version=2024-06-01", timeout=5.0)
+    model = OpenAICompatibleModel("test-model", Provider(loopback.base_url + "/?api-version=2024-06-01", timeout=5.0))
     assert text_of(run_collect(model)) == "hi"
     assert loopback.received[0].path == "/v1/chat/completions?api-version=2024-06-01"
 
 
 def test_a_password_in_the_base_url_is_never_shown(closed_port: int) -> None:
-    model = OpenAICompatibleModel("m", base_url=f"http://user:s3cret@127.0.0.1:{closed_port}/v1", max_retries=0)
+    model = OpenAICompatibleModel("m", Provider(f"http://user:s3cret@127.0.0.1:{closed_port}/v1", max_retries=0))
     assert "s3cret" not in repr(model) and "s3cret" not in model.url
     assert model.url == f"http://user:***@127.0.0.1:{closed_port}/v1/chat/completions"
     _, error = run_failing(model)

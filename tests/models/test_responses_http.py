@@ -9,6 +9,8 @@ from typing import Any, Mapping
 import pytest
 
 from dshkit import create_assistant_message, create_tool_result_message, create_user_message
+from dshkit.models.provider import split_options
+from dshkit.models import Provider
 from dshkit.models.errors import IncompleteStreamError, MalformedResponseError, ProviderStreamError
 from dshkit.models.protocol import ModelError
 from dshkit.models.responses.model import OpenAIResponsesModel
@@ -32,7 +34,8 @@ def make(loopback: Any, **options: Any) -> OpenAIResponsesModel:
     options.setdefault("api_key", "sk-test")
     options.setdefault("timeout", 5.0)
     options.setdefault("retry_backoff", 0.01)
-    return OpenAIResponsesModel("gpt-test", base_url=loopback.base_url, **options)
+    transport, own = split_options(options)
+    return OpenAIResponsesModel("gpt-test", Provider(loopback.base_url, **transport), **own)
 
 
 def run(model: OpenAIResponsesModel, request: Any = None) -> tuple[list[dict[str, Any]], BaseException | None]:

@@ -15,6 +15,7 @@ import pytest
 from dshkit import create_user_message
 from dshkit.agent import Agent, Tool
 from dshkit.interop.openai_responses import from_response_items, to_response_items
+from dshkit.models import Provider
 from dshkit.models.errors import MalformedResponseError
 from dshkit.models.http.sse import ServerSentEvent
 from dshkit.models.responses.model import OpenAIResponsesModel
@@ -126,7 +127,7 @@ EXPECTED_ROUND = [
 
 
 def test_an_agent_turn_sends_the_reasoning_item_back_with_its_content(loopback: Any, responses_wire: Any, tmp_path: Path) -> None:
-    model = OpenAIResponsesModel("deepseek-v4", base_url=loopback.base_url, api_key="sk-test", timeout=5.0)
+    model = OpenAIResponsesModel("deepseek-v4", Provider(loopback.base_url, api_key="sk-test", timeout=5.0))
     loopback.reply(first_reply(responses_wire), responses_wire("resp_ds2").sse_reply(responses_wire("resp_ds2").answer("Buy milk.")))
 
     async def read_file(arguments: dict[str, Any], ctx: Any) -> str:

@@ -34,6 +34,7 @@ from dshkit.agent.turn import TurnRunner
 from dshkit.agent.turn_state import StepResult, Turn
 from dshkit.llm import Message, freeze
 from dshkit.models.protocol import Model
+from dshkit.models.selection import infer_model
 from dshkit.session import Session
 
 if TYPE_CHECKING:
@@ -58,14 +59,14 @@ class Agent:
     queues for the next step boundary and wakes; `inject(message)` queues for the next step
     boundary without waking. Each takes a complete user-role `Message` and keeps its id.
     `tools` are `Tool`s and `ToolSource`s (an MCP server, say), whose lists are refreshed before
-    each request.
+    each request. `model` may be a name, ``"openai:gpt-4.1-mini"`` (`dshkit.models.infer_model`).
     `tracer` (an OpenTelemetry `Tracer`) gets spans of turns, steps, model and tool calls; by
     default the global tracer provider's when one is installed, else none (`dshkit.agent.tracing`).
     """
 
     def __init__(
         self,
-        model: Model,
+        model: Model | str,
         *,
         session: Session | None = None,
         tools: Iterable[Tool | ToolSource] = (),
@@ -77,6 +78,8 @@ class Agent:
         approval: Policy | None = None,
         tool_timeout: float | None = None,
     ) -> None:
+        if isinstance(model, str):  # "openai:gpt-4.1-mini": a known provider's model, its key from the environment
+            model = infer_model(model)
         if not (
             callable(getattr(model, "stream", None))
             and isinstance(getattr(model, "provider", None), str)

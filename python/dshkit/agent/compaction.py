@@ -233,7 +233,7 @@ class Compactor:
         # the transcript fits the summarizer's window beside the prompt (~1,000 tokens) and the answer
         max_chars = None if window is None else max(4000, (window - budget - 1000) * CHARS_PER_TOKEN)
         request = summary_request(
-            replaced, budget=budget, instructions=instructions, config=_budget_config(model, budget), max_chars=max_chars
+            replaced, budget=budget, instructions=instructions, config=_budget_config(budget), max_chars=max_chars
         )
         assembler = StreamAssembler()
         stream = model.stream(request, token)
@@ -292,11 +292,10 @@ class Compactor:
         return summary
 
 
-def _budget_config(model: Model, budget: int) -> dict[str, int]:
-    """The call setting that caps the summary's length, in the model's API's own name."""
-    from dshkit.models.responses.model import OpenAIResponsesModel
-
-    return {"max_output_tokens": budget} if isinstance(model, OpenAIResponsesModel) else {"max_tokens": budget}
+def _budget_config(budget: int) -> dict[str, int]:
+    """The call setting that caps the summary's length, in the common vocabulary
+    (`dshkit.models.settings.ModelSettings`): each model maps ``max_tokens`` to its API's name."""
+    return {"max_tokens": budget}
 
 
 __all__ = ["SUMMARY_NOT_SMALLER", "Compaction", "CompactionFailed", "Compactor", "usage_tokens"]

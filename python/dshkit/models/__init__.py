@@ -3,13 +3,17 @@
 `ScriptedModel` replays scripted responses offline (tests, the demo). The HTTP models
 (`OpenAICompatibleModel` for Chat Completions, `AnthropicModel` for the Messages API,
 `OpenAIResponsesModel` for the Responses API) are imported only when first used, so importing
-`dshkit.models` does not import the HTTP stack; `from_env` builds the one the environment names.
+`dshkit.models` does not import the HTTP stack; they connect through a `Provider` and take
+call settings in one vocabulary (`ModelSettings`). `from_env` builds the model the environment
+names, `infer_model` the one a name like ``"openai:gpt-4.1-mini"`` names; `FallbackModel` tries
+several in order.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from dshkit.models.fallback import FallbackModel
 from dshkit.models.protocol import (
     FINISH_REASONS,
     CancelSignal,
@@ -24,9 +28,12 @@ from dshkit.models.protocol import (
     ToolCallDelta,
     ToolSpec,
     UsageChunk,
+    supports_native_output,
 )
+from dshkit.models.provider import Provider
 from dshkit.models.scripted import ScriptedModel
-from dshkit.models.selection import from_env
+from dshkit.models.selection import from_env, infer_model
+from dshkit.models.settings import ModelSettings
 
 if TYPE_CHECKING:
     from dshkit.models.anthropic.model import AnthropicModel
@@ -54,13 +61,16 @@ __all__ = [
     "AnthropicModel",
     "CancelSignal",
     "Chunk",
+    "FallbackModel",
     "FinishChunk",
     "FinishReason",
     "Model",
     "ModelError",
     "ModelErrorInfo",
+    "ModelSettings",
     "OpenAICompatibleModel",
     "OpenAIResponsesModel",
+    "Provider",
     "ReasoningDelta",
     "ScriptedModel",
     "TextDelta",
@@ -68,4 +78,6 @@ __all__ = [
     "ToolSpec",
     "UsageChunk",
     "from_env",
+    "infer_model",
+    "supports_native_output",
 ]

@@ -133,6 +133,13 @@ class Model(Protocol):
         ...
 
 
+def supports_native_output(model: object) -> bool:
+    """Whether `model` sends a requested structured output (call setting ``output_schema``) in
+    its API's native form and streams the answer back as text (class attribute
+    ``native_output = True``); otherwise the agent asks for it as a final-answer tool."""
+    return getattr(model, "native_output", False) is True
+
+
 CONTEXT_WINDOW_EXCEEDED = "context_window_exceeded"
 """The `ModelError.code` (and finish-chunk error code) of a request too large for the model's
 context window, whichever API said so: the agent compacts and retries the step once on it."""
@@ -189,4 +196,5 @@ __all__ = [
     "ToolCallDelta",
     "ToolSpec",
     "UsageChunk",
+    "supports_native_output",
 ]

@@ -38,33 +38,81 @@ from dshkit.models.projection import (
     tool_fields,
     tool_result_fields,
 )
+from dshkit.models.settings import SettingNames, api_settings, as_list, merged_settings, output_schema
 
 if TYPE_CHECKING:
     from dshkit.llm import Message
     from dshkit.session import ModelRequest
     from dshkit.session.attachments import Attachments
 
-__all__ = ["REPLAY_API", "RESERVED_BODY_KEYS", "anthropic_body", "anthropic_messages", "anthropic_tools", "replayed_blocks"]
+__all__ = [
+    "DEFAULT_MAX_TOKENS",
+    "REPLAY_API",
+    "RESERVED_BODY_KEYS",
+    "SETTING_NAMES",
+    "anthropic_body",
+    "anthropic_messages",
+    "anthropic_tools",
+    "output_tool",
+    "replayed_blocks",
+]
 
 REPLAY_API = "anthropic-messages"
 """The ``api`` of the replay state this projection reads back."""
 
 RESERVED_BODY_KEYS = frozenset(("model", "messages", "tools", "stream", "system"))
 
+DEFAULT_MAX_TOKENS = 8192
+"""``max_tokens`` when neither the model's settings nor the request's set it (the API requires one)."""
 
-def anthropic_body(request: ModelRequest, *, model: str, max_tokens: int) -> dict[str, Any]:
-    """The Messages API request body for `request` (streaming); config may set ``max_tokens``."""
+SETTING_NAMES: SettingNames = {
+    "stop": ("stop_sequences", as_list),
+    "seed": None,
+    "presence_penalty": None,
+    "frequency_penalty": None,
+    "parallel_tool_calls": None,
+}
+"""The common call settings under the Messages API's names (``None``: it has none); the others keep theirs."""
+
+
+def anthropic_body(
+    request: ModelRequest, *, model: str, max_tokens: int = DEFAULT_MAX_TOKENS, defaults: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The Messages API request body for `request` (streaming). `defaults` are the model's call
+    settings under the request's (`SETTING_NAMES` maps both); ``max_tokens`` is `max_tokens`
+    unless they set it. A requested structured output becomes a forced tool (`output_tool`)."""
+    merged = merged_settings(defaults, request.config)
+    settings = api_settings(merged, SETTING_NAMES, "Anthropic Messages API")
+    spec = output_schema(merged)
     system, messages = anthropic_messages(request.messages, system=request.system, attachments=getattr(request, "attachments", None))
-    body: dict[str, Any] = {"model": model, "max_tokens": max_tokens}
+    body: dict[str, Any] = {"model": model, "max_tokens": settings.pop("max_tokens", max_tokens)}
     if system:
         body["system"] = system
     body["messages"] = messages
     tools = anthropic_tools(request.tools)
+    if spec is not None:
+        if any(tool["name"] == spec["name"] for tool in tools):
+            raise ValueError(f"request config['output_schema']: its name {spec['name']!r} is also the name of a tool")
+        if "tool_choice" in settings:
+            raise ValueError("request config['tool_choice']: cannot be set beside config['output_schema'], which sets it")
+        forced = {"type": "tool", "name": spec["name"]} if not tools else {"type": "any"}
+        tools.append(output_tool(spec))
     if tools:
         body["tools"] = tools
-    apply_call_settings(body, request.config, RESERVED_BODY_KEYS)
+    apply_call_settings(body, settings, RESERVED_BODY_KEYS)
+    if spec is not None:
+        body["tool_choice"] = forced
     body["stream"] = True
     return body
+
+
+def output_tool(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """A checked output schema (`dshkit.models.settings.output_schema`) as the tool the model must call."""
+    tool: dict[str, Any] = {"name": spec["name"]}
+    if spec["description"]:
+        tool["description"] = spec["description"]
+    tool["input_schema"] = spec["schema"]
+    return tool
 
 
 def anthropic_tools(tools: Iterable[Mapping[str, Any]] | None) -> list[dict[str, Any]]:

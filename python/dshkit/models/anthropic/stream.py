@@ -9,7 +9,8 @@ I/O, like `dshkit.models.chat.stream.ChatStreamTranslator`):
 - ``content_block_start`` / ``content_block_delta`` / ``content_block_stop`` by block ``index``:
   ``text_delta`` becomes ``text_delta``, ``thinking_delta`` ``reasoning_delta``,
   ``input_json_delta`` the arguments of a ``tool_call_delta`` (a call whose input never streamed
-  gets ``{}``). A ``compaction`` block (context management: the server's summary of the
+  gets ``{}``); the input of the structured output's forced tool (`output_tool`) becomes
+  ``text_delta`` instead, and the message holds it as text. A ``compaction`` block (context management: the server's summary of the
   context before it) is read like the official SDK reads it, each ``compaction_delta``
   replacing its ``content`` and ``encrypted_content``; at its ``content_block_stop`` the summary
   becomes one ``reasoning_delta`` (the model's note on the conversation, not its answer).
@@ -43,8 +44,10 @@ _STOP_REASONS = {"pause_turn": "stop", "compaction": "stop", "model_context_wind
 class AnthropicStreamTranslator:
     """Translates the events of one streamed Messages API response into protocol chunks."""
 
-    def __init__(self, *, status: int | None = None, request_id: str | None = None) -> None:
+    def __init__(self, *, status: int | None = None, request_id: str | None = None, output_tool: str | None = None) -> None:
         self._status = status
+        self._output_tool = output_tool  # the forced tool of a structured output: its input is the answer text
+        self._output_blocks: set[int] = set()
         self._request_id = request_id
         self._layout: dict[int, dict[str, Any]] = {}  # block index -> its replay entry
         self._tool_index: dict[int, int] = {}  # block index -> tool call index
@@ -98,6 +101,8 @@ class AnthropicStreamTranslator:
                 request_id=self._request_id,
             )
         reason = self._stop_reason or "end_turn"
+        if reason == "tool_use" and self._output_blocks and not self._tool_index:
+            reason = "end_turn"  # the forced output tool answered: to the agent that is text, not a call
         finish: FinishChunk
         if reason == "refusal":
             finish = {"type": "finish", "reason": "error", "error": {"code": "refusal", "message": "the model refused to answer"}}
@@ -136,6 +141,8 @@ class AnthropicStreamTranslator:
                 raise self._malformed(f"event {self._events}: redacted_thinking without a str 'data'", data)
             self._layout[index] = {"type": "redacted_thinking", "data": block["data"]}
             return []
+        if kind == "tool_use" and self._output_tool is not None and block.get("name") == self._output_tool:
+            return self._output_start(index, block, data)
         if kind == "tool_use":
             call_id, name = block.get("id"), block.get("name")
             if not isinstance(call_id, str) or not call_id or not isinstance(name, str) or not name:
@@ -176,6 +183,8 @@ class AnthropicStreamTranslator:
             fields = {key: delta[key] for key in ("content", "encrypted_content") if key in delta}
             entry["block"] = self._compaction({**entry["block"], **fields}, data)
             return []
+        if kind == "input_json_delta" and index in self._output_blocks:
+            return self._text(index, delta.get("partial_json"), "text_delta", data)
         if kind == "input_json_delta" and entry["type"] == "tool_use":
             partial = delta.get("partial_json")
             if not isinstance(partial, str):
@@ -194,6 +203,8 @@ class AnthropicStreamTranslator:
         if entry is not None and entry["type"] == "compaction" and not entry["length"]:
             # The summary is whole only now (each delta replaces it): shown as reasoning, once.
             return self._text(index, entry["block"].get("content"), "reasoning_delta", data)
+        if index in self._output_blocks and entry is not None and not entry["length"]:
+            return self._text(index, "{}", "text_delta", data)  # an output without input is still a JSON object
         if index in self._tool_index and not self._tool_arguments.get(index):
             self._tool_arguments[index] = True  # a call without input still has a JSON object
             return [{"type": "tool_call_delta", "index": self._tool_index[index], "id": None, "name": None, "arguments": "{}"}]
@@ -213,6 +224,13 @@ class AnthropicStreamTranslator:
         return []
 
     # -- helpers --------------------------------------------------------------------------------
+
+    def _output_start(self, index: int, block: dict[str, Any], data: str) -> list[Chunk]:
+        """The structured output's forced tool call starts: its input streams as the answer text."""
+        self._layout[index] = {"type": "text", "length": 0}
+        self._output_blocks.add(index)
+        initial = block.get("input")
+        return self._text(index, json.dumps(initial, ensure_ascii=False, separators=(",", ":")) if initial else "", "text_delta", data)
 
     def _text(self, index: int, text: object, kind: str, data: str) -> list[Chunk]:
         if text is None or text == "":

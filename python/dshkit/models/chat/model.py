@@ -15,8 +15,6 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-import httpx
-
 from dshkit.models.chat.profiles import ChatProfile, profile_for, provider_for_url
 from dshkit.models.chat.projection import chat_body
 from dshkit.models.projection import encode_body
@@ -25,7 +23,9 @@ from dshkit.models.stream_translation import excerpt
 from dshkit.models.errors import MalformedResponseError
 from dshkit.models.http.model import HTTPModel, RetryCallback, StreamTranslator, endpoint, provider_from_url
 from dshkit.models.protocol import Chunk
-from dshkit.models.http.sse import DEFAULT_MAX_EVENT_BYTES, ServerSentEvent
+from dshkit.models.provider import Provider, provider_argument, split_options
+from dshkit.models.settings import ModelSettings
+from dshkit.models.http.sse import ServerSentEvent
 
 if TYPE_CHECKING:
     from dshkit.session import ModelRequest
@@ -38,62 +38,44 @@ _FROM_PROFILE: Any = object()  # "not given": the provider profile decides
 class OpenAICompatibleModel(HTTPModel):
     """A model behind an OpenAI-compatible ``/chat/completions`` endpoint.
 
-    `model` is the provider's model name; `base_url` the API root (``https://api.deepseek.com``,
-    ``http://127.0.0.1:8000/v1``; a URL already ending in ``/chat/completions`` is used as is).
-    `provider` (recorded in each assistant message's source) defaults to a name derived from the
-    host (``deepseek``, ``openai``, ...; ``ollama`` for port 11434; ``openai-compatible`` for
-    another IP or ``localhost``); a known name (`dshkit.models.chat_profiles.PROFILES`) selects
-    that provider's quirks. `timeout` bounds connecting and each wait for the next bytes, in
-    seconds; `stream_timeout` (off by default) bounds one whole response, however steadily its
-    bytes arrive. `max_event_bytes` (16 MiB) is the largest event (or whole JSON answer)
-    accepted; a larger one is a `MalformedResponseError`. `reasoning_field` is the assistant-message key reasoning is sent back under
-    (``None``: not sent back) and `include_usage` whether ``stream_options`` asks for usage; both
-    default to the profile's. `headers` are added to every request. `on_retry` is told about each
-    retry. `http_client` is a caller's ``httpx.AsyncClient`` to send through (never closed here).
+    `model` is the provider's model name; `provider` says where and how to connect: a
+    `Provider` (its `base_url` the API root, ``https://api.deepseek.com``,
+    ``http://127.0.0.1:8000/v1``; a URL already ending in ``/chat/completions`` is used as is),
+    or the name of a known one (``"deepseek"``: `Provider.named`, its key from the environment).
+    The provider's `name` (recorded in each assistant message's source) defaults to one derived
+    from the host (``deepseek``, ``openai``, ...; ``ollama`` for port 11434;
+    ``openai-compatible`` for another IP or ``localhost``); a known name
+    (`dshkit.models.chat.profiles.PROFILES`) selects that provider's quirks. `settings` are
+    default call settings (`dshkit.models.settings.ModelSettings`). `reasoning_field` is the
+    assistant-message key reasoning is sent back under (``None``: not sent back) and
+    `include_usage` whether ``stream_options`` asks for usage; both default to the profile's.
 
     The model's own HTTP connection pool belongs to the event loop that first used the model:
     close it with ``await model.aclose()`` or ``async with model:``.
     """
 
+    default_timeout = 120.0
+
     def __init__(
         self,
         model: str,
+        provider: Provider | str,
         *,
-        base_url: str,
-        api_key: str | None = None,
-        provider: str | None = None,
-        timeout: float = 120.0,
-        stream_timeout: float | None = None,
-        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
-        max_retries: int = 2,
-        retry_backoff: float = 0.5,
-        max_retry_wait: float = 60.0,
+        settings: ModelSettings | Mapping[str, Any] | None = None,
         reasoning_field: str | None = _FROM_PROFILE,
         include_usage: bool = _FROM_PROFILE,
-        headers: Mapping[str, str] | None = None,
-        on_retry: RetryCallback | None = None,
-        http_client: httpx.AsyncClient | None = None,
         context_window: int | None = None,
     ) -> None:
-        url = endpoint("OpenAICompatibleModel", base_url, "/chat/completions")
-        if provider is not None and (not isinstance(provider, str) or not provider):
-            raise ValueError(f"OpenAICompatibleModel provider: expected a non-empty str, got {provider!r}")
-        api_key = self._check_api_key("OpenAICompatibleModel", api_key)
-        name = provider or provider_for_url(url) or provider_from_url(url)
+        provider = provider_argument("OpenAICompatibleModel", provider)
+        url = endpoint("OpenAICompatibleModel", provider.base_url, "/chat/completions")
+        name = provider.name or provider_for_url(url) or provider_from_url(url)
         super().__init__(
             model,
+            provider,
             url=url,
-            provider=name,
-            auth_headers={"Authorization": f"Bearer {api_key}"} if api_key else {},
-            timeout=timeout,
-            stream_timeout=stream_timeout,
-            max_event_bytes=max_event_bytes,
-            max_retries=max_retries,
-            retry_backoff=retry_backoff,
-            max_retry_wait=max_retry_wait,
-            headers=headers,
-            on_retry=on_retry,
-            http_client=http_client,
+            name=name,
+            auth_headers={"Authorization": f"Bearer {provider.api_key}"} if provider.api_key else {},
+            settings=settings,
             context_window=context_window,
         )
         self.profile: ChatProfile = profile_for(name)
@@ -106,7 +88,8 @@ class OpenAICompatibleModel(HTTPModel):
         ``DSHKIT_PROVIDER`` (a profile name; by default the base URL's host decides).
 
         The key may be unset (local servers); whitespace around it (the newline a key file
-        ends in) is dropped. Keyword `options` go to the constructor.
+        ends in) is dropped. Keyword `options` go to the `Provider` (``timeout``, ``on_retry``,
+        ...) or, when they are not its fields, to the constructor.
         """
         env = os.environ if environ is None else environ
         missing = [name for name in ("DSHKIT_BASE_URL", "DSHKIT_MODEL") if not env.get(name)]
@@ -116,12 +99,12 @@ class OpenAICompatibleModel(HTTPModel):
                 "https://api.deepseek.com), DSHKIT_MODEL (e.g. deepseek-chat) and, for hosted "
                 "providers, DSHKIT_API_KEY"
             )
+        transport, own = split_options(options)
         provider = (env.get("DSHKIT_PROVIDER") or "").strip()
-        if provider and "provider" not in options:
-            options["provider"] = provider
-        return cls(
-            env["DSHKIT_MODEL"], base_url=env["DSHKIT_BASE_URL"], api_key=(env.get("DSHKIT_API_KEY") or "").strip() or None, **options
-        )
+        if provider and "name" not in transport:
+            transport["name"] = provider
+        api_key = (env.get("DSHKIT_API_KEY") or "").strip() or None
+        return cls(env["DSHKIT_MODEL"], Provider(env["DSHKIT_BASE_URL"], **{"api_key": api_key, **transport}), **own)
 
     def request_body(self, request: ModelRequest) -> bytes:
         """The exact bytes `stream` posts for `request` (byte-identical for an equal request)."""
@@ -132,13 +115,14 @@ class OpenAICompatibleModel(HTTPModel):
                 reasoning_field=self.reasoning_field,
                 include_usage=self.include_usage,
                 empty_reasoning_with_tool_calls=self.profile.empty_reasoning_with_tool_calls,
+                defaults=self.settings,
             )
         )
 
-    def _new_translator(self, status: int, request_id: str | None) -> StreamTranslator:
+    def _new_translator(self, status: int, request_id: str | None, **options: Any) -> StreamTranslator:
         return ChatStreamTranslator(status=status, request_id=request_id)
 
-    def _json_chunks(self, payload: dict[str, Any], request_id: str | None) -> list[Chunk]:
+    def _json_chunks(self, payload: dict[str, Any], request_id: str | None, options: dict[str, Any]) -> list[Chunk]:
         return _completion_chunks(payload, request_id)
 
 

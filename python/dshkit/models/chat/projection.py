@@ -19,7 +19,8 @@ Mapping (see ``docs/models.md``):
 - each ``tool_result`` block becomes a ``role: "tool"`` message with its ``tool_call_id``; images a
   tool returned follow the run of tool messages as one user message (tool messages are text only).
 - the request's tools become ``function`` tools; its call settings (``temperature``,
-  ``max_tokens``, ...) are copied into the body as given.
+  ``max_tokens``, ...) are copied into the body, common names under this API's names; a
+  requested structured output (``output_schema``) becomes ``response_format``.
 
 A block that cannot be expressed raises `UnsupportedContentError` naming the message and block.
 """
@@ -41,6 +42,8 @@ from dshkit.models.projection import (
     tool_result_fields,
 )
 
+from dshkit.models.settings import COMMON_SETTINGS, SettingNames, api_settings, merged_settings, output_schema
+
 if TYPE_CHECKING:
     from dshkit.llm import Message
     from dshkit.session import ModelRequest
@@ -48,13 +51,18 @@ if TYPE_CHECKING:
 
 __all__ = [
     "RESERVED_BODY_KEYS",
+    "SETTING_NAMES",
     "chat_body",
+    "chat_response_format",
     "chat_messages",
     "chat_tools",
 ]
 
 RESERVED_BODY_KEYS = frozenset(("model", "messages", "tools", "stream"))
 """Body keys the projection owns: call settings may not set them."""
+
+SETTING_NAMES: SettingNames = {name: name for name in COMMON_SETTINGS}
+"""The common call settings under Chat Completions' names (the vocabulary follows this API)."""
 
 
 def chat_body(
@@ -64,11 +72,14 @@ def chat_body(
     reasoning_field: str | None = "reasoning_content",
     include_usage: bool = True,
     empty_reasoning_with_tool_calls: bool = False,
+    defaults: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The chat-completions request body for `request` (streaming, usage requested).
 
     `empty_reasoning_with_tool_calls` puts an empty `reasoning_field` on assistant messages with
     tool calls but no reasoning (DeepSeek's thinking mode refuses them without the key).
+    `defaults` are the model's call settings, under the request's (`SETTING_NAMES` maps both);
+    a requested structured output becomes ``response_format`` (`chat_response_format`).
     """
     body: dict[str, Any] = {
         "model": model,
@@ -83,11 +94,25 @@ def chat_body(
     tools = chat_tools(request.tools)
     if tools:
         body["tools"] = tools
-    apply_call_settings(body, request.config, RESERVED_BODY_KEYS)
+    settings = merged_settings(defaults, request.config)
+    apply_call_settings(body, api_settings(settings, SETTING_NAMES, "Chat Completions API"), RESERVED_BODY_KEYS)
+    spec = output_schema(settings)
+    if spec is not None:
+        if "response_format" in body:
+            raise ValueError("request config['response_format']: cannot be set beside config['output_schema'], which sets it")
+        body["response_format"] = chat_response_format(spec)
     body["stream"] = True
     if include_usage and "stream_options" not in body:
         body["stream_options"] = {"include_usage": True}
     return body
+
+
+def chat_response_format(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """A checked output schema (`dshkit.models.settings.output_schema`) as ``response_format``."""
+    json_schema: dict[str, Any] = {"name": spec["name"], "schema": spec["schema"], "strict": spec["strict"]}
+    if spec["description"]:
+        json_schema["description"] = spec["description"]
+    return {"type": "json_schema", "json_schema": json_schema}
 
 
 def chat_tools(tools: Iterable[Mapping[str, Any]] | None) -> list[dict[str, Any]]:

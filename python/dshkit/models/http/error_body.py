@@ -51,7 +51,7 @@ async def read_json(response: httpx.Response, request_id: str | None, limit: int
     if len(raw) > limit:
         raise MalformedResponseError(
             f"the JSON response is larger than the limit of {limit} bytes (max_event_bytes); "
-            f"if the provider really sends answers this large, pass a larger max_event_bytes to {owner}",
+            f"if the provider really sends answers this large, pass a larger max_event_bytes to the Provider of {owner}",
             received=raw[:_ERROR_BODY_LIMIT].decode("utf-8", "replace"),
             status=response.status_code,
             request_id=request_id,

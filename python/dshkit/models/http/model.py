@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
@@ -41,21 +41,18 @@ from dshkit.models.errors import (
 )
 from dshkit.models.http.error_body import http_error, read_error_text, read_json, request_id_of
 from dshkit.models.protocol import CancelSignal, Chunk, ModelError
+from dshkit.models.provider import Provider, RetryCallback, without_password
 from dshkit.models.http.sse import (
     SSEDecodeError,
     SSEDecoder,
     SSEEventTooLargeError,
     ServerSentEvent,
-    check_max_event_bytes,
 )
 
 if TYPE_CHECKING:
     from dshkit.session import ModelRequest
 
 __all__ = ["HTTPModel", "RetryCallback", "StreamTranslator", "endpoint", "provider_from_url", "without_password"]
-
-RetryCallback = Callable[[int, float, ModelError], object]
-"""Called before each retry with the attempt number (1 = first retry), the delay and the error."""
 
 _DRAIN_LIMIT = 64 * 1024
 _DRAIN_SECONDS = 1.0
@@ -93,90 +90,58 @@ def _version() -> str:
 
 
 class HTTPModel:
-    """Base of the HTTP models: validation, headers, the exchange, retries and the pool."""
+    """Base of the HTTP models: validation, headers, the exchange, retries and the pool.
+
+    Where and how to connect comes from a `Provider` (`provider_config`); `settings` are default
+    call settings in the common vocabulary (`dshkit.models.settings`), under the request's own.
+    """
+
+    default_timeout = 600.0
+    """Seconds for `Provider.timeout` when the provider leaves it ``None``."""
+
+    native_output = True
+    """Structured output goes in the API's native form (`dshkit.models.protocol.supports_native_output`)."""
 
     def __init__(
         self,
         model: str,
+        provider: Provider,
         *,
         url: str,
-        provider: str,
+        name: str,
         auth_headers: Mapping[str, str],
-        timeout: float,
-        stream_timeout: float | None,
-        max_event_bytes: int,
-        max_retries: int,
-        retry_backoff: float,
-        max_retry_wait: float,
-        headers: Mapping[str, str] | None,
-        on_retry: RetryCallback | None,
-        http_client: httpx.AsyncClient | None,
+        settings: Mapping[str, Any] | None = None,
         context_window: int | None = None,
     ) -> None:
-        name = type(self).__name__
+        owner = type(self).__name__
         if context_window is not None and (isinstance(context_window, bool) or not isinstance(context_window, int) or context_window < 1):
-            raise ValueError(f"{name} context_window: expected an int >= 1 (tokens) or None, got {context_window!r}")
+            raise ValueError(f"{owner} context_window: expected an int >= 1 (tokens) or None, got {context_window!r}")
         self.context_window = context_window  # what `Compaction` measures against when it is given none
         if not isinstance(model, str) or not model:
-            raise ValueError(f"{name} model: expected a non-empty str, got {model!r}")
-        for header, value in (headers or {}).items():
-            if not isinstance(value, str) or not (value.isascii() and value.isprintable() and value == value.strip()):
-                raise ValueError(
-                    f"{name} headers[{header!r}]: the value must be printable ASCII text without surrounding spaces"
-                )
-        self._check_number("timeout", timeout, positive=True)
-        if stream_timeout is not None:
-            self._check_number("stream_timeout", stream_timeout, positive=True)
-        check_max_event_bytes(name, max_event_bytes)
-        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
-            raise ValueError(f"{name} max_retries: expected an int >= 0, got {max_retries!r}")
-        self._check_number("retry_backoff", retry_backoff)
-        self._check_number("max_retry_wait", max_retry_wait)
-        if http_client is not None and not isinstance(http_client, httpx.AsyncClient):
-            raise TypeError(f"{name} http_client: expected an httpx.AsyncClient, got {type(http_client).__name__}")
+            raise ValueError(f"{owner} model: expected a non-empty str, got {model!r}")
+        if settings is not None and (not isinstance(settings, Mapping) or not all(isinstance(k, str) for k in settings)):
+            raise TypeError(f"{owner} settings: expected a mapping of setting names (str) to values")
+        self.settings: dict[str, Any] = dict(settings or {})
+        self.provider_config = provider
         self._model = model
         self._url = url
         self._shown_url = without_password(url)
-        self._provider = provider
-        self.timeout = float(timeout)
-        self.stream_timeout = None if stream_timeout is None else float(stream_timeout)
-        self.max_event_bytes = max_event_bytes
-        self.max_retries = max_retries
-        self.retry_backoff = float(retry_backoff)
-        self.max_retry_wait = float(max_retry_wait)
-        self.on_retry = on_retry
+        self._provider = name
+        self.timeout = float(provider.timeout if provider.timeout is not None else self.default_timeout)
+        self.stream_timeout = None if provider.stream_timeout is None else float(provider.stream_timeout)
+        self.max_event_bytes = provider.max_event_bytes
+        self.max_retries = provider.max_retries
+        self.retry_backoff = float(provider.retry_backoff)
+        self.max_retry_wait = float(provider.max_retry_wait)
+        self.on_retry = provider.on_retry
         self._headers = httpx.Headers(
             {"Content-Type": "application/json", "Accept": "text/event-stream", "User-Agent": f"dshkit/{_version()}"}
         )
         self._headers.update(auth_headers)
-        self._headers.update(headers or {})  # case-insensitive: a caller's header replaces ours
+        self._headers.update(provider.headers or {})  # case-insensitive: a caller's header replaces ours
         self._own_client: httpx.AsyncClient | None = None
         self._client_loop: asyncio.AbstractEventLoop | None = None
-        self._caller_client = http_client
-
-    @staticmethod
-    def _check_api_key(owner: str, api_key: str | None) -> str | None:
-        if api_key is not None and not isinstance(api_key, str):
-            raise TypeError(f"{owner} api_key: expected a str")
-        if api_key and not (api_key.isascii() and api_key.isprintable() and " " not in api_key):
-            # httpx would refuse the header later quoting it whole, key included: say where, not what.
-            raise ValueError(
-                f"{owner} api_key: contains whitespace, a control character or a non-ASCII character, "
-                "which an HTTP header cannot carry"
-            )
-        return api_key or None
-
-    def _check_number(self, name: str, value: object, *, positive: bool = False) -> None:
-        ok = (
-            not isinstance(value, bool)
-            and isinstance(value, (int, float))
-            and value == value
-            and value != float("inf")
-            and (value > 0 if positive else value >= 0)
-        )
-        if not ok:
-            bound = "> 0" if positive else ">= 0"
-            raise ValueError(f"{type(self).__name__} {name}: expected a finite number {bound}, got {value!r}")
+        self._caller_client: httpx.AsyncClient | None = provider.http_client
 
     @property
     def provider(self) -> str:
@@ -203,7 +168,7 @@ class HTTPModel:
     def stream(self, request: ModelRequest, cancel: CancelSignal | None = None) -> AsyncIterator[Chunk]:
         """Stream one response to `request` (the body is built now, so bad input fails here)."""
         body = self.request_body(request)
-        return self._stream(body, cancel)
+        return self._stream(body, cancel, self._translation_options(request))
 
     async def aclose(self) -> None:
         """Close the model's own pooled HTTP connections (a caller's `http_client` stays open)."""
@@ -219,10 +184,14 @@ class HTTPModel:
 
     # -- what a subclass provides -----------------------------------------------------------------
 
-    def _new_translator(self, status: int, request_id: str | None) -> StreamTranslator:
+    def _new_translator(self, status: int, request_id: str | None, **options: Any) -> StreamTranslator:
         raise NotImplementedError
 
-    def _json_chunks(self, payload: dict[str, Any], request_id: str | None) -> list[Chunk]:
+    def _translation_options(self, request: ModelRequest) -> dict[str, Any]:
+        """What the stream translator must know of the request (by default nothing)."""
+        return {}
+
+    def _json_chunks(self, payload: dict[str, Any], request_id: str | None, options: dict[str, Any]) -> list[Chunk]:
         """Chunks of a whole JSON answer to a streaming request (by default: not accepted)."""
         received = json.dumps(payload)
         raise MalformedResponseError(
@@ -234,13 +203,13 @@ class HTTPModel:
 
     # -- the exchange ------------------------------------------------------------------------------
 
-    async def _stream(self, body: bytes, cancel: CancelSignal | None) -> AsyncIterator[Chunk]:
+    async def _stream(self, body: bytes, cancel: CancelSignal | None, options: dict[str, Any]) -> AsyncIterator[Chunk]:
         # The exchange runs in its own task feeding a queue, so that a cancel can stop it at once
         # even while it waits for bytes: cancelling the task closes the response (and the socket).
         if cancel is not None and cancel.cancelled:
             return
         queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
-        exchange = asyncio.ensure_future(self._exchange(body, queue))
+        exchange = asyncio.ensure_future(self._exchange(body, queue, options))
         helpers: list[asyncio.Future[Any]] = [exchange]
         if cancel is not None:
             helpers.append(asyncio.ensure_future(_stop_on_cancel(cancel, exchange, queue)))
@@ -260,9 +229,9 @@ class HTTPModel:
                 helper.cancel()
             await asyncio.gather(*helpers, return_exceptions=True)
 
-    async def _exchange(self, body: bytes, queue: asyncio.Queue[tuple[str, Any]]) -> None:
+    async def _exchange(self, body: bytes, queue: asyncio.Queue[tuple[str, Any]], options: dict[str, Any]) -> None:
         try:
-            await self._attempts(body, queue)
+            await self._attempts(body, queue, options)
         except ModelError as error:
             queue.put_nowait(("error", error))
         except asyncio.CancelledError:
@@ -274,13 +243,13 @@ class HTTPModel:
         else:
             queue.put_nowait(("end", None))
 
-    async def _attempts(self, body: bytes, queue: asyncio.Queue[tuple[str, Any]]) -> None:
+    async def _attempts(self, body: bytes, queue: asyncio.Queue[tuple[str, Any]], options: dict[str, Any]) -> None:
         client = self._http_client()
         attempt = 0
         while True:
             output = _Output(queue)
             try:
-                await self._attempt_within_deadline(client, body, output)
+                await self._attempt_within_deadline(client, body, output, options)
                 return
             except ModelError as error:
                 delay = None if output.emitted else self._retry_delay(error, attempt)
@@ -302,13 +271,15 @@ class HTTPModel:
         # Jitter spreads the retries of many clients hit by one outage.
         return min(delay * (0.75 + random.random() / 2), self.max_retry_wait)
 
-    async def _attempt_within_deadline(self, client: httpx.AsyncClient, body: bytes, output: _Output) -> None:
+    async def _attempt_within_deadline(
+        self, client: httpx.AsyncClient, body: bytes, output: _Output, options: dict[str, Any]
+    ) -> None:
         """One attempt, cut off (the response closed) once it has taken `stream_timeout` seconds."""
         if self.stream_timeout is None:
-            await self._attempt(client, body, output)
+            await self._attempt(client, body, output, options)
             return
         try:
-            await asyncio.wait_for(self._attempt(client, body, output), self.stream_timeout)
+            await asyncio.wait_for(self._attempt(client, body, output, options), self.stream_timeout)
         except asyncio.TimeoutError:
             # Only the deadline ends up here: the attempt turns every timeout of its own into a ModelError.
             raise ModelTimeoutError(
@@ -317,7 +288,7 @@ class HTTPModel:
                 request_id=output.request_id,
             ) from None
 
-    async def _attempt(self, client: httpx.AsyncClient, body: bytes, output: _Output) -> None:
+    async def _attempt(self, client: httpx.AsyncClient, body: bytes, output: _Output, options: dict[str, Any]) -> None:
         request_id: str | None = None
         responded = False
         try:
@@ -338,7 +309,7 @@ class HTTPModel:
                 if content_type == "application/json":
                     # The server ignored "stream": a complete response (or an error) in one piece.
                     payload = await read_json(response, request_id, self.max_event_bytes, type(self).__name__)
-                    output.emit_all(self._json_chunks(payload, request_id))
+                    output.emit_all(self._json_chunks(payload, request_id, options))
                     return
                 if content_type in ("text/html", "text/xml", "application/xml"):
                     text = await read_error_text(response)
@@ -348,7 +319,7 @@ class HTTPModel:
                         status=200,
                         request_id=request_id,
                     )
-                translator = self._new_translator(response.status_code, request_id)
+                translator = self._new_translator(response.status_code, request_id, **options)
                 decoder = SSEDecoder(self.max_event_bytes)
                 await _read_event_stream(response, request_id, decoder, translator, output, type(self).__name__)
         except httpx.TimeoutException as error:
@@ -422,7 +393,7 @@ async def _read_event_stream(
     except SSEEventTooLargeError as error:
         raise MalformedResponseError(
             f"malformed event stream: {error}; if the provider really sends events this large, "
-            f"pass a larger max_event_bytes to {owner}",
+            f"pass a larger max_event_bytes to the Provider of {owner}",
             status=response.status_code,
             request_id=request_id,
         ) from None
@@ -470,15 +441,6 @@ def endpoint(owner: str, base_url: object, suffix: str) -> str:
     if not path.endswith(suffix):
         path += suffix
     return urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
-
-
-def without_password(url: str) -> str:
-    """`url` with the password of its ``user:password@`` part masked, for messages and logs."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    user, _, host = parts.netloc.rpartition("@")
-    return urlunsplit(parts._replace(netloc=f"{user.partition(':')[0]}:***@{host}"))
 
 
 def provider_from_url(url: str) -> str:

@@ -38,20 +38,41 @@ from dshkit.models.projection import (
     tool_fields,
     tool_result_fields,
 )
+from dshkit.models.settings import SettingNames, api_settings, merged_settings, output_schema
 
 if TYPE_CHECKING:
     from dshkit.llm import Message
     from dshkit.session import ModelRequest
     from dshkit.session.attachments import Attachments
 
-__all__ = ["REPLAY_API", "RESERVED_BODY_KEYS", "replayed_items", "responses_body", "responses_input", "responses_tools"]
+__all__ = [
+    "REPLAY_API",
+    "RESERVED_BODY_KEYS",
+    "SETTING_NAMES",
+    "replayed_items",
+    "responses_body",
+    "responses_input",
+    "responses_text_format",
+    "responses_tools",
+]
 
 REPLAY_API = "openai-responses"
 RESERVED_BODY_KEYS = frozenset(("model", "input", "tools", "stream", "instructions", "store", "previous_response_id"))
 
+SETTING_NAMES: SettingNames = {
+    "max_tokens": "max_output_tokens",
+    "stop": None,
+    "seed": None,
+    "presence_penalty": None,
+    "frequency_penalty": None,
+}
+"""The common call settings under the Responses API's names (``None``: it has none); the others keep theirs."""
 
-def responses_body(request: ModelRequest, *, model: str) -> dict[str, Any]:
-    """The Responses API request body for `request` (streaming, stateless)."""
+
+def responses_body(request: ModelRequest, *, model: str, defaults: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The Responses API request body for `request` (streaming, stateless); `defaults` are the
+    model's call settings under the request's (`SETTING_NAMES` maps both); a requested
+    structured output becomes ``text.format``."""
     body: dict[str, Any] = {"model": model}
     system = request.system
     items: list[dict[str, Any]] = []
@@ -67,9 +88,24 @@ def responses_body(request: ModelRequest, *, model: str) -> dict[str, Any]:
         body["tools"] = tools
     body["store"] = False
     body["include"] = ["reasoning.encrypted_content"]
-    apply_call_settings(body, request.config, RESERVED_BODY_KEYS)
+    settings = merged_settings(defaults, request.config)
+    apply_call_settings(body, api_settings(settings, SETTING_NAMES, "Responses API"), RESERVED_BODY_KEYS)
+    spec = output_schema(settings)
+    if spec is not None:
+        text = body.get("text")
+        if text is not None and (not isinstance(text, Mapping) or "format" in text):
+            raise ValueError("request config['text']: cannot set 'format' beside config['output_schema'], which sets it")
+        body["text"] = {**(text or {}), "format": responses_text_format(spec)}
     body["stream"] = True
     return body
+
+
+def responses_text_format(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """A checked output schema (`dshkit.models.settings.output_schema`) as ``text.format``."""
+    text_format: dict[str, Any] = {"type": "json_schema", "name": spec["name"], "schema": spec["schema"], "strict": spec["strict"]}
+    if spec["description"]:
+        text_format["description"] = spec["description"]
+    return text_format
 
 
 def responses_tools(tools: Iterable[Mapping[str, Any]] | None) -> list[dict[str, Any]]:
