@@ -140,6 +140,12 @@ def test_the_summary_event_records_range_seqs_tokens_and_model() -> None:
     lines = list(render(session.events, session_id=session.id, created_at=session.created_at, where="memory"))
     assert f"    #{summary_event.seq} compaction summary: 2 messages ({data['shadowed_token_count']} tokens) by gate/gate; " \
         f"request {data['tokens_before']} -> {data['tokens_after']} tokens" in lines
+    # `dshkit log show` reads the start and the end from the same description of the compaction.
+    start, end = of_type(session, "compaction/start")[0], of_type(session, "compaction/end")[0]
+    ids = [event.message.id for event in replaced]
+    assert f"    #{start.seq} compaction start (threshold, turn 2): 2 messages {ids[0]} .. {ids[-1]} -> summary {summary.id}" in lines
+    assert f"    #{end.seq} compaction end: summary {summary.id}" in lines
+    assert "        summary: The user asked twice; answered once." in lines
 
 
 def test_an_overflow_error_compacts_once_and_retries_the_step() -> None:

@@ -47,6 +47,7 @@ _PREAMBLE = (
 )
 _CLOSE = "</compacted-summary>"
 _RESULT_CHARS = 2000  # of a tool result shown to the summarizer (head and tail)
+_MARKER_CHARS = 48  # room for keep_head_and_tail's marker line
 
 
 def is_summary(message: Message) -> bool:
@@ -113,8 +114,9 @@ def first_user_request(messages: Sequence[Message]) -> str | None:
 def transcript_parts(messages: Sequence[Message], max_chars: int) -> list[str]:
     """The transcript of `messages` (summaries left out) in parts of at most about `max_chars` each.
 
-    Messages are kept whole and in order; a part holds as many as fit, and one message longer
-    than `max_chars` alone is shortened to its head and tail.
+    Messages are kept whole and in order; a part holds as many as fit, and a message longer
+    than `max_chars` is shortened to its head and tail: to what is left of the current part when
+    that is at least half a part, else to a part of its own.
     """
     if max_chars < 1:
         raise ValueError(f"transcript_parts: max_chars must be >= 1, not {max_chars}")
@@ -124,7 +126,11 @@ def transcript_parts(messages: Sequence[Message], max_chars: int) -> list[str]:
     for message in messages:
         if is_summary(message):
             continue
-        text = keep_head_and_tail(render_message(message), max_chars)
+        text = render_message(message)
+        room = max_chars - size - (2 if current else 0)
+        # A message too long for any part is cut anyway: to what is left of this part, if that is half a part.
+        keep = room if len(text) > max_chars and room >= max_chars // 2 else max_chars
+        text = keep_head_and_tail(text, max(1, keep - _MARKER_CHARS))
         if current and size + 2 + len(text) > max_chars:
             parts.append("\n\n".join(current))
             current, size = [], 0
