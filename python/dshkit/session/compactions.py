@@ -173,22 +173,30 @@ def read_compactions(events: Sequence[Event]) -> list[CompactionFacts]:
     """Every compaction of `events`, in log order, as `CompactionFacts`.
 
     The summary message of a compaction is the `user/message` replacing a range between its
-    start and its end. A compaction left open (a crash) has no `end_seq`.
+    start and its end. A compaction left open (a crash) has no `end_seq`. Only the events of a
+    compaction and the turn boundaries are rebuilt (`type_at` of `session.events`), so a scan of
+    a long log costs little more than reading its types.
     """
+    type_at = getattr(events, "type_at", None)
+    if type_at is None:
+        type_at = lambda seq: events[seq].type  # noqa: E731 - a plain list of events
     found: list[CompactionFacts] = []
     current: CompactionFacts | None = None
-    for event in events:
-        event_type = event.type
+    for seq in range(len(events)):
+        event_type = type_at(seq)
         if event_type == COMPACTION_START:
-            current = _read_start(event)
+            current = _read_start(events[seq])
             found.append(current)
         elif current is None:
             continue
         elif event_type == COMPACTION_SUMMARY:
-            _read_summary(current, event)
-        elif event_type == USER_MESSAGE and event.surface_op not in (None, "append"):
-            _read_message(current, event, events)
+            _read_summary(current, events[seq])
+        elif event_type == USER_MESSAGE:
+            event = events[seq]
+            if event.surface_op not in (None, "append"):
+                _read_message(current, event, events)
         elif event_type == COMPACTION_END:
+            event = events[seq]
             data = event.data if isinstance(event.data, Mapping) else {}
             current.end_seq, current.error = event.seq, data.get("error")
             if current.compaction_id is None and isinstance(data.get(COMPACTION_ID), str):
