@@ -160,11 +160,12 @@ def _read_summary(facts: CompactionFacts, event: Event) -> None:
 
 def _read_message(facts: CompactionFacts, event: Event, events: Sequence[Event]) -> None:
     facts.message_seq = event.seq
-    facts.summary_id = event.message.id if event.message is not None else None
+    facts.summary_id = str(event.message.id) if event.message is not None else None
     cited = {facts.start_seq, facts.summary_event_seq}
     facts.replaced_seqs = [seq for seq in event.source_event_seqs if seq not in cited]
-    ids = [events[seq].message.id for seq in facts.replaced_seqs if 0 <= seq < len(events) and events[seq].message is not None]
-    facts.replaced_ids = ids or facts.replaced_ids  # type: ignore[assignment]
+    replaced = [events[seq].message for seq in facts.replaced_seqs if 0 <= seq < len(events)]
+    ids = [str(message.id) for message in replaced if message is not None]
+    facts.replaced_ids = ids or facts.replaced_ids
     if facts.summary_text is None and event.message is not None:
         facts.summary_text = _texts(event.message.content)  # a summary written by hand is the message itself
 
