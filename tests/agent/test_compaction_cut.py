@@ -130,7 +130,7 @@ def test_pruning_picks_old_large_results_and_keeps_their_id_head_and_tail() -> N
 
 
 def test_transcript_parts_keep_every_message_in_order_and_a_part_request_names_the_task() -> None:
-    from dshkit.agent.summary import first_user_request, render_transcript, summary_message, summary_request, transcript_parts
+    from dshkit.agent.summary import first_user_request, previous_checkpoint, summary_message, summary_request, transcript_parts
 
     previous = summary_message("Earlier: the user wants a report.", "cmp-1")
     messages = [previous, *(dshkit.create_user_message(f"message {n} " + "x" * 500, source={"kind": "user"}) for n in range(20))]
@@ -140,7 +140,7 @@ def test_transcript_parts_keep_every_message_in_order_and_a_part_request_names_t
     assert [joined.index(f"message {n} ") for n in range(20)] == sorted(joined.index(f"message {n} ") for n in range(20))
     assert "Earlier" not in joined and "omitted" not in joined  # the previous checkpoint goes beside, whole
     assert transcript_parts([dshkit.create_user_message("y" * 5000, source={"kind": "user"})], 1000)[0].count("characters pruned") == 1
-    checkpoint, _ = render_transcript(messages)
+    checkpoint = previous_checkpoint(messages)
     request = summary_request(
         checkpoint, parts[1], budget=300, instructions=None, config={}, request=first_user_request(messages), part=(2, len(parts))
     )

@@ -27,8 +27,8 @@ from dshkit.agent.summary import (
     first_user_request,
     is_summary,
     keep_head_and_tail,
+    previous_checkpoint,
     pruned_result,
-    render_transcript,
     summary_message,
     summary_request,
     transcript_parts,
@@ -281,7 +281,7 @@ class Compactor:
     ) -> tuple[str, Mapping[str, Any] | None]:
         """The summary of `replaced`: one call, or, for a range too big for one, one call a part,
         oldest first, each merging its part into the previous part's summary."""
-        previous, _ = render_transcript(replaced)
+        previous = previous_checkpoint(replaced)
         request = first_user_request(replaced)
         if request is not None:
             request = keep_head_and_tail(request, REQUEST_CHARS)

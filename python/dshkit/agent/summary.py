@@ -2,7 +2,9 @@
 
 The summary request shows the summarizer the replaced messages as a transcript (tool results
 shortened to their head and tail) after the previous summary, if the range holds one: the new
-summary merges it rather than nesting it. The prompt asks for the task state a continuation
+summary merges it rather than nesting it. A transcript too long for one request is split into
+parts (`transcript_parts`), summarized one after the other, each with the summary so far and the
+user's first request of the range. The prompt asks for the task state a continuation
 needs: the request and its intent, files touched, errors and their fixes, pending work and the
 next step.
 """
@@ -96,11 +98,9 @@ def render_message(message: Message) -> str:
     return f"### {message.role}\n{text}"
 
 
-def render_transcript(messages: Sequence[Message]) -> tuple[str, str]:
-    """`(previous checkpoint, transcript)` of the messages a summary replaces."""
-    previous = [summary_text(message) for message in messages if is_summary(message)]
-    lines = [render_message(message) for message in messages if not is_summary(message)]
-    return "\n\n".join(previous), "\n\n".join(lines)
+def previous_checkpoint(messages: Sequence[Message]) -> str:
+    """The summary a range already holds (a previous compaction's), which the new one merges, or ''."""
+    return "\n\n".join(summary_text(message) for message in messages if is_summary(message))
 
 
 def first_user_request(messages: Sequence[Message]) -> str | None:
@@ -207,7 +207,7 @@ __all__ = [
     "SUMMARY_SYSTEM",
     "is_summary",
     "pruned_result",
-    "render_transcript",
+    "previous_checkpoint",
     "keep_head_and_tail",
     "summary_message",
     "summary_request",
