@@ -183,7 +183,7 @@ def message_to_dshkit(raw: Mapping[str, Any]) -> Message:
         if type(block) is not FrozenDict or block.get("type") in _RENAMED_BLOCKS:
             renamed_blocks = True
             break
-    if not renamed_blocks and kind != "tool" and (kind != "model" or "replayState" not in source) and kind != "plugin":
+    if not renamed_blocks and kind != "tool" and (kind != "model" or "replayState" not in source) and not _is_checkpoint(source):
         return freeze_message(raw)  # nothing to rename
     return freeze_message(
         {
