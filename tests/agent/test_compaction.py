@@ -140,6 +140,12 @@ def test_the_summary_event_records_range_seqs_tokens_and_model() -> None:
     lines = list(render(session.events, session_id=session.id, created_at=session.created_at, where="memory"))
     assert f"    #{summary_event.seq} compaction summary: 2 messages ({data['shadowed_token_count']} tokens) by gate/gate; " \
         f"request {data['tokens_before']} -> {data['tokens_after']} tokens" in lines
+    # `dshkit log show` reads the start and the end from the same description of the compaction.
+    start, end = of_type(session, "compaction/start")[0], of_type(session, "compaction/end")[0]
+    ids = [event.message.id for event in replaced]
+    assert f"    #{start.seq} compaction start (threshold, turn 2): 2 messages {ids[0]} .. {ids[-1]} -> summary {summary.id}" in lines
+    assert f"    #{end.seq} compaction end: summary {summary.id}" in lines
+    assert "        summary: The user asked twice; answered once." in lines
 
 
 def test_an_overflow_error_compacts_once_and_retries_the_step() -> None:
@@ -375,3 +381,65 @@ def test_settings_are_checked() -> None:
         Compaction(summarizer="gpt")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="Agent compaction"):
         Agent(ScriptedModel([]), compaction={"context_window": 1000})  # type: ignore[arg-type]
+
+
+class RecordingSummarizer:
+    """A summarizer that answers each part with a numbered summary and keeps every request."""
+
+    provider = model = "recorder"
+
+    def __init__(self) -> None:
+        self.requests: list[Any] = []
+
+    def stream(self, request: Any, cancel: Any = None) -> Any:
+        self.requests.append(request)
+        return self._run(len(self.requests))
+
+    async def _run(self, number: int) -> Any:
+        yield {"type": "text_delta", "text": f"Checkpoint {number}: the user wants the release notes of every module."}
+        yield {"type": "finish", "reason": "stop"}
+
+
+def test_a_range_too_big_for_one_summary_call_is_summarized_in_parts_keeping_the_request() -> None:
+    task = "Write the release notes of every module, one section each."
+    answers = [f"Module {n}: " + "detail " * 500 for n in range(6)]  # ~900 tokens each, in a 4,000-token window
+
+    async def main() -> tuple[Agent, RecordingSummarizer]:
+        summarizer = RecordingSummarizer()
+        settings = Compaction(context_window=4000, keep_recent_tokens=100, summarizer=summarizer)
+        agent = Agent(ScriptedModel([*answers, "Done."]), compaction=settings)
+        await short_turn(agent, task)
+        for _ in answers[1:]:
+            await short_turn(agent, "Next module.")  # the fifth request is over the threshold: one compaction
+        return agent, summarizer
+
+    agent, summarizer = asyncio.run(main())
+    texts = [request.messages[0].text for request in summarizer.requests]
+    assert len(texts) > 1  # one call a part
+    assert all("omitted" not in text for text in texts)
+    assert task in texts[0] and all(f"<first-user-request>\n{task}\n</first-user-request>" in text for text in texts[1:])
+    for number, text in enumerate(texts[1:], 1):  # each part merges into the previous part's summary
+        assert f"<previous-checkpoint>\nCheckpoint {number}: " in text and f"part {number + 1} of {len(texts)}" in text
+    shown = "".join(texts)
+    assert all(f"Module {n}: " in shown for n in range(4))  # every replaced answer reached the summarizer (4 is kept)
+    (summary_event,) = [event for event in agent.session.events if event.type == "compaction/summary"]
+    assert summary_event.data["summary"][0]["text"].startswith(f"Checkpoint {len(texts)}: ")
+
+
+def test_a_cancelled_compact_logs_why() -> None:
+    async def main() -> Agent:
+        summarizer = GateSummarizer()
+        agent = Agent(ScriptedModel([LONG_ANSWER, "Ok."]), compaction=Compaction(context_window=50_000, keep_recent_tokens=10, summarizer=summarizer))
+        await first_turn(agent)
+        await short_turn(agent)
+        task = asyncio.ensure_future(agent.compact())
+        await summarizer.started.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return agent
+
+    agent = asyncio.run(main())
+    (end,) = of_type(agent.session, "compaction/end")
+    assert end.data["error"] == "cancelled: the task running the compaction was cancelled before the summary was written"
+    assert not of_type(agent.session, "compaction/summary") and check_events(agent.session.events) == []

@@ -75,7 +75,7 @@ def test_the_cut_never_separates_a_call_from_its_result(shape: list[tuple[str, i
     assert not calls & set(session.pending_tool_calls())  # unanswered calls are never touched
     if end:
         assert end in cut_points(messages)
-        summary = dshkit.create_user_message("summary", source={"kind": "plugin", "plugin": "compact"})
+        summary = dshkit.create_user_message("summary", source={"kind": "plugin", "plugin": "compact", "compaction_id": dshkit.new_message_id()})
         session.compact(messages[0].id, messages[end - 1].id, summary)  # the session's own rule agrees
         assert session.messages()[1:] == messages[end:]  # kept messages keep their ids (same objects)
 
@@ -129,13 +129,25 @@ def test_pruning_picks_old_large_results_and_keeps_their_id_head_and_tail() -> N
     assert keep_head_and_tail("short", 100) == "short"
 
 
-def test_a_summary_request_keeps_the_newest_transcript_and_the_previous_checkpoint_whole() -> None:
-    from dshkit.agent.summary import summary_message, summary_request
+def test_transcript_parts_keep_every_message_in_order_and_a_part_request_names_the_task() -> None:
+    from dshkit.agent.summary import first_user_request, previous_checkpoint, summary_message, summary_request, transcript_parts
 
     previous = summary_message("Earlier: the user wants a report.", "cmp-1")
     messages = [previous, *(dshkit.create_user_message(f"message {n} " + "x" * 500, source={"kind": "user"}) for n in range(20))]
-    request = summary_request(messages, budget=300, instructions=None, config={}, max_chars=2000)
+    parts = transcript_parts(messages, 2000)
+    assert len(parts) > 1 and all(len(part) <= 2000 for part in parts)
+    joined = "\n\n".join(parts)
+    assert [joined.index(f"message {n} ") for n in range(20)] == sorted(joined.index(f"message {n} ") for n in range(20))
+    assert "Earlier" not in joined and "omitted" not in joined  # the previous checkpoint goes beside, whole
+    assert transcript_parts([dshkit.create_user_message("y" * 5000, source={"kind": "user"})], 1000)[0].count("characters pruned") == 1
+    checkpoint = previous_checkpoint(messages)
+    request = summary_request(
+        checkpoint, parts[1], budget=300, instructions=None, config={}, request=first_user_request(messages), part=(2, len(parts))
+    )
     text = request.messages[0].text
     assert "<previous-checkpoint>\nEarlier: the user wants a report.\n</previous-checkpoint>" in text
-    assert "[... earlier messages omitted ...]" in text and "message 19 " in text and "message 0 " not in text
+    assert f"<first-user-request>\nmessage 0 {'x' * 500}\n</first-user-request>" in text
+    assert f"part 2 of {len(parts)}" in text
     assert "at most about 300 tokens" in text and "## Next step" in text and "## Errors and fixes" in text
+    with pytest.raises(ValueError, match="max_chars"):
+        transcript_parts(messages, 0)

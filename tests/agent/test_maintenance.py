@@ -46,7 +46,7 @@ def test_waking_input_during_maintenance_stays_queued_with_its_id_and_runs_after
             assert agent.status == "idle"
             await asyncio.sleep(0)
             assert model.requests[-1].messages[-1] is first  # nothing ran meanwhile
-            summary = dshkit.create_user_message("Summary: a question was asked.", source={"kind": "plugin", "plugin": "compact"})
+            summary = dshkit.create_user_message("Summary: a question was asked.", source={"kind": "plugin", "plugin": "compact", "compaction_id": dshkit.new_message_id()})
             messages = agent.session.messages()
             agent.session.compact(messages[0].id, messages[-1].id, summary)
             assert agent.inbox.next_turn == (during,) and agent.inbox.next_step == (steer,)

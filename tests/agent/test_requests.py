@@ -95,7 +95,7 @@ def test_every_request_is_rebuilt_equal_from_the_log_prefix_alone(tmp_path: Path
             pruned = result.with_content([{**block, "content": [{"type": "text", "text": "[pruned]"}]}])
             session.replace(pruned)
             messages = session.messages()
-            summary = dshkit.create_user_message("Summary: listed two files.", source={"kind": "plugin", "plugin": "compact"})
+            summary = dshkit.create_user_message("Summary: listed two files.", source={"kind": "plugin", "plugin": "compact", "compaction_id": dshkit.new_message_id()})
             session.compact(messages[0].id, messages[3].id, summary)
 
         await agent.run_maintenance(maintain)

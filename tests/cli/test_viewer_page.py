@@ -101,11 +101,11 @@ def test_a_tool_call_sits_beside_its_result(page: Page, demo_log: Path) -> None:
     result = results["call_list"]
     assert row["result"].startswith(f"→ #{result.seq} ") and "notes.md" in row["result"]
     assert row["right"][0] >= row["left"][1] and row["right"][1] == row["left"][2]  # beside: same line, to the right
-    # The search keeps the assistant message that made the call, the call, its start and its result.
+    # The search keeps the rows that show the call id: the call, its start and its result (whose source names it).
     asked = next(e for e in events if e.type == "assistant/message" and any(c["id"] == "call_list" for c in e.message.tool_calls))
     started = next(e for e in events if e.type == "tool/call" and e.data["call_id"] == "call_list")
     kept = page.evaluate("[...document.querySelectorAll('.row')].map(r => [r.dataset.kind, Number(r.dataset.seq)])")
-    assert sorted(map(tuple, kept)) == sorted([("message", asked.seq), ("call", asked.seq), ("other", started.seq), ("message", result.seq)])
+    assert sorted(map(tuple, kept)) == sorted([("call", asked.seq), ("other", started.seq), ("message", result.seq)])
     page.click(".row.call")
     assert page.evaluate("document.querySelector('#detail h2').innerText") == "Tool call list_files"
     sides = texts(page, "#detail .pair > div")
@@ -116,7 +116,7 @@ def test_a_compacted_range_shows_what_replaced_it(page: Page, demo_log: Path) ->
     events = demo_events(demo_log)
     summary = next(e for e in events if e.type == "user/message" and e.surface_op != "append")
     pruned = next(e for e in events if e.type == "tool/result" and e.surface_op != "append")
-    compacted_ids = {events[seq].message.id for seq in summary.source_event_seqs}
+    compacted_ids = {events[seq].message.id for seq in summary.source_event_seqs if events[seq].type != "compaction/start"}
     page.evaluate("window.dshkitViewer.search('compacted →')")
     rows = page.evaluate("[...document.querySelectorAll('.row.message')].map(r => [r.dataset.id, r.querySelector('.badge.replaced').innerText, r.classList.contains('is-replaced')])")
     assert {row[0] for row in rows} == compacted_ids

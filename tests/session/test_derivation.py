@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 import dshkit
+from dshkit.session.compactions import read_compactions
 from dshkit.session import Session, UnknownEventError, replace_op
 from dshkit.session.checksums import seal_line
 
@@ -165,7 +166,7 @@ def test_compact_replaces_a_range_with_a_new_summary(build):
     assert len(history) == 8
     replaced_seqs = tuple(session.message_event(m.id).seq for m in history[:4])
     count = len(session.events)
-    summary = dshkit.create_user_message("turn 1 in short", source={"kind": "plugin", "plugin": "compact"})
+    summary = dshkit.create_user_message("turn 1 in short", source={"kind": "plugin", "plugin": "compact", "compaction_id": dshkit.new_message_id()})
     event = session.compact(history[0].id, history[3].id, summary)
     assert session.messages() == (summary, *history[4:])
     assert session.messages()[0] is summary
@@ -173,9 +174,14 @@ def test_compact_replaces_a_range_with_a_new_summary(build):
     assert [e.type for e in new_events] == ["compaction/start", "user/message", "compaction/end"]
     assert event is new_events[1]
     assert event.surface_op == replace_op(0, 4)
-    assert event.source_event_seqs == replaced_seqs
-    assert new_events[0].data["message_ids"] == tuple(m.id for m in history[:4])
-    assert new_events[2].data["summary_id"] == summary.id
+    assert event.source_event_seqs == (new_events[0].seq, *replaced_seqs)  # the start, then every replaced event
+    # The records every compaction writes (`dshkit.session.compactions`), and what a reader makes of them.
+    compaction_id = new_events[0].data["compaction_id"]
+    assert new_events[0].data == {"compaction_id": compaction_id, "turn": None}
+    assert new_events[2].data == {"compaction_id": compaction_id, "turn": None}
+    (facts,) = read_compactions(session.events)
+    assert facts.replaced_ids == [m.id for m in history[:4]] and facts.summary_id == summary.id
+    assert facts.summary_text == "turn 1 in short" and facts.end_seq == new_events[2].seq and facts.error is None
     # Replaced messages stay in the log, but are no longer on the surface.
     assert session.has_message(history[1].id)
     with pytest.raises(ValueError, match="no longer on the surface"):
@@ -197,6 +203,9 @@ def test_compact_refuses_bad_ranges_and_summaries(build):
         session.compact(history[4].id, history[0].id, build.context())
     with pytest.raises(ValueError, match="end_id"):
         session.compact(history[0].id, "missing", build.context())
+    unnamed = dshkit.create_user_message("a checkpoint naming no compaction", source={"kind": "plugin", "plugin": "compact"})
+    with pytest.raises(ValueError, match=rf"summary {unnamed.id}: .*must name its compaction: add source\['compaction_id'\]"):
+        session.compact(history[0].id, history[4].id, unnamed)
     with pytest.raises(ValueError, match="user-role"):
         session.compact(history[0].id, history[3].id, build.assistant())
     assert len(session.events) == count and session.messages() is history

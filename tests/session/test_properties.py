@@ -62,7 +62,7 @@ def apply(session: Session, operation: tuple[str, Any], counter: list[int]) -> N
             start = value % len(history)
             for end in range(start, len(history)):
                 try:
-                    session.compact(history[start].id, history[end].id, dshkit.create_user_message("summary", source={"kind": "plugin", "plugin": "compact"}))
+                    session.compact(history[start].id, history[end].id, dshkit.create_user_message("summary", source={"kind": "plugin", "plugin": "compact", "compaction_id": dshkit.new_message_id()}))
                     return
                 except ValueError:
                     continue  # that range would split a tool call from its result

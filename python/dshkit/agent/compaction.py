@@ -11,6 +11,7 @@ replacement, and `compaction/start`, `compaction/summary`, the summary's `user/m
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import warnings
 from collections.abc import Mapping
@@ -22,14 +23,28 @@ from dshkit.agent.assembly import StreamAssembler
 from dshkit.agent.cancel import CancelToken
 from dshkit.agent.compaction_range import choose_summary_range, prunable_results
 from dshkit.agent.cut import read_until_cut
-from dshkit.agent.summary import is_summary, pruned_result, summary_message, summary_request
+from dshkit.agent.summary import (
+    first_user_request,
+    is_summary,
+    keep_head_and_tail,
+    previous_checkpoint,
+    pruned_result,
+    summary_message,
+    summary_request,
+    transcript_parts,
+)
 from dshkit.agent.tokens import CHARS_PER_TOKEN, TokenMeter, estimate_message, usage_tokens
 from dshkit.models.protocol import Model, ModelError
 from dshkit.session import Session
+from dshkit.session.compactions import end_record, start_record, summary_record
 from dshkit.session.events import COMPACTION_END, COMPACTION_PRUNE, COMPACTION_START, COMPACTION_SUMMARY, USER_MESSAGE, replace_op
 
 _log = logging.getLogger("dshkit.agent")
 
+MIN_PART_CHARS = 2000
+"""The least transcript one summarizer call reads, however small its window."""
+REQUEST_CHARS = 4000
+"""The most of the user's first request repeated with each part of a summary in parts (head and tail)."""
 SUMMARY_NOT_SMALLER = "summary_not_smaller"
 """The `compaction/end` error of a summary refused because it is not smaller than what it replaces."""
 
@@ -179,7 +194,6 @@ class Compactor:
                     "shadowed_seqs": [seq],
                     "shadowed_token_count": tokens[position],
                     "token_count_after": after,
-                    "message_id": old.id,
                 },
             )
             self._session.replace(new)
@@ -202,17 +216,15 @@ class Compactor:
         if all(is_summary(message) for message in messages[:end]):
             return None  # nothing older than the kept history but a summary: no cut
         compaction_id = new_message_id()
-        start_event = session.append(
-            COMPACTION_START, {"compaction_id": compaction_id, "turn": turn, "reason": reason}
-        )
+        start_event = session.append(COMPACTION_START, start_record(compaction_id, turn, reason))
         try:
             return await self._write_summary(compaction_id, start_event.seq, turn, token, messages[:end], tokens[:end], before, instructions)
         except BaseException as exc:
-            code = exc.code if isinstance(exc, (CompactionFailed, ModelError)) else ("cancelled" if token.cancelled else "exception")
-            session.append(COMPACTION_END, {"compaction_id": compaction_id, "turn": turn, "error": f"{code}: {exc}"})
+            code, cause = _failure(exc, token)
+            session.append(COMPACTION_END, end_record(compaction_id, turn, f"{code}: {cause}"))
             if isinstance(exc, CompactionFailed) or not isinstance(exc, Exception):
                 raise
-            raise CompactionFailed(str(exc), code) from exc
+            raise CompactionFailed(cause, code) from exc
 
     async def _write_summary(
         self,
@@ -228,13 +240,64 @@ class Compactor:
         settings = self._settings or Compaction()
         model = settings.summarizer if settings.summarizer is not None else self._model
         budget = self._summary_tokens()
+        text, usage = await self._summarize_in_parts(model, replaced, budget, instructions, token)
+        summary = summary_message(text, compaction_id)
+        shadowed = sum(tokens)
+        after_summary = estimate_message(summary)
+        if after_summary >= shadowed:
+            raise CompactionFailed(
+                f"the summary ({after_summary} tokens) is not smaller than the {shadowed} tokens it would replace",
+                SUMMARY_NOT_SMALLER,
+            )
+        session = self._session
+        current = session.messages()
+        if len(current) < len(replaced) or any(current[i].id != replaced[i].id for i in range(len(replaced))):
+            raise CompactionFailed("the history changed while the summary was written", "history_changed")
+        seqs = [session.message_event(message.id).seq for message in replaced]
+        data = summary_record(
+            compaction_id, text, seqs, shadowed, provider=model.provider, model=model.model, max_tokens=budget,
+            usage=usage, tokens_before=before, tokens_after=before - shadowed + after_summary,
+        )
+        summary_event = session.append(COMPACTION_SUMMARY, data)
+        session.append(
+            USER_MESSAGE, summary, surface_op=replace_op(0, len(replaced)), source_event_seqs=(start_seq, summary_event.seq, *seqs)
+        )
+        session.append(COMPACTION_END, end_record(compaction_id, turn))
+        return summary
+
+    def _part_chars(self, model: Model, budget: int, request: str | None) -> int:
+        """How much transcript one summarizer call reads: its window less the prompt (~1,000 tokens),
+        the checkpoint so far and the answer (a budget each) and the user's first request."""
+        settings = self._settings or Compaction()
         window = getattr(model, "context_window", None) if settings.summarizer is not None else None
         window = window if type(window) is int and window > 0 else self.window
-        # the transcript fits the summarizer's window beside the prompt (~1,000 tokens) and the answer
-        max_chars = None if window is None else max(4000, (window - budget - 1000) * CHARS_PER_TOKEN)
-        request = summary_request(
-            replaced, budget=budget, instructions=instructions, config=_budget_config(budget), max_chars=max_chars
-        )
+        if window is None:
+            return 1 << 62  # nothing known to fit: one call
+        room = (window - 2 * budget - 1000) * CHARS_PER_TOKEN - len(request or "")
+        return max(MIN_PART_CHARS, room)
+
+    async def _summarize_in_parts(
+        self, model: Model, replaced: Any, budget: int, instructions: str | None, token: CancelToken
+    ) -> tuple[str, Mapping[str, Any] | None]:
+        """The summary of `replaced`: one call, or, for a range too big for one, one call a part,
+        oldest first, each merging its part into the previous part's summary."""
+        previous = previous_checkpoint(replaced)
+        request = first_user_request(replaced)
+        if request is not None:
+            request = keep_head_and_tail(request, REQUEST_CHARS)
+        parts = transcript_parts(replaced, self._part_chars(model, budget, request)) or [""]
+        config = _budget_config(budget)
+        usage: dict[str, Any] | None = None
+        for number, part in enumerate(parts, 1):
+            ask = summary_request(
+                previous, part, budget=budget, instructions=instructions, config=config, request=request, part=(number, len(parts))
+            )
+            previous, used = await self._ask(model, ask, token)
+            usage = _add_usage(usage, used)
+        return previous, usage
+
+    async def _ask(self, model: Model, request: Any, token: CancelToken) -> tuple[str, Mapping[str, Any] | None]:
+        """One summarizer call: its text and usage (`CompactionFailed` when it failed, was cut or wrote nothing)."""
         assembler = StreamAssembler()
         stream = model.stream(request, token)
 
@@ -255,41 +318,28 @@ class Compactor:
         text = "\n".join(block["text"] for block in assembler.content(tool_calls=False) if block.get("type") == "text").strip()
         if not text:
             raise CompactionFailed("the summarizer wrote no text", "empty_summary")
-        summary = summary_message(text, compaction_id)
-        shadowed = sum(tokens)
-        after_summary = estimate_message(summary)
-        if after_summary >= shadowed:
-            raise CompactionFailed(
-                f"the summary ({after_summary} tokens) is not smaller than the {shadowed} tokens it would replace",
-                SUMMARY_NOT_SMALLER,
-            )
-        session = self._session
-        current = session.messages()
-        if len(current) < len(replaced) or any(current[i].id != replaced[i].id for i in range(len(replaced))):
-            raise CompactionFailed("the history changed while the summary was written", "history_changed")
-        seqs = [session.message_event(message.id).seq for message in replaced]
-        data: dict[str, Any] = {
-            "compaction_id": compaction_id,
-            "summary": [{"type": "text", "text": text}],
-            "shadowed_range": {"start": seqs[0], "end": seqs[-1]},
-            "shadowed_seqs": seqs,
-            "shadowed_token_count": shadowed,
-            "start_id": replaced[0].id,
-            "end_id": replaced[-1].id,
-            "tokens_before": before,
-            "tokens_after": before - shadowed + after_summary,
-            "provider": model.provider,
-            "model": model.model,
-            "max_tokens": budget,
-        }
-        if assembler.usage is not None:
-            data["usage"] = assembler.usage
-        summary_event = session.append(COMPACTION_SUMMARY, data)
-        session.append(
-            USER_MESSAGE, summary, surface_op=replace_op(0, len(replaced)), source_event_seqs=(start_seq, summary_event.seq, *seqs)
-        )
-        session.append(COMPACTION_END, {"compaction_id": compaction_id, "turn": turn})
-        return summary
+        return text, assembler.usage
+
+
+def _failure(exc: BaseException, token: CancelToken) -> tuple[str, str]:
+    """The code and cause a failed compaction's `compaction/end` names (never an empty cause)."""
+    if isinstance(exc, (CompactionFailed, ModelError)):
+        return exc.code, str(exc) or type(exc).__name__
+    if isinstance(exc, asyncio.CancelledError) or token.cancelled:
+        return "cancelled", "the task running the compaction was cancelled before the summary was written"
+    return "exception", f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def _add_usage(total: dict[str, Any] | None, used: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The usage of several summarizer calls: their counts added up."""
+    if used is None:
+        return total
+    if total is None:
+        return dict(used)
+    for key, value in used.items():
+        if type(value) is int and type(total.get(key, 0)) is int:
+            total[key] = total.get(key, 0) + value
+    return total
 
 
 def _budget_config(budget: int) -> dict[str, int]:

@@ -2,7 +2,9 @@
 
 The summary request shows the summarizer the replaced messages as a transcript (tool results
 shortened to their head and tail) after the previous summary, if the range holds one: the new
-summary merges it rather than nesting it. The prompt asks for the task state a continuation
+summary merges it rather than nesting it. A transcript too long for one request is split into
+parts (`transcript_parts`), summarized one after the other, each with the summary so far and the
+user's first request of the range. The prompt asks for the task state a continuation
 needs: the request and its intent, files touched, errors and their fixes, pending work and the
 next step.
 """
@@ -14,9 +16,8 @@ from typing import Any
 
 from dshkit import Message, create_user_message, to_json
 from dshkit.session import ModelRequest
+from dshkit.session.compactions import COMPACT_PLUGIN, COMPACTION_ID
 
-COMPACT_PLUGIN = "compact"
-"""The `source.plugin` of a summary message."""
 
 SUMMARY_SYSTEM = (
     "You write the checkpoint of a coding agent's conversation whose older part is being removed "
@@ -48,6 +49,7 @@ _PREAMBLE = (
 )
 _CLOSE = "</compacted-summary>"
 _RESULT_CHARS = 2000  # of a tool result shown to the summarizer (head and tail)
+_MARKER_CHARS = 48  # room for keep_head_and_tail's marker line
 
 
 def is_summary(message: Message) -> bool:
@@ -90,33 +92,82 @@ def _block_text(block: Any) -> str:
     return to_json(block)
 
 
-def render_transcript(messages: Sequence[Message]) -> tuple[str, str]:
-    """`(previous checkpoint, transcript)` of the messages a summary replaces."""
-    previous: list[str] = []
-    lines: list[str] = []
+def render_message(message: Message) -> str:
+    """One message as the summarizer reads it (`### role` and its text, calls and shortened results)."""
+    text = "\n".join(part for part in (_block_text(block) for block in message.content) if part)
+    return f"### {message.role}\n{text}"
+
+
+def previous_checkpoint(messages: Sequence[Message]) -> str:
+    """The summary a range already holds (a previous compaction's), which the new one merges, or ''."""
+    return "\n\n".join(summary_text(message) for message in messages if is_summary(message))
+
+
+def first_user_request(messages: Sequence[Message]) -> str | None:
+    """The text of the first message a person typed in `messages` (the task), if any."""
+    for message in messages:
+        if message.source["kind"] == "user" and message.text:
+            return message.text
+    return None
+
+
+def transcript_parts(messages: Sequence[Message], max_chars: int) -> list[str]:
+    """The transcript of `messages` (summaries left out) in parts of at most about `max_chars` each.
+
+    Messages are kept whole and in order; a part holds as many as fit, and a message longer
+    than `max_chars` is shortened to its head and tail: to what is left of the current part when
+    that is at least half a part, else to a part of its own.
+    """
+    if max_chars < 1:
+        raise ValueError(f"transcript_parts: max_chars must be >= 1, not {max_chars}")
+    parts: list[str] = []
+    current: list[str] = []
+    size = 0
     for message in messages:
         if is_summary(message):
-            previous.append(summary_text(message))
             continue
-        text = "\n".join(part for part in (_block_text(block) for block in message.content) if part)
-        lines.append(f"### {message.role}\n{text}")
-    return "\n\n".join(previous), "\n\n".join(lines)
+        text = render_message(message)
+        room = max_chars - size - (2 if current else 0)
+        # A message too long for any part is cut anyway: to what is left of this part, if that is half a part.
+        keep = room if len(text) > max_chars and room >= max_chars // 2 else max_chars
+        text = keep_head_and_tail(text, max(1, keep - _MARKER_CHARS))
+        if current and size + 2 + len(text) > max_chars:
+            parts.append("\n\n".join(current))
+            current, size = [], 0
+        current.append(text)
+        size += len(text) + (2 if size else 0)
+    if current:
+        parts.append("\n\n".join(current))
+    return parts
 
 
 def summary_request(
-    messages: Sequence[Message], *, budget: int, instructions: str | None, config: Any, max_chars: int | None = None
+    previous: str,
+    transcript: str,
+    *,
+    budget: int,
+    instructions: str | None,
+    config: Any,
+    request: str | None = None,
+    part: tuple[int, int] = (1, 1),
 ) -> ModelRequest:
-    """The one-shot request asking the summarizer for the checkpoint of `messages`.
+    """The one-shot request asking the summarizer for the checkpoint of one part of a range.
 
-    A transcript longer than `max_chars` keeps its newest part (the summarizer's own window
-    must hold it); the previous checkpoint is always shown whole.
+    `previous` is the checkpoint so far (a summary inside the range, or the previous part's),
+    `transcript` the part's messages (`transcript_parts`), `request` the user's first request of
+    the range, shown in every part after the one holding it, and `part` is (number, count).
     """
-    previous, transcript = render_transcript(messages)
-    if max_chars is not None and len(transcript) > max_chars:
-        transcript = "[... earlier messages omitted ...]\n\n" + transcript[len(transcript) - max_chars :]
     parts = [SUMMARY_PROMPT.format(budget=budget)]
     if instructions:
         parts.append(f"Additional instructions: {instructions}")
+    number, count = part
+    if count > 1:
+        parts.append(
+            f"The conversation is too long for one request: this is part {number} of {count}, oldest first. "
+            "Merge it into the checkpoint so far; the user's first request is repeated for context."
+        )
+    if request is not None and number > 1:
+        parts.append(f"<first-user-request>\n{request}\n</first-user-request>")
     if previous:
         parts.append(f"<previous-checkpoint>\n{previous}\n</previous-checkpoint>")
     parts.append(f"<conversation>\n{transcript}\n</conversation>")
@@ -128,7 +179,7 @@ def summary_message(text: str, compaction_id: str) -> Message:
     """The new user message that replaces the range (source plugin `compact`)."""
     return create_user_message(
         [{"type": "text", "text": _PREAMBLE}, {"type": "text", "text": text}, {"type": "text", "text": _CLOSE}],
-        source={"kind": "plugin", "plugin": COMPACT_PLUGIN, "compaction_id": compaction_id},
+        source={"kind": "plugin", "plugin": COMPACT_PLUGIN, COMPACTION_ID: compaction_id},
     )
 
 
@@ -149,11 +200,14 @@ def pruned_result(message: Message, keep_chars: int) -> Message:
 
 __all__ = [
     "COMPACT_PLUGIN",
+    "first_user_request",
+    "render_message",
+    "transcript_parts",
     "SUMMARY_PROMPT",
     "SUMMARY_SYSTEM",
     "is_summary",
     "pruned_result",
-    "render_transcript",
+    "previous_checkpoint",
     "keep_head_and_tail",
     "summary_message",
     "summary_request",

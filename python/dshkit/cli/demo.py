@@ -345,7 +345,7 @@ async def run_agent(workspace: Path, log_path: Path) -> tuple[Transcript, dict[s
         summary = dshkit.create_user_message(
             "Summary of earlier turns: the workspace has notes.md, todo.txt and src/; "
             "todo.txt now also lists “write the demo”.",
-            source={"kind": "plugin", "plugin": "compact", "form": "recall"},
+            source={"kind": "plugin", "plugin": "compact", "form": "recall", "compaction_id": dshkit.new_message_id()},
         )
         event = session.compact(messages[0].id, messages[last_of_turn_2].id, summary)
         traced[summary.id] = "summary checkpoint (new id)"

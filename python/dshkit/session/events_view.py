@@ -29,6 +29,10 @@ class EventsView(Sequence[Event]):
     def __len__(self) -> int:
         return len(self._events)
 
+    def type_at(self, seq: int) -> str:
+        """The type of event `seq`, without rebuilding the event (a scan for a few types reads only those)."""
+        return self._events.type_at(seq)
+
     def __iter__(self) -> Iterator[Event]:
         return iter(self._events)
 

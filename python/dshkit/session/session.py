@@ -17,6 +17,7 @@ from dshkit.session.event_log import EventLog
 from dshkit.session.history import History
 from dshkit.session.events_view import EventsView
 from dshkit.session.events import COMPACTION_END, COMPACTION_START, REQUEST_HEADER, USER_MESSAGE, Event
+from dshkit.session.compactions import compaction_id_of, end_record, open_turn, start_record
 from dshkit.session.events import prepare_data, replace_op
 from dshkit.session.fork import fork_records, fork_seed, write_seed
 from dshkit.session.loading import load_events
@@ -408,11 +409,15 @@ class Session:
 
         `summary` is a new user message (its id must not be in the session). The range must not
         separate a tool call from its result. Appends `compaction/start`, the summary's
-        `user/message`, `compaction/end`, and returns the summary's event. Every replaced event
-        stays in the log.
+        `user/message` (citing the start and every replaced event) and `compaction/end`, the
+        records of `dshkit.session.compactions` (`compaction_id_of`: a summary whose source is the
+        `compact` plugin must name its compaction in `source["compaction_id"]`, as the original
+        harness requires; any other summary gets a new id), and returns the summary's event.
+        Every replaced event stays in the log.
         """
         if not isinstance(summary, Message):
             raise TypeError(f"compact needs a Message summary, not {type(summary).__name__}")
+        compaction_id_of(summary)  # a checkpoint that names no compaction is refused before anything is written
         with self._lock:
             surface = self._surface
             positions = []
@@ -429,18 +434,13 @@ class Session:
             op = replace_op(start, last + 1)
             surface.check(USER_MESSAGE, prepare_data(USER_MESSAGE, summary), op, self._events)
             replaced = [self._events[seq] for seq in surface.event_seqs(start, last + 1)]
-            begin = self.append(
-                COMPACTION_START,
-                {
-                    "start_id": start_id,
-                    "end_id": end_id,
-                    "message_ids": [event.message.id for event in replaced],  # type: ignore[union-attr]
-                },
-            )
+            compaction_id = compaction_id_of(summary)
+            turn = open_turn(self._events)
+            begin = self.append(COMPACTION_START, start_record(compaction_id, turn))
             event = self.append(
-                USER_MESSAGE, summary, surface_op=op, source_event_seqs=[replaced_event.seq for replaced_event in replaced]
+                USER_MESSAGE, summary, surface_op=op, source_event_seqs=[begin.seq, *(replaced_event.seq for replaced_event in replaced)]
             )
-            self.append(COMPACTION_END, {"summary_id": summary.id, "start_seq": begin.seq})
+            self.append(COMPACTION_END, end_record(compaction_id, turn))
             return event
 
     def fork(

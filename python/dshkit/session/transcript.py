@@ -8,8 +8,13 @@ from typing import Any
 
 from dshkit import Message, to_json
 
+from dshkit.session.compactions import CompactionFacts, read_compactions
 from dshkit.session.delegation import SUBAGENT_ORIGIN, SUBAGENT_STARTED
 from dshkit.session.events import (
+    COMPACTION_END,
+    COMPACTION_PRUNE,
+    COMPACTION_START,
+    COMPACTION_SUMMARY,
     ASSISTANT_CHUNK,
     INBOX_SPLICED,
     MESSAGE_EVENT_TYPES,
@@ -86,22 +91,32 @@ def _message_lines(event: Event, indent: str) -> Iterator[str]:
         yield f"{indent}    calls {call.get('name')} id={call.get('id')} {shorten(str(call.get('arguments', '')), 80)}"
 
 
-_COMPACTION_LINES: dict[str, Any] = {
-    "compaction/summary": lambda data: (
-        f"compaction summary: {len(data['shadowed_seqs'])} messages ({data['shadowed_token_count']} tokens) "
-        f"by {data['provider']}/{data['model']}; request {data['tokens_before']} -> {data['tokens_after']} tokens"
-    ),
-    "compaction/prune": lambda data: (
-        f"compaction prune: result #{data['shadowed_seqs'][0]} {data['shadowed_token_count']} -> {data['token_count_after']} tokens"
-    ),
-    "compaction/end": lambda data: f"compaction end: failed: {shorten(str(data['error']), 100)}",
-}
-# The fields a compaction line shows (other data, e.g. the original harness's, is shown as JSON).
-_COMPACTION_KEYS = {
-    "compaction/summary": {"shadowed_seqs", "shadowed_token_count", "provider", "model", "tokens_before", "tokens_after"},
-    "compaction/prune": {"shadowed_seqs", "shadowed_token_count", "token_count_after"},
-    "compaction/end": {"error"},
-}
+def _compaction_line(event_type: str, facts: CompactionFacts) -> str:
+    """One line of a compaction's event, read from the log's one description of it (`read_compactions`)."""
+    ids = facts.replaced_ids
+    if event_type == COMPACTION_START:
+        why = ", ".join(part for part in (facts.reason, "between turns" if facts.turn is None else f"turn {facts.turn}") if part)
+        if facts.message_seq is not None:
+            span = f"{ids[0]} .. {ids[-1]}" if ids else "?"
+            return f"compaction start ({why}): {len(ids)} messages {span} -> summary {facts.summary_id}"
+        outcome = "never ended" if facts.end_seq is None else f"replaced nothing: {shorten(str(facts.error), 100)}"
+        return f"compaction start ({why}): {outcome}"
+    if event_type == COMPACTION_SUMMARY:
+        tokens = "" if facts.tokens_before is None else f"; request {facts.tokens_before} -> {facts.tokens_after} tokens"
+        return (
+            f"compaction summary: {len(ids)} messages ({facts.shadowed_token_count} tokens) by {facts.provider}/{facts.model}{tokens}\n"
+            f"    summary: {shorten(facts.summary_text or '')}"
+        )
+    if facts.error is not None:
+        return f"compaction end: failed: {shorten(str(facts.error), 100)}"
+    return f"compaction end: summary {facts.summary_id}"
+
+
+def _prune_line(data: Any) -> str | None:
+    seqs, before, after = data.get("shadowed_seqs"), data.get("shadowed_token_count"), data.get("token_count_after")
+    if not seqs or before is None:
+        return None
+    return f"compaction prune: result #{seqs[0]} {before} -> {'?' if after is None else after} tokens"
 
 
 def render(events: Any, *, session_id: str, created_at: int, where: str, header: Any = None) -> Iterator[str]:
@@ -113,6 +128,12 @@ def render(events: Any, *, session_id: str, created_at: int, where: str, header:
     elif isinstance(header, Mapping) and header.get("parent_id"):
         yield f"fork of session {header.get('parent_id')} ({header.get('seed_length')} events copied)"
     indent = ""
+    compactions = {
+        seq: facts
+        for facts in read_compactions(events)
+        for seq in (facts.start_seq, facts.summary_event_seq, facts.end_seq)
+        if seq is not None
+    }
     for event in events:
         event_type, data = event.type, event.data
         if event_type == ASSISTANT_CHUNK:
@@ -151,8 +172,11 @@ def render(events: Any, *, session_id: str, created_at: int, where: str, header:
                 f"{indent}#{event.seq} inbox {data.get('target')}{outcome}: at {data.get('start')} "
                 f"removed {data.get('removed_count')}, inserted {len(inserted)}" + (f" ({ids})" if ids else "")
             )
-        elif event_type in _COMPACTION_LINES and isinstance(data, Mapping) and _COMPACTION_KEYS[event_type] <= set(data):
-            yield f"{indent}#{event.seq} {_COMPACTION_LINES[event_type](data)}"
+        elif event.seq in compactions and event_type in (COMPACTION_START, COMPACTION_SUMMARY, COMPACTION_END):
+            for line in _compaction_line(event_type, compactions[event.seq]).split("\n"):
+                yield f"{indent}{line}" if line.startswith(" ") else f"{indent}#{event.seq} {line}"
+        elif event_type == COMPACTION_PRUNE and isinstance(data, Mapping) and _prune_line(data) is not None:
+            yield f"{indent}#{event.seq} {_prune_line(data)}"
         else:
             yield f"{indent}#{event.seq} {event_type} {shorten(to_json(data), 100)}"
     if chunks:

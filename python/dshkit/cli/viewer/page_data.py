@@ -3,7 +3,7 @@
 The page rebuilds everything else itself (rows, pairing of calls and results, the request of a
 step), so this is a faithful, compact copy of the log, not a rendering of it: one list of events
 (streamed `assistant/chunk` events only counted, per step), each message once, each distinct
-request header once.
+request header once, and each compaction as `dshkit.session.compactions.read_compactions` reads it.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import Any
 from dshkit import Message, thaw
 
 from dshkit.models.stream_translation import usage_summary
+from dshkit.session.compactions import read_compactions
 from dshkit.session.events import (
     ASSISTANT_CHUNK,
     ASSISTANT_MESSAGE,
@@ -24,7 +25,7 @@ from dshkit.session.events import (
     blocks_derivation,
 )
 
-PAGE_DATA_VERSION = 1
+PAGE_DATA_VERSION = 2
 
 
 def _event_info(event: Event) -> Any:
@@ -68,7 +69,8 @@ def page_data(events: Sequence[Event], *, session_id: str, created_at: int, wher
     ``events`` rows are ``[seq, time, type, message index or None, surface op or None, source
     seqs, info, header index or None]``; ``messages`` holds each carried message as
     `Message.to_dict()`; ``headers`` each ``request/header`` header; ``steps`` maps the seq of a
-    ``step/start`` to that step's facts (see `_note_response`).
+    ``step/start`` to that step's facts (see `_note_response`); ``compactions`` holds each
+    compaction as `read_compactions` reads it (`CompactionFacts.as_dict`), whoever wrote it.
     """
     messages: list[dict[str, Any]] = []
     headers: list[Any] = []
@@ -130,4 +132,5 @@ def page_data(events: Sequence[Event], *, session_id: str, created_at: int, wher
         "messages": messages,
         "headers": headers,
         "steps": steps,
+        "compactions": [facts.as_dict() for facts in read_compactions(events)],
     }

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from dshkit import FrozenDict, Message, freeze, freeze_message
+from dshkit.session.compactions import COMPACT_PLUGIN, COMPACTION_ID
 from dshkit.session.events import APPROVAL_OUTCOMES, APPROVAL_POLICIES
 
 # The 48 event types the original knows (`known-event-types.ts`); none of them blocks its fold.
@@ -134,12 +135,24 @@ def _block_to_original(block: Any) -> Any:
     return block
 
 
+# A compaction's summary (`{kind: plugin, plugin: compact}`) names its compaction: the original's
+# checkpoint check refuses a summary without a `compactionId` matching its `compaction/start`.
+_CHECKPOINT_KEYS = {"compactionId": COMPACTION_ID, "sourceCommandId": "source_command_id"}
+_CHECKPOINT_KEYS_BACK = {value: key for key, value in _CHECKPOINT_KEYS.items()}
+
+
+def _is_checkpoint(source: Mapping[str, Any]) -> bool:
+    return source.get("kind") == "plugin" and source.get("plugin") == COMPACT_PLUGIN
+
+
 def _source_to_dshkit(source: Mapping[str, Any]) -> Any:
     kind = source.get("kind")
     if kind == "tool" and "callId" in source:
         return {("call_id" if key == "callId" else key): source[key] for key in source}
     if kind == "model" and "replayState" in source:
         return {("replay_state" if key == "replayState" else key): source[key] for key in source}
+    if _is_checkpoint(source) and not _CHECKPOINT_KEYS_BACK.keys() & set(source):
+        return _rename(source, _CHECKPOINT_KEYS)
     return source
 
 
@@ -153,6 +166,8 @@ def _source_to_original(source: Mapping[str, Any]) -> Any:
         out = {key: value for key, value in source.items() if key != "replay_state"}
         out["replayState"] = source["replay_state"]
         return out
+    if _is_checkpoint(source) and not _CHECKPOINT_KEYS.keys() & set(source):
+        return _rename(source, _CHECKPOINT_KEYS_BACK)
     return source
 
 
@@ -168,7 +183,7 @@ def message_to_dshkit(raw: Mapping[str, Any]) -> Message:
         if type(block) is not FrozenDict or block.get("type") in _RENAMED_BLOCKS:
             renamed_blocks = True
             break
-    if not renamed_blocks and kind != "tool" and (kind != "model" or "replayState" not in source):
+    if not renamed_blocks and kind != "tool" and (kind != "model" or "replayState" not in source) and not _is_checkpoint(source):
         return freeze_message(raw)  # nothing to rename
     return freeze_message(
         {
@@ -244,9 +259,15 @@ def _reason_to_original(reason: Mapping[str, Any]) -> Any:
     return reason
 
 
+# dshkit's one fact beside an answer that the original's `assistant/message` does not carry (it
+# ignores it), written in the original's camelCase like every other key.
+FINISH_REASON = {"finishReason": "finish_reason"}
+_FINISH_REASON_BACK = {value: key for key, value in FINISH_REASON.items()}
+
+
 def _message_event_to_dshkit(data: Any) -> Any:
     # One plain dict frozen at once: `freeze` keeps the already frozen values as they are.
-    out = {key: data[key] for key in data}
+    out = {FINISH_REASON.get(key, key): data[key] for key in data}
     out["message"] = message_to_dshkit(data["message"])
     usage = out.get("usage")
     if usage is not None and _is_mapping(usage):
@@ -374,7 +395,7 @@ def data_to_original(event_type: str, data: Any) -> Any:
     if not isinstance(data, Mapping):
         return data
     if event_type == "assistant/message" or event_type == "tool/result":
-        out: dict[str, Any] = dict(data)
+        out: dict[str, Any] = _rename(data, _FINISH_REASON_BACK)
         out["message"] = message_to_original(data["message"])
         if isinstance(data.get("usage"), Mapping):
             out["usage"] = _rename(data["usage"], _USAGE_BACK)

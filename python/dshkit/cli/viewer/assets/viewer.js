@@ -6,6 +6,8 @@
 (function () {
   // The log's data; `load` replaces it (a served page polls for a longer log, `dshkit log serve`).
   let DATA, EVENTS, MESSAGES, HEADERS, STEPS, ROWS = [], stepRows = [];
+  // Each compaction as dshkit.session.compactions.read_compactions reads it, by the seq of each of its events.
+  let compactionAt = new Map();
   const SEQ = 0, TIME = 1, TYPE = 2, MSG = 3, OP = 4, SOURCES = 5, INFO = 6, HEADER = 7;
   const ROW_HEIGHT = 28, OVERSCAN = 12;
 
@@ -49,6 +51,35 @@
     return String(kind);
   }
   function toolCalls(message) { return (message.content || []).filter((b) => b.type === "tool_call"); }
+  // What a message says on its row: a compaction's summary message says its summary, not its checkpoint preamble.
+  function messageText(message, seq) {
+    const compaction = compactionAt.get(seq);
+    return compaction && compaction.message_seq === seq && compaction.summary_text !== null ? compaction.summary_text : blockText(message.content);
+  }
+  function shortId(id) { return id ? String(id) : "?"; }
+
+  // -- compactions, as the log describes them ---------------------------------------------------
+  function indexCompactions(list) {
+    compactionAt = new Map();
+    for (const c of list || []) for (const seq of [c.start_seq, c.summary_event_seq, c.message_seq, c.end_seq]) if (seq !== null && seq !== undefined) compactionAt.set(seq, c);
+  }
+  function compactionText(type, c, info) {
+    const n = c ? c.replaced_ids.length : 0;
+    if (type === "compaction/start") {
+      const why = [c.reason, c.turn === null || c.turn === undefined ? "between turns" : "turn " + c.turn].filter(Boolean).join(", ");
+      const what = c.message_seq !== null
+        ? n + " messages, " + shortId(c.replaced_ids[0]) + " … " + shortId(c.replaced_ids[n - 1]) + " → summary " + shortId(c.summary_id)
+        : c.end_seq === null ? "never ended" : "replaced nothing: " + oneLine(c.error || "", 120);
+      return "compaction starts (" + why + "): " + what;
+    }
+    if (type === "compaction/summary") {
+      const tokens = c.tokens_before !== null && c.tokens_after !== null ? "; request " + c.tokens_before + " → " + c.tokens_after + " tokens" : "";
+      return "compaction summary: " + n + " messages (" + c.shadowed_token_count + " tokens) by " + c.provider + "/" + c.model + tokens + ": " + oneLine(c.summary_text || "", 160);
+    }
+    if (type === "compaction/end") return c.error ? "compaction ends: failed: " + oneLine(c.error, 160) : "compaction ends: summary " + shortId(c.summary_id);
+    const seqs = info.shadowed_seqs || [];
+    return "compaction prune: result #" + seqs[0] + ", " + info.shadowed_token_count + " → " + (info.token_count_after !== undefined ? info.token_count_after : "?") + " tokens";
+  }
   function modelVisible(message) {
     if (message.role !== "assistant") return true;
     return (message.content || []).some((b) => (b.type !== "text" && b.type !== "reasoning") || b.text);
@@ -98,7 +129,7 @@
         depth = turn === null ? 0 : 1;
       } else if (ev[MSG] !== null) {
         const message = MESSAGES[ev[MSG]];
-        const row = { kind: "message", ev, message, depth, text: blockText(message.content), replaced: replacedBy.get(ev[SEQ]) };
+        const row = { kind: "message", ev, message, depth, text: messageText(message, ev[SEQ]), replaced: replacedBy.get(ev[SEQ]) };
         ROWS.push(row);
         if (type === "tool/result") {
           const call = callRows.get(message.source.call_id);
@@ -116,11 +147,8 @@
       } else if (type === "agent/inbox/spliced") {
         const ids = info.inserted_ids || [];
         ROWS.push({ kind: "inbox", ev, depth, text: "inbox " + info.target + " " + (info.outcome || "") + ": at " + info.start + " removed " + info.removed_count + ", inserted " + ids.length + (ids.length ? " (" + ids.join(", ") + ")" : "") });
-      } else if (type === "compaction/start") {
-        const ids = info.message_ids || [];
-        ROWS.push({ kind: "compaction", ev, depth, text: "compaction starts: " + ids.length + " messages, " + info.start_id + " … " + info.end_id });
-      } else if (type === "compaction/end") {
-        ROWS.push({ kind: "compaction", ev, depth, text: "compaction ends: summary " + info.summary_id });
+      } else if (type.startsWith("compaction/") && (compactionAt.has(ev[SEQ]) || type === "compaction/prune")) {
+        ROWS.push({ kind: "compaction", ev, depth, compaction: compactionAt.get(ev[SEQ]), text: compactionText(type, compactionAt.get(ev[SEQ]), info) });
       } else if (type === "tool/call") {
         ROWS.push({ kind: "other", ev, depth, text: "tool " + info.name + " started (call " + info.call_id + ")" });
       } else {
@@ -134,6 +162,7 @@
   function load(data) {
     DATA = data;
     EVENTS = data.events; MESSAGES = data.messages; HEADERS = data.headers; STEPS = data.steps;
+    indexCompactions(data.compactions);
     ROWS = buildRows();
     stepRows = ROWS.filter((row) => row.kind === "step");
     const S = data.session;
@@ -195,31 +224,42 @@
     return parent;
   }
 
+  // Text cut to `limit` for its row; while searching, the part around the first match, so that a
+  // row kept by the search always shows what matched.
+  function excerpt(text, limit) {
+    const flat = String(text).replace(/\s+/g, " ").trim();
+    if (flat.length <= limit) return flat;
+    const hit = query ? flat.toLowerCase().indexOf(query) : -1;
+    if (hit < 0 || hit + query.length <= limit - 1) return flat.slice(0, limit - 1) + "…";
+    const start = Math.max(0, hit - Math.floor(limit / 3));
+    return "…" + flat.slice(start, start + limit - 2) + "…";
+  }
+  function callsBadge(message) { const calls = toolCalls(message); return calls.length ? "calls " + calls.map((c) => c.name).join(", ") : ""; }
   function replacedBadge(row) { return row.replaced.kind + " → #" + row.replaced.seq; }
   function replacesBadge(row) {
     const op = row.ev[OP];
     return op && op !== "append" ? "replaces " + (op.end - op.start) + " (surface " + op.start + "…" + (op.end - 1) + ")" : "";
   }
-  function callText(call) { return "⚙ " + call.name + "(" + oneLine(call.arguments || "", 200) + ")  id=" + call.id; }
-  function resultText(result) { return "→ #" + result.ev[SEQ] + " " + oneLine(result.text, 300); }
+  function callText(call, limit) { return "⚙ " + call.name + "(" + excerpt(call.arguments || "", limit || 200) + ")  id=" + call.id; }
+  function resultText(result, limit) { return "→ #" + result.ev[SEQ] + " " + excerpt(result.text, limit || 300); }
 
   function rowElement(row) {
     const node = el("div", "row " + row.kind);
     node.style.paddingLeft = 6 + row.depth * 16 + "px";
     node.dataset.seq = row.ev[SEQ];
     node.dataset.kind = row.kind;
-    if (row.kind !== "call") add(node, el("span", "seq mono", "#" + row.ev[SEQ]));
+    if (row.kind !== "call") add(node, highlight(el("span", "seq mono"), "#" + row.ev[SEQ]));
     if (row.kind === "message") {
       const m = row.message;
       node.dataset.id = m.id;
-      add(node, el("span", "role " + m.role, m.role), highlight(el("span", "id mono"), m.id), el("span", "badge", sourceLabel(m.source)));
+      add(node, highlight(el("span", "role " + m.role), m.role), highlight(el("span", "id mono"), m.id), highlight(el("span", "badge"), sourceLabel(m.source)));
+      const calls = callsBadge(m);
+      if (calls) add(node, highlight(el("span", "badge calls"), calls));
       const replaces = replacesBadge(row);
-      if (replaces) add(node, el("span", "badge replaces", replaces));
-      if (row.replaced) { node.classList.add("is-replaced"); add(node, el("span", "badge replaced", replacedBadge(row))); }
-      const info = row.ev[INFO] || {};
-      if (info.interrupted) add(node, el("span", "badge warn", "interrupted"));
-      if (info.error) add(node, el("span", "badge warn", "error " + (info.error.code || "")));
-      add(node, highlight(el("span", "text"), oneLine(row.text, 400)));
+      if (replaces) add(node, highlight(el("span", "badge replaces"), replaces));
+      if (row.replaced) { node.classList.add("is-replaced"); add(node, highlight(el("span", "badge replaced"), replacedBadge(row))); }
+      for (const warning of warnings(row)) add(node, highlight(el("span", "badge warn"), warning));
+      add(node, highlight(el("span", "text"), excerpt(row.text, 400)));
     } else if (row.kind === "call") {
       node.dataset.callId = row.call.id;
       const pair = el("div", "pair");
@@ -269,21 +309,30 @@
   }
 
   // -- search ------------------------------------------------------------------------------------
+  function warnings(row) {
+    const info = row.ev[INFO] || {}, found = [];
+    if (info.interrupted) found.push("interrupted");
+    if (info.error) found.push("error " + (info.error.code || ""));
+    return found;
+  }
+  // Only what the row shows (its text in full: the row shows the part around a match), one part
+  // per element, so a row the search keeps always shows the match.
   function haystack(row) {
     if (row.hay === undefined) {
-      const parts = [row.text, "#" + row.ev[SEQ], row.ev[TYPE]];
-      if (row.message) parts.push(row.message.id, row.message.role, sourceLabel(row.message.source), ...toolCalls(row.message).map((call) => call.id + " " + call.name));
-      if (row.replaced) parts.push(replacedBadge(row));
-      const replaces = replacesBadge(row);
-      if (replaces) parts.push(replaces);
-      if (row.call) parts.push(callText(row.call), row.result ? resultText(row.result) : "");
-      row.hay = parts.join(" ").toLowerCase();
+      let parts;
+      if (row.kind === "call") parts = [callText(row.call, Infinity), row.result ? resultText(row.result, Infinity) : ""];
+      else if (row.kind === "message") {
+        const m = row.message;
+        parts = ["#" + row.ev[SEQ], m.role, m.id, sourceLabel(m.source), callsBadge(m), replacesBadge(row), row.replaced ? replacedBadge(row) : "", ...warnings(row), oneLine(row.text, Infinity)];
+      } else parts = ["#" + row.ev[SEQ], row.text];
+      row.hay = parts.map((part) => part.toLowerCase());
     }
     return row.hay;
   }
+  function matchesQuery(row) { return haystack(row).some((part) => part.includes(query)); }
   function refilter() {
     query = search.value.trim().toLowerCase();
-    shown = query ? ROWS.filter((row) => haystack(row).includes(query)) : ROWS;
+    shown = query ? ROWS.filter(matchesQuery) : ROWS;
     matches.textContent = query ? shown.length + " of " + ROWS.length + " rows" : ROWS.length + " rows";
   }
   function applySearch() {
@@ -351,7 +400,7 @@
     for (const node of request.nodes) {
       const item = el("li", "request-message");
       item.dataset.id = node.message.id;
-      add(item, jump(node.seq), el("span", "role " + node.message.role, node.message.role), el("span", "id mono", node.message.id), el("span", "badge", sourceLabel(node.message.source)), el("span", "text", oneLine(blockText(node.message.content) || toolCalls(node.message).map((c) => "calls " + c.name).join(", "), 200)));
+      add(item, jump(node.seq), el("span", "role " + node.message.role, node.message.role), el("span", "id mono", node.message.id), el("span", "badge", sourceLabel(node.message.source)), el("span", "text", oneLine(messageText(node.message, node.seq) || toolCalls(node.message).map((c) => "calls " + c.name).join(", "), 200)));
       add(list, item);
     }
     add(box, list);
@@ -372,14 +421,26 @@
     add(detail, facts([["time", when(row.ev[TIME])], ["derived from", row.ev[SOURCES].length ? add(el("span"), ...row.ev[SOURCES].flatMap((s) => [jump(s), document.createTextNode(" ")])) : ""]]));
     const info = row.ev[INFO];
     if (row.header) add(detail, el("h3", null, "Header"), el("pre", null, pretty(row.header)));
+    if (row.compaction) { compactionDetail(row.compaction); return; }
     if (info && Object.keys(info).length) add(detail, el("h3", null, "Data"), el("pre", null, pretty(info)));
-    if (row.ev[TYPE] === "compaction/start") {
-      add(detail, el("h3", null, "Compacted messages"));
-      const list = el("ol", "request-list");
-      for (const r of ROWS) if (r.kind === "message" && r.replaced && r.replaced.kind === "compacted" && (info.message_ids || []).includes(r.message.id) && r.ev[SEQ] < row.ev[SEQ])
-        add(list, add(el("li"), jump(r.ev[SEQ]), el("span", "role " + r.message.role, r.message.role), el("span", "id mono", r.message.id), el("span", "text", oneLine(r.text, 120))));
-      add(detail, list);
-    }
+  }
+  function compactionDetail(c) {
+    const seqLink = (seq) => (seq === null || seq === undefined ? "" : jump(seq));
+    add(detail, facts([["compaction", c.compaction_id], ["why", c.reason], ["turn", c.turn === null ? "between turns" : c.turn], ["started", seqLink(c.start_seq)],
+      ["summary record", seqLink(c.summary_event_seq)], ["summary message", c.message_seq === null ? "" : add(el("span"), jump(c.message_seq), document.createTextNode(" " + c.summary_id))],
+      ["ended", c.end_seq === null ? "never (the log stops inside it)" : seqLink(c.end_seq)], ["failed", c.error],
+      ["by", c.provider ? c.provider + "/" + c.model : ""], ["replaced tokens", c.shadowed_token_count],
+      ["request tokens", c.tokens_before !== null && c.tokens_after !== null ? c.tokens_before + " → " + c.tokens_after : ""]]));
+    if (c.summary_text !== null) add(detail, el("h3", null, "Summary"), el("pre", "text summary", c.summary_text));
+    add(detail, el("h3", null, "Compacted messages"));
+    const list = el("ol", "request-list compacted");
+    c.replaced_seqs.forEach((seq, i) => {
+      const r = ROWS.find((candidate) => candidate.kind === "message" && candidate.ev[SEQ] === seq);
+      const m = r ? r.message : { role: "?", id: c.replaced_ids[i] };
+      add(list, add(el("li"), jump(seq), el("span", "role " + m.role, m.role), el("span", "id mono", m.id), el("span", "text", r ? oneLine(r.text, 120) : "")));
+    });
+    if (!c.replaced_seqs.length) for (const id of c.replaced_ids) add(list, add(el("li"), el("span", "id mono", id)));
+    add(detail, list);
   }
   function select(row) {
     selected = row;
@@ -393,34 +454,49 @@
   }
 
   // -- token usage per step ----------------------------------------------------------------------
+  // Steps per bar: every step its own bar while bars stay at least 4 px wide, else runs of steps,
+  // each bar the largest step of its run (a long run is still readable: bars, not a solid ramp).
+  let chartBars = [];
+  function chartBuckets(width) {
+    const per = Math.max(1, Math.ceil(stepRows.length / Math.max(1, Math.floor(width / 4))));
+    const bars = [];
+    for (let first = 0; first < stepRows.length; first += per) {
+      let top = stepRows[first], topTotal = -1;
+      for (const row of stepRows.slice(first, first + per)) {
+        const total = (row.facts.input_tokens || 0) + (row.facts.output_tokens || 0);
+        if (total > topTotal) { top = row; topTotal = total; }
+      }
+      bars.push({ row: top, input: top.facts.input_tokens || 0, output: top.facts.output_tokens || 0, steps: Math.min(per, stepRows.length - first) });
+    }
+    return { bars, per };
+  }
   function drawChart() {
     const width = canvas.clientWidth, height = canvas.clientHeight, ratio = window.devicePixelRatio || 1;
     canvas.width = width * ratio; canvas.height = height * ratio;
     const ctx = canvas.getContext("2d");
     ctx.scale(ratio, ratio);
-    const totals = stepRows.map((r) => [r.facts.input_tokens || 0, r.facts.output_tokens || 0]);
-    const max = Math.max(1, ...totals.map(([a, b]) => a + b));
-    const slot = stepRows.length ? width / stepRows.length : width;
-    const bar = Math.max(1, Math.min(24, slot - 2));
+    const { bars, per } = chartBuckets(width);
+    chartBars = bars;
+    const max = Math.max(0, ...bars.map((b) => b.input + b.output));
+    const slot = bars.length ? width / bars.length : width;
+    // Whole pixels, at least one between bars: fractional edges would blur neighbours into one block.
+    const bar = Math.max(1, Math.min(24, Math.floor(slot) - Math.max(1, Math.floor(slot / 4))));
     const css = getComputedStyle(document.documentElement);
-    totals.forEach(([input, output], i) => {
-      const x = i * slot + (slot - bar) / 2, hIn = (input / max) * (height - 2), hOut = (output / max) * (height - 2);
+    bars.forEach(({ input, output }, i) => {
+      const x = Math.floor(i * slot + (slot - bar) / 2), hIn = max ? (input / max) * (height - 2) : 0, hOut = max ? (output / max) * (height - 2) : 0;
       ctx.fillStyle = css.getPropertyValue("--input"); ctx.fillRect(x, height - hIn, bar, hIn);
       ctx.fillStyle = css.getPropertyValue("--output"); ctx.fillRect(x, height - hIn - hOut, bar, hOut);
       if (!input && !output) { ctx.fillStyle = "#d1d5db"; ctx.fillRect(x, height - 2, bar, 2); } // a step without usage
     });
-    chartNote.textContent = stepRows.length + " steps, up to " + max + " tokens (grey: no usage reported; click a bar to go to its step)";
+    const grouping = per > 1 ? ", " + bars.length + " bars of " + per + " steps (each the largest step of its run)" : "";
+    chartNote.textContent = !stepRows.length ? "no steps"
+      : max === 0 ? stepRows.length + " steps; no step reported token usage"
+      : stepRows.length + " steps" + grouping + ", up to " + max + " tokens (grey: no usage reported; click a bar to go to its step)";
+    canvas.dataset.bars = String(bars.length);
   }
-  canvas.addEventListener("click", (e) => {
-    if (!stepRows.length) return;
-    const i = Math.min(stepRows.length - 1, Math.floor((e.offsetX / canvas.clientWidth) * stepRows.length));
-    select(stepRows[i]); scrollToRow(stepRows[i]);
-  });
-  canvas.addEventListener("mousemove", (e) => {
-    if (!stepRows.length) return;
-    const row = stepRows[Math.min(stepRows.length - 1, Math.floor((e.offsetX / canvas.clientWidth) * stepRows.length))];
-    canvas.title = row.text;
-  });
+  function barAt(e) { return chartBars.length ? chartBars[Math.min(chartBars.length - 1, Math.floor((e.offsetX / canvas.clientWidth) * chartBars.length))] : null; }
+  canvas.addEventListener("click", (e) => { const hit = barAt(e); if (hit) { select(hit.row); scrollToRow(hit.row); } });
+  canvas.addEventListener("mousemove", (e) => { const hit = barAt(e); if (hit) canvas.title = hit.row.text + (hit.steps > 1 ? " (largest of " + hit.steps + " steps)" : ""); });
 
   // -- a served page follows the log as it grows ---------------------------------------------------
   async function follow() {
