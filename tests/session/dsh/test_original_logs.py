@@ -15,8 +15,8 @@ from dshkit import create_user_message
 from dshkit.session import Session, SessionCorruptError, SessionRecoveryWarning, UnknownEventError, convert_log, project_request
 from dshkit.cli.log import run as run_log_command
 from dshkit.session import JsonlStore, SessionError, SqliteStore, open_store
-from dshkit.session.stores.dsh_jsonl import DshJsonlStore
-from dshkit.session.stores.dsh_sqlite import DshSqliteStore, encode_source_seqs, list_original_sessions
+from dshkit.session.dsh.jsonl_store import DshJsonlStore
+from dshkit.session.dsh.sqlite_store import DshSqliteStore, encode_source_seqs, list_original_sessions
 from dshkit.session.dsh.vocabulary import message_to_original
 from tests.session.dsh.original_logs import OriginalLog, reference_messages, tool_result, user
 from tests.session.dsh.scenarios import SCENARIOS, crashed_turn
@@ -406,7 +406,7 @@ def test_the_store_is_chosen_by_the_files_first_bytes(tmp_path: Path) -> None:
 
 
 def test_sqlite_source_seqs_round_trip() -> None:
-    from dshkit.session.stores.dsh_sqlite import decode_source_seqs
+    from dshkit.session.dsh.sqlite_store import decode_source_seqs
 
     for seqs in ([0], [5, 3, 900, 2, 2**40], list(range(30))):
         assert decode_source_seqs(encode_source_seqs(seqs)) == seqs

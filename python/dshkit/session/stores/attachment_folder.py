@@ -1,8 +1,9 @@
 """Attachment bytes in a folder, one file per content address: `<root>/objects/<2 hex>/<64 hex>`.
 
 The layout is the original harness's (`<DSH_HOME>/attachments/v1/objects/...`), so its logs open
-with their images and a dshkit JSON Lines log keeps its own the same way, in `attachments/`
-beside it (logs in one directory, forks among them, share it). A file is written under a
+with their images (`dshkit.session.dsh.attachment_root` says where) and a dshkit JSON Lines log
+keeps its own the same way, in `attachments/` beside it (logs in one directory, forks among
+them, share it). A file is written under a
 temporary name in `<root>/tmp`, fsynced, and hard-linked into place, then the directories are
 fsynced: an object appears complete or not at all, and an existing one is never replaced.
 """
@@ -14,7 +15,6 @@ import secrets
 from pathlib import Path
 
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
-ORIGINAL_SUBDIR = Path("attachments") / "v1"  # below the original's DSH_HOME
 
 
 def _fsync_directory(path: Path) -> None:
@@ -70,19 +70,3 @@ class FolderAttachments:
             temporary.unlink(missing_ok=True)
         for directory in (target.parent, *(path.parent for path in created)):
             _fsync_directory(directory)
-
-
-def original_attachment_root(log_path: Path) -> Path:
-    """Where the original harness keeps the attachments of the log at `log_path`.
-
-    The nearest ancestor directory holding `attachments/v1` (a log below `DSH_HOME`), else
-    `$DSH_HOME/attachments/v1` when that exists, else `attachments/v1` beside the log (where a
-    new original-format log outside any DSH_HOME keeps its own).
-    """
-    for directory in log_path.absolute().parents:
-        if (directory / ORIGINAL_SUBDIR).is_dir():
-            return directory / ORIGINAL_SUBDIR
-    home = os.environ.get("DSH_HOME")
-    if home and (Path(home) / ORIGINAL_SUBDIR).is_dir():
-        return Path(home) / ORIGINAL_SUBDIR
-    return log_path.absolute().parent / ORIGINAL_SUBDIR

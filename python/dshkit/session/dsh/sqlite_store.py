@@ -19,7 +19,8 @@ from dshkit.session.errors import SessionCorruptError, SessionError
 from dshkit.session.dsh.log_format import ORIGINAL_FORMAT
 from dshkit.session.dsh.zstd_frames import decompress_frame
 from dshkit.session.events import Event
-from dshkit.session.stores.attachment_folder import FolderAttachments, original_attachment_root
+from dshkit.session.dsh.attachment_root import original_attachment_root
+from dshkit.session.stores.attachment_folder import FolderAttachments
 
 SCHEMA_VERSION = 17
 _HEADER_COLUMNS = (
