@@ -147,3 +147,40 @@ def test_module_names_say_which_records_and_which_events() -> None:
     assert stems["records"] == 0, "checksummed records and the original's codec are named for what they are"
     event_modules = sorted(name for name in MODULES if name.rsplit(".", 1)[-1] == "events")
     assert event_modules == ["dshkit.session.events"], f"'events' names the log's events only, not {event_modules}"
+
+
+def _every_import(path: Path) -> set[str]:
+    """The dshkit modules `path` imports anywhere, `if TYPE_CHECKING:` blocks included."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.update([node.module, *(f"{node.module}.{alias.name}" for alias in node.names)])
+    return found & set(MODULES)
+
+
+def test_no_import_circle_even_for_type_checking() -> None:
+    # `attachments` used to import `Session` for its annotations while `session` imported it (and
+    # `fork`, which imported it too): a circle a type checker and a reader still walk.
+    graph = {name: _every_import(path) - {name} for name, path in MODULES.items()}
+    assert not _cycles(graph)
+
+
+def test_session_members_are_its_own() -> None:
+    # `Session` holds its parts; nothing binds a member onto it from another module
+    # (`attach = _attach`, `attachments = property(session_attachments)` used to).
+    session_tree = ast.parse(MODULES["dshkit.session.session"].read_text(encoding="utf-8"))
+    session_class = next(node for node in session_tree.body if isinstance(node, ast.ClassDef) and node.name == "Session")
+    imported = {
+        alias.asname or alias.name
+        for node in ast.walk(session_tree)
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
+    bound = [
+        ast.unparse(node)
+        for node in session_class.body
+        if isinstance(node, ast.Assign) and any(isinstance(name, ast.Name) and name.id in imported for name in ast.walk(node.value))
+    ]
+    assert not bound, f"Session members bound from other modules: {bound}"

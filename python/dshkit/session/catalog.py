@@ -9,9 +9,9 @@ from typing import NamedTuple
 
 from dshkit import from_json
 
-from dshkit.session.log_format import log_format_of
 from dshkit.session.errors import SessionCorruptError, SessionRecoveryWarning
 from dshkit.session.stores import choose_store, open_store
+from dshkit.session.stores.protocol import log_format_of
 from dshkit.session.stores.postgres import import_psycopg, redact
 
 

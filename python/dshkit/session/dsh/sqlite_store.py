@@ -21,6 +21,7 @@ from dshkit.session.dsh.zstd_frames import decompress_frame
 from dshkit.session.events import Event
 from dshkit.session.dsh.attachment_root import original_attachment_root
 from dshkit.session.stores.attachment_folder import FolderAttachments
+from dshkit.session.stores.protocol import SessionStore
 
 SCHEMA_VERSION = 17
 _HEADER_COLUMNS = (
@@ -106,7 +107,7 @@ def _data_text(value: Any) -> str:
     return value  # type: ignore[no-any-return]
 
 
-class DshSqliteStore:
+class DshSqliteStore(SessionStore):
     """One session of an original SQLite database, read-only."""
 
     log_format = ORIGINAL_FORMAT

@@ -23,7 +23,7 @@ import os
 from pathlib import Path
 from typing import NamedTuple
 
-from dshkit.session.stores.protocol import DURABILITY_MODES, SessionStore, check_durability
+from dshkit.session.stores.protocol import DURABILITY_MODES, SessionStore, check_durability, check_store
 
 
 class StoreChoice(NamedTuple):
@@ -130,7 +130,7 @@ def resolve_store(
             "session_id= picks a session of a location (a postgresql:// URL or an original-harness "
             "SQLite database): pass its path; a store= holds one session already"
         )
-    return store
+    return None if store is None else check_store(store)
 
 
 def known_suffixes() -> tuple[str, ...]:
@@ -156,12 +156,11 @@ def sibling_location(store: SessionStore, session_id: str, *, same_kind: bool = 
     """Where a new dshkit log named `session_id` goes beside `store`'s log: the same folder and kind
     of file (JSON Lines when `same_kind` is false or the file is no dshkit kind), the same
     database for a server store; `None` when `store` names no place."""
-    path = getattr(store, "path", None)
-    if isinstance(path, Path):
+    path = store.path
+    if path is not None:
         keep = same_kind and path.suffix.lower() in _BY_SUFFIX
         return path.with_name(session_id + (path.suffix if keep else ".jsonl"))
-    url = getattr(store, "url", None)
-    return url if isinstance(url, str) else None
+    return store.url
 
 
 def in_folder(location: str | os.PathLike[str], session_id: str) -> str | Path:
@@ -181,6 +180,7 @@ __all__ = [
     "SessionStore",
     "StoreChoice",
     "check_durability",
+    "check_store",
     "choose_store",
     "in_folder",
     "is_url",
