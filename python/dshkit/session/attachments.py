@@ -78,7 +78,7 @@ def check_media_type(media_type: object) -> str:
         elif re.search(r"[;,\s]", media_type):
             why = "parameters and separators (';', ',', whitespace) are not part of one"
         else:
-            why = "type and subtype are each a letter or digit and then letters, digits or !#$&^_.+-"
+            why = "it is not one RFC 6838 name, '/' and another (a letter or digit, then letters, digits or !#$&^_.+-)"
         raise ValueError(f"attach: media_type must be a MIME type, a bare type/subtype such as 'image/png', not {media_type!r}: {why}")
     return media_type.lower()
 
