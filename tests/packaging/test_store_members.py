@@ -12,6 +12,7 @@ import ast
 
 import pytest
 
+import dshkit
 from dshkit.session import JsonlStore, Session, SqliteStore
 from dshkit.session.stores.protocol import OPTIONAL_MEMBERS, REQUIRED_MEMBERS, SessionStore, check_store
 
@@ -92,3 +93,41 @@ def test_a_subclass_gets_the_defaults_and_must_define_the_six_methods() -> None:
 
     with pytest.raises(TypeError, match="abstract"):
         Incomplete()  # type: ignore[abstract]
+
+
+class ListStore(SessionStore):
+    """A user's own store: a list in memory, the six methods and nothing else."""
+
+    def __init__(self, records: list[str]) -> None:
+        self.records = records
+
+    def create(self, header: str, durability: str) -> None:
+        if self.records:
+            raise FileExistsError("a log exists")
+        self.records.append(header)
+
+    def load(self, durability: str, *, read_only: bool) -> tuple[str, list[str]]:
+        return self.records[0], self.records[1:]
+
+    def describe(self, index: int) -> str:
+        return f"record {index + 1}"
+
+    def append(self, event: object, record: str) -> None:
+        self.records.append(record)
+
+    def sync(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_users_store_needs_only_the_six_methods_when_it_subclasses() -> None:
+    records: list[str] = []
+    with Session.create(store=ListStore(records)) as session:
+        block = session.attach(b"bytes", "text/plain")  # no backend of its own: kept in memory
+        session.append("user/message", dshkit.create_user_message("hi", source={"kind": "user"}))
+        assert session.format == "dshkit" and not session.waits_on_network
+        assert session.attachments.read(block["attachment"]["id"]) == b"bytes"
+    with Session.open(store=ListStore(records)) as reopened:
+        assert [m.text for m in reopened.messages()] == ["hi"]

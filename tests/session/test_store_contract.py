@@ -18,6 +18,7 @@ names, a repeated seq). What a backend does differently is a declared capability
   (a file appends what it is given; the next open names the line);
 - `takeover`: a writer's lock can be lost without closing it (a server releases it with a dead
   connection): the lost writer is fenced off, never writing beside the new one;
+- `waits_on_network`: its `sync()` is a round trip to a server (`Session.waits_on_network`);
 - `selector` holds the arguments that pick the log at `location` (a file holds one log and needs
   none; a database holds many and needs `session_id`), `tear_tail` returns False where an append can
   never be left half-written, `second_writer` says where a second writer is stopped, `catalog` is
@@ -69,6 +70,7 @@ class StoreUnderTest:
     sealed = True
     repeated_seq = "refused"  # or "idempotent", "reported_on_open"
     takeover = False
+    waits_on_network = False  # its sync is a round trip to a server: the agent syncs it off the loop
     second_writer = ""  # "open": a second writer cannot open the log; "append": its first append fails
     second_writer_error = ""
 
@@ -245,6 +247,7 @@ class PostgresUnderTest(StoreUnderTest):
     name = "postgresql"
     repeated_seq = "idempotent"
     takeover = True
+    waits_on_network = True
     second_writer = "open"
     second_writer_error = "open for writing by another connection"
 
@@ -778,3 +781,12 @@ def test_list_sessions_lists_the_log(build, store: StoreUnderTest):
     listed = {info.id: info for info in list_sessions(store.catalog)}
     info = listed[session_id]
     assert (info.created_at, info.updated_at, info.event_count, info.parent_id) == (created_at, max(created_at, last), 3, None)
+
+
+def test_the_session_says_whether_a_sync_waits_on_a_server(store: StoreUnderTest):
+    with store.write_log() as session:
+        assert session.waits_on_network is store.waits_on_network
+    with Session.open(store.location, **store.selector, read_only=True) as reopened:
+        assert reopened.waits_on_network is store.waits_on_network
+        assert reopened.store is not None and reopened.store.waits_on_network is store.waits_on_network
+    assert Session().waits_on_network is False
