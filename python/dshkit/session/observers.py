@@ -26,10 +26,11 @@ class Observers:
 
     __slots__ = ("entries", "publishing", "_lock")
 
-    def __init__(self) -> None:
-        self.entries: tuple[tuple[Observer, ErrorHandler | None], ...] = ()  # replaced whole: appends read it unlocked
+    def __init__(self, lock: threading.RLock) -> None:
+        """`lock`: the session's, held by every append, so a subscription never lands inside one."""
+        self.entries: tuple[tuple[Observer, ErrorHandler | None], ...] = ()  # replaced whole: appends read it once
         self.publishing: int | None = None  # the ident of the thread running the observers
-        self._lock = threading.Lock()
+        self._lock = lock
 
     def subscribe(self, callback: Observer, on_error: ErrorHandler | None) -> Callable[[], None]:
         """Add `callback`; returns a function that removes it."""
@@ -43,11 +44,12 @@ class Observers:
 
         return unsubscribe
 
-    def publish(self, event: Event) -> None:
-        """Call every observer with `event`, containing each one's failure."""
+    def publish(self, event: Event, entries: tuple[tuple[Observer, ErrorHandler | None], ...]) -> None:
+        """Call the observers `entries` (`self.entries` as the append read it) with `event`,
+        containing each one's failure."""
         self.publishing = threading.get_ident()
         try:
-            for observer, on_error in self.entries:
+            for observer, on_error in entries:
                 try:
                     observer(event)
                 except Exception as error:  # contained: an observer never undoes an append

@@ -1,9 +1,7 @@
 """`Session`: the append-only log that is the authority for every model-visible input.
 
-A session holds its parts, each made with it: the log (`EventLog`, written through its store),
-the surface (`Surface`, the fold of the log into the model-visible history, which also plans
-`replace` and `compact`), its observers (`Observers`) and its attachments (`Attachments`, over the
-store's backend). `fork` hands `session/fork.py` public values and creates the child here.
+A session holds its parts, made with it: the log (`EventLog`, through its store), the surface (its
+fold, which also plans `replace` and `compact`), the `Observers` and the `Attachments`.
 """
 
 from __future__ import annotations
@@ -76,11 +74,11 @@ class Session:
         self._next_seq = len(self._events)  # the seq of the next append (only `append` adds events)
         self._pinned_time: int | None = None  # the time every append gets while set (repair's closers)
         self._surface = Surface() if surface is None else surface
-        self._observers = Observers()
+        self._lock = threading.RLock()
+        self._observers = Observers(self._lock)
         self._attachments = Attachments(None if store is None else store.attachment_backend())
         if not read_only:
             self._attachments.remove_unfinished()  # what writers killed mid-attach left
-        self._lock = threading.RLock()
         self._last_time = max(created_at, self._events[-1].time) if self._events else created_at
         header_seq = self._events.header_seq
         self._header: Event | None = None if header_seq is None else self._events[header_seq]
@@ -344,8 +342,9 @@ class Session:
             elif event_type == REQUEST_HEADER:
                 self._header = event
                 self._events.header_seq = seq
-            if observers.entries:
-                observers.publish(event)
+            entries = observers.entries
+            if entries:
+                observers.publish(event, entries)
             return event
         finally:
             self._lock.release()
