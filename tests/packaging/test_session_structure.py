@@ -1,7 +1,8 @@
 """The session package's structure rules (issue 29), checked on the source.
 
 - Only `dshkit.session.stores` tells a location's store from its text: no other module tests a log
-  suffix or a URL scheme (`open_store` / `choose_store` do, once).
+  suffix or a URL scheme (`open_store` / `choose_store` do, once; the original's JSONL store, which
+  lives with its format in `dshkit.session.dsh`, tells a compressed file by its `.zstd`).
 - No import circle among dshkit's modules even counting imports inside functions (`Session.fork`
   used to import `dshkit.session.fork`, which imported `Session` back).
 - No module reaches into the private attributes of a class another module defines.
@@ -17,6 +18,7 @@ from pathlib import Path
 from tests.packaging.test_layout import MODULES, imported_modules
 
 STORES = "dshkit.session.stores"
+ORIGINAL_JSONL_STORE = "dshkit.session.dsh.jsonl_store"
 LOCATION_TEXT = {"://", ".jsonl", ".sqlite", ".db", ".zstd", ".jsonl.zstd", "postgresql", "postgres"}
 
 
@@ -28,7 +30,7 @@ def _constants_outside_fstrings(tree: ast.AST) -> list[ast.Constant]:
 def test_only_the_stores_package_reads_a_location() -> None:
     found = []
     for name, path in MODULES.items():
-        if name == STORES or name.startswith(STORES + "."):
+        if name in (STORES, ORIGINAL_JSONL_STORE) or name.startswith(STORES + "."):
             continue
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for node in _constants_outside_fstrings(tree):
@@ -145,3 +147,40 @@ def test_module_names_say_which_records_and_which_events() -> None:
     assert stems["records"] == 0, "checksummed records and the original's codec are named for what they are"
     event_modules = sorted(name for name in MODULES if name.rsplit(".", 1)[-1] == "events")
     assert event_modules == ["dshkit.session.events"], f"'events' names the log's events only, not {event_modules}"
+
+
+def _every_import(path: Path) -> set[str]:
+    """The dshkit modules `path` imports anywhere, `if TYPE_CHECKING:` blocks included."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.update([node.module, *(f"{node.module}.{alias.name}" for alias in node.names)])
+    return found & set(MODULES)
+
+
+def test_no_import_circle_even_for_type_checking() -> None:
+    # `attachments` used to import `Session` for its annotations while `session` imported it (and
+    # `fork`, which imported it too): a circle a type checker and a reader still walk.
+    graph = {name: _every_import(path) - {name} for name, path in MODULES.items()}
+    assert not _cycles(graph)
+
+
+def test_session_members_are_its_own() -> None:
+    # `Session` holds its parts; nothing binds a member onto it from another module
+    # (`attach = _attach`, `attachments = property(session_attachments)` used to).
+    session_tree = ast.parse(MODULES["dshkit.session.session"].read_text(encoding="utf-8"))
+    session_class = next(node for node in session_tree.body if isinstance(node, ast.ClassDef) and node.name == "Session")
+    imported = {
+        alias.asname or alias.name
+        for node in ast.walk(session_tree)
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
+    bound = [
+        ast.unparse(node)
+        for node in session_class.body
+        if isinstance(node, ast.Assign) and any(isinstance(name, ast.Name) and name.id in imported for name in ast.walk(node.value))
+    ]
+    assert not bound, f"Session members bound from other modules: {bound}"

@@ -11,8 +11,7 @@ import hashlib
 import io
 import json
 import os
-import sqlite3
-from contextlib import closing
+import re
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +29,7 @@ from dshkit.models.responses.projection import responses_body
 from dshkit.session import Session, SessionClosedError, project_request
 from dshkit.session import AttachmentError
 
-from tests.session.test_store_contract import STORES, StoreUnderTest, store  # noqa: F401 - the fixture
+from tests.session.test_store_contract import StoreUnderTest, writable  # noqa: F401 - the fixture
 
 PNG = bytes.fromhex("89504e470d0a1a0a") + b"not really a picture"
 
@@ -47,20 +46,6 @@ def _ask_with(session: Session, *blocks: Any) -> dshkit.Message:
     message = dshkit.create_user_message([{"type": "text", "text": "Look:"}, *blocks], source={"kind": "user"})
     session.append("user/message", message)
     return message
-
-
-def _remove(store: StoreUnderTest, digest: str) -> None:
-    """Delete the stored bytes of `digest` behind the store's back."""
-    if store.name == "jsonl":
-        (Path(store.location).parent / "attachments" / "objects" / digest[:2] / digest).unlink()
-    elif store.name == "sqlite":
-        with closing(sqlite3.connect(store.location)) as db, db:
-            db.execute("DELETE FROM dshkit_attachments WHERE digest = ?", (digest,))
-    else:
-        import psycopg
-
-        with psycopg.connect(store.location, autocommit=True) as connection:
-            connection.execute("DELETE FROM dshkit_attachments WHERE digest = %s", (digest,))
 
 
 def test_attach_gives_a_block_that_refers_to_the_bytes(tmp_path: Path) -> None:
@@ -97,6 +82,8 @@ def test_attach_refuses_bad_arguments_and_read_only_sessions(tmp_path: Path) -> 
         session.attach("text", "text/plain")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="media_type must be a MIME type"):
         session.attach(b"x", "png")
+    with pytest.raises(TypeError, match="media_type must be a str"):
+        session.attach(b"x", None)  # type: ignore[arg-type]
     with Session.create(tmp_path / "log.jsonl") as created:
         created.append("user/message", dshkit.create_user_message("hi", source={"kind": "user"}))
     with Session.open(tmp_path / "log.jsonl", read_only=True) as read_only:
@@ -105,9 +92,10 @@ def test_attach_refuses_bad_arguments_and_read_only_sessions(tmp_path: Path) -> 
     assert not (tmp_path / "attachments").exists()
 
 
-def test_each_store_keeps_attachments_and_every_api_gets_the_bytes(store: StoreUnderTest) -> None:
+def test_each_store_keeps_attachments_and_every_api_gets_the_bytes(writable: StoreUnderTest) -> None:
+    store = writable
     data = PNG + os.urandom(8)  # the PostgreSQL table is shared by the test run's sessions
-    with Session.create(store.location, **store.selector) as session:
+    with store.create() as session:
         image = session.attach(data, "image/png")
         document = session.attach(b"a,b\n1,2\n", "text/csv", name="table.csv")
         message = _ask_with(session, image, document)
@@ -142,12 +130,13 @@ def test_a_request_with_attachments_is_rebuilt_byte_for_byte(tmp_path: Path) -> 
         assert encode_body(chat_body(project_request(reopened, at_seq=header.seq), model="m")) == sent
 
 
-def test_a_missing_attachment_names_itself_and_its_message(store: StoreUnderTest) -> None:
+def test_a_missing_attachment_names_itself_and_its_message(writable: StoreUnderTest) -> None:
+    store = writable
     data = PNG + os.urandom(8)
-    with Session.create(store.location, **store.selector) as session:
+    with store.create() as session:
         message = _ask_with(session, session.attach(data, "image/png"))
     digest = hashlib.sha256(data).hexdigest()
-    _remove(store, digest)
+    store.change_attachment(digest, None)
     with Session.open(store.location, **store.selector) as reopened:
         for name, project in (("chat", chat_body), ("responses", responses_body)):
             with pytest.raises(AttachmentError, match=f"attachment sha256:{digest} \\(referred to by message {message.id} content\\[1\\]\\) is missing") as caught:
@@ -214,3 +203,58 @@ def test_converters_export_attachments_inline(tmp_path: Path) -> None:
         assert anthropic[0]["content"][1]["source"] == {"type": "base64", "media_type": "image/png", "data": encoded}
         items = to_response_items(messages, attachments=session.attachments)
         assert json.dumps(items).count(encoded) == 1
+
+
+@pytest.mark.parametrize(
+    ("media_type", "why"),
+    [
+        ("image/png;base64,AAAA,", "parameters and separators"),  # would rewrite the data: URL it goes into
+        ("text/plain; charset=utf-8", "parameters and separators"),
+        ("image/png\r\nX-Injected: 1", "parameters and separators"),
+        ("image/png\n", "parameters and separators"),
+        ("image/pn\x00g", "RFC 6838 name"),
+        ("image/", "RFC 6838 name"),
+        ("/png", "RFC 6838 name"),
+        ("image/png/x", "RFC 6838 name"),
+        ("imäge/png", "RFC 6838 name"),
+        ("png", "no '/'"),
+        ("", "no '/'"),
+    ],
+)
+def test_attach_takes_only_a_bare_type_and_subtype(media_type: str, why: str) -> None:
+    session = Session()
+    with pytest.raises(ValueError, match=f"media_type must be a MIME type.*{re.escape(why)}"):
+        session.attach(PNG, media_type)
+
+
+def test_attach_keeps_every_well_formed_media_type_in_lower_case() -> None:
+    session = Session()
+    for media_type in ("image/png", "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet", "text/x-c++src", "image/svg+xml"):
+        assert session.attach(PNG, media_type)["attachment"]["media_type"] == media_type
+    block = session.attach(PNG, "Image/PNG")
+    assert block["type"] == "image" and block["attachment"]["media_type"] == "image/png"
+
+
+def test_attaching_the_same_bytes_again_heals_damaged_bytes(writable: StoreUnderTest) -> None:
+    data = PNG + os.urandom(8)
+    with writable.create() as session:
+        block = session.attach(data, "image/png")
+        _ask_with(session, block)
+    identity = block["attachment"]["id"]
+    writable.change_attachment(identity.removeprefix("sha256:"), b"\x00" + data[1:])  # one flipped byte
+    with Session.open(writable.location, **writable.selector) as session:
+        with pytest.raises(AttachmentError, match="is corrupt"):
+            session.attachments.read(identity)
+        assert session.attach(data, "image/png") == block
+        assert session.attachments.read(identity) == data
+    with Session.open(writable.location, **writable.selector, read_only=True) as reopened:
+        assert reopened.attachments.read(identity) == data  # healed on disk, not only in memory
+
+
+def test_attaching_again_leaves_good_bytes_alone(tmp_path: Path) -> None:
+    with Session.create(tmp_path / "log.jsonl") as session:
+        session.attach(PNG, "image/png")
+        stored = tmp_path / "attachments" / "objects" / hashlib.sha256(PNG).hexdigest()[:2] / hashlib.sha256(PNG).hexdigest()
+        inode = stored.stat().st_ino
+        session.attach(PNG, "image/png")
+    assert stored.stat().st_ino == inode and stored.read_bytes() == PNG

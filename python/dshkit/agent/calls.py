@@ -25,8 +25,7 @@ def durability_point(session: Any) -> Awaitable[None] | None:
     """`session.sync()` now, or, for a store that waits on the network (PostgreSQL), an awaitable
     that syncs off the loop (the caller awaits it). A plain call, not a coroutine: the usual case
     (a local fsync, or none in memory) costs no coroutine, and never yields to the loop either way."""
-    store = session.store
-    if store is not None and getattr(store, "waits_on_network", False):  # in memory: no getattr miss on None
+    if session.waits_on_network:
         return asyncio.to_thread(session.sync)
     session.sync()  # a local fsync: cheaper than a hop to a worker thread
     return None

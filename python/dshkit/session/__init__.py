@@ -36,7 +36,7 @@ from dshkit.session.events_view import EventsView
 from dshkit.session.session import Session
 from dshkit.session.stores import DURABILITY_MODES, SessionStore, open_store
 from dshkit.session.stores.jsonl import JsonlStore
-from dshkit.session.stores.dsh_sqlite import list_original_sessions
+from dshkit.session.dsh.sqlite_store import list_original_sessions
 from dshkit.session.stores.postgres import PostgresStore
 from dshkit.session.stores.sqlite import SqliteStore
 

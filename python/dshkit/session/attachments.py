@@ -9,40 +9,32 @@ about them (`docs/session.md`, "Attachments"):
 the SHA-256 of the bytes, so equal bytes are stored once and every read is checked against it.
 The bytes live in the store's attachment backend (a folder beside a JSON Lines log, a table of
 a SQLite or PostgreSQL database, memory for an in-memory session): a store offers one through
-an optional `attachment_backend()` method. They are written, durably, before the event that
-refers to them, so a log never refers to bytes that a crash lost.
+`SessionStore.attachment_backend()`. They are written, durably, before the event that refers to
+them, so a log never refers to bytes that a crash lost. A `Session` holds its `Attachments` as a
+part (`session.attachments`), made with the session.
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import re
 from collections.abc import Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
 from dshkit import FrozenDict, Message, freeze
 
-from dshkit.session.errors import AttachmentError, SessionClosedError
+from dshkit.session.errors import AttachmentError
 from dshkit.session.events import Event
-
-if TYPE_CHECKING:
-    from dshkit.session.session import Session
+from dshkit.session.stores.attachment_folder import FolderAttachments
+from dshkit.session.stores.protocol import AttachmentBackend
 
 ID_PREFIX = "sha256:"
 _INLINE_CACHE_BYTES = 64 << 20  # base64 text kept for the next request (an agent resends every image each step)
-
-
-class AttachmentBackend(Protocol):
-    """Where a store keeps attachment bytes, by the hex SHA-256 digest of each."""
-
-    def save_attachment(self, digest: str, data: bytes) -> None:
-        """Store `data` durably under `digest` (a no-op when it is stored already)."""
-
-    def load_attachment(self, digest: str) -> bytes | None:
-        """The bytes stored under `digest`, or `None` when there are none."""
-
-    def attachment_location(self, digest: str) -> str:
-        """Where `digest`'s bytes are (or would be) kept, for error messages."""
+# RFC 6838 section 4.2: type "/" subtype, each a restricted-name; no parameters (they would end up
+# inside a `data:` URL and an API's media type field, where `;` and `,` change what is said).
+_RESTRICTED_NAME = r"[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}"
+_MEDIA_TYPE = re.compile(rf"{_RESTRICTED_NAME}/{_RESTRICTED_NAME}")
 
 
 class MemoryAttachments:
@@ -52,7 +44,8 @@ class MemoryAttachments:
         self._objects: dict[str, bytes] = {}
 
     def save_attachment(self, digest: str, data: bytes) -> None:
-        self._objects.setdefault(digest, bytes(data))
+        if hashlib.sha256(self._objects.get(digest, b"")).hexdigest() != digest:
+            self._objects[digest] = bytes(data)
 
     def load_attachment(self, digest: str) -> bytes | None:
         return self._objects.get(digest)
@@ -74,23 +67,46 @@ def digest_of(attachment_id: str) -> str:
     return digest
 
 
+def check_media_type(media_type: object) -> str:
+    """`media_type` in lower case if it is a bare ``type/subtype`` (RFC 6838 names, no parameters),
+    else `ValueError` saying what is wrong with it."""
+    if not isinstance(media_type, str):
+        raise TypeError(f"attach: media_type must be a str such as 'image/png', not {type(media_type).__name__}")
+    if _MEDIA_TYPE.fullmatch(media_type) is None:
+        if "/" not in media_type:
+            why = "it has no '/'"
+        elif re.search(r"[;,\s]", media_type):
+            why = "parameters and separators (';', ',', whitespace) are not part of one"
+        else:
+            why = "it is not one RFC 6838 name, '/' and another (a letter or digit, then letters, digits or !#$&^_.+-)"
+        raise ValueError(f"attach: media_type must be a MIME type, a bare type/subtype such as 'image/png', not {media_type!r}: {why}")
+    return media_type.lower()
+
+
 class Attachments:
     """A session's attachments: stored with `attach`, read back verified, inlined for requests."""
 
-    def __init__(self, backend: AttachmentBackend) -> None:
-        self.backend = backend
+    def __init__(self, backend: AttachmentBackend | None = None) -> None:
+        """Over `backend` (`None`: bytes kept in memory)."""
+        self.backend: AttachmentBackend = MemoryAttachments() if backend is None else backend
         self._inlined: dict[str, str] = {}  # id -> base64 text, for the next request
         self._inlined_size = 0
+
+    def remove_unfinished(self) -> int:
+        """Delete what killed writers left half-written (a folder's ``tmp/``; a database's
+        transactions leave nothing); how many files. Called when a session opens for writing."""
+        backend = self.backend
+        return backend.remove_unfinished() if isinstance(backend, FolderAttachments) else 0
 
     def attach(self, data: bytes, media_type: str, *, name: str | None = None) -> FrozenDict[Any]:
         """Store `data` durably and return the frozen block that refers to it.
 
-        An ``image/*`` media type gives an ``image`` block, any other a ``file`` block.
+        An ``image/*`` media type gives an ``image`` block, any other a ``file`` block. Bytes
+        stored damaged under the same id are replaced (the backend's `save_attachment`).
         """
         if not isinstance(data, (bytes, bytearray, memoryview)):
             raise TypeError(f"attach: data must be bytes, not {type(data).__name__}")
-        if not isinstance(media_type, str) or "/" not in media_type:
-            raise ValueError(f"attach: media_type must be a MIME type such as 'image/png', not {media_type!r}")
+        media_type = check_media_type(media_type)
         if name is not None and not isinstance(name, str):
             raise TypeError(f"attach: name must be a str, not {type(name).__name__}")
         data = bytes(data)
@@ -216,23 +232,3 @@ def copy_attachments(events: Iterable[Event], source: Attachments, dest: Attachm
                 copied.add(identity)
     return len(copied)
 
-
-def session_attachments(session: Session) -> Attachments:
-    """The attachments of `session`: its store's backend, or memory (made on first use)."""
-    # Kept in the session's own __dict__ rather than set up in `Session._init`: `session.py`
-    # stays free of attachment code, and a session that never reads one never makes one.
-    attachments: Attachments | None = session.__dict__.get("_attachments")
-    if attachments is None:
-        make = getattr(session.store, "attachment_backend", None)
-        attachments = Attachments(make() if make is not None else MemoryAttachments())
-        session.__dict__["_attachments"] = attachments
-    return attachments
-
-
-def attach(session: Session, data: bytes, media_type: str, *, name: str | None = None) -> FrozenDict[Any]:
-    """Store `data` beside the session's log (durably, before any event refers to it) and return
-    the block that refers to it: put it in a message's content. `SessionClosedError` if the
-    session is closed or read-only."""
-    if session.closed or getattr(session, "_read_only", False):
-        raise SessionClosedError("cannot attach to a closed or read-only session")
-    return session_attachments(session).attach(data, media_type, name=name)

@@ -9,9 +9,9 @@ from typing import NamedTuple
 
 from dshkit import from_json
 
-from dshkit.session.log_format import log_format_of
 from dshkit.session.errors import SessionCorruptError, SessionRecoveryWarning
 from dshkit.session.stores import choose_store, open_store
+from dshkit.session.stores.protocol import log_format_of
 from dshkit.session.stores.postgres import import_psycopg, redact
 
 
@@ -64,7 +64,7 @@ def _file_info(path: Path) -> SessionInfo:
 
 def _list_original_database(path: str | os.PathLike[str]) -> tuple[SessionInfo, ...]:
     """The sessions of an original-harness SQLite database (`updated_at`: its last row's time; `event_count`: rows)."""
-    from dshkit.session.stores.dsh_sqlite import list_original_sessions
+    from dshkit.session.dsh.sqlite_store import list_original_sessions
 
     return tuple(
         SessionInfo(row["id"], row["created_at"], row["updated_at"], row["event_rows"], row["parent_session"])

@@ -1,16 +1,43 @@
-"""`load_events`: a stored log's records as events, each held to the append rules it was written under."""
+"""`load_log`: a stored log's header and records as the parts of a session (`load_events`: each
+event held to the append rules it was written under)."""
 
 from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 
 from dshkit.session.codec import decode_stored
 from dshkit.session.errors import SessionIntegrityWarning
 from dshkit.session.event_log import EventLog
 from dshkit.session.events import KNOWN_EVENT_TYPES, Event
 from dshkit.session.log_format import LogFormat
+from dshkit.session.stores.protocol import SessionStore, log_format_of
 from dshkit.session.surface import Surface
+
+
+class LoadedLog(NamedTuple):
+    """What `Session.open` starts from: the header's facts, the events and their fold."""
+
+    session_id: str
+    created_at: int
+    header: Any
+    events: EventLog
+    surface: Surface
+
+
+def load_log(
+    store: SessionStore, header_text: str | bytes, records: Sequence[str | bytes], *, read_only: bool, session_id: str | None
+) -> LoadedLog:
+    """The log `store.load` returned, in the store's format; `ValueError` if `session_id` is given
+    and the header names another session."""
+    log_format = log_format_of(store)
+    log_id, created_at, header = log_format.read_header(header_text, store.describe(-1))
+    if session_id is not None and log_id != session_id:
+        raise ValueError(f"{store.describe(-1)}: the log holds session {log_id}, not {session_id}")
+    surface = Surface()
+    events = load_events(log_format, records, store.describe, surface, read_only=read_only)
+    return LoadedLog(log_id, created_at, header, events, surface)
 
 
 def load_events(

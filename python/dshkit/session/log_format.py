@@ -1,9 +1,10 @@
 """Log formats: how a `Session` turns a store's records into events and back.
 
 A store holds records in one format. dshkit's own (`DSHKIT_FORMAT`, `dshkit.session.codec`) is
-the default; a store may carry another as its `log_format` attribute (the original TypeScript
-harness's, `dshkit.session.dsh.log_format.ORIGINAL_FORMAT`, is carried by the stores
-`dsh_jsonl` and `dsh_sqlite`). Events are always presented in dshkit's vocabulary; a format
+the default; a store may carry another as its `log_format` member (`SessionStore.log_format`,
+read through `dshkit.session.stores.protocol.log_format_of`; the original TypeScript harness's,
+`dshkit.session.dsh.log_format.ORIGINAL_FORMAT`, is carried by its stores `dsh_jsonl` and
+`dsh_sqlite`). Events are always presented in dshkit's vocabulary; a format
 decides only how they are stored and how a crashed turn is closed.
 """
 
@@ -80,7 +81,3 @@ class DshkitFormat:
 
 DSHKIT_FORMAT: LogFormat = DshkitFormat()
 
-
-def log_format_of(store: object) -> LogFormat:
-    """The format of the records `store` holds: its `log_format` attribute, else dshkit's."""
-    return getattr(store, "log_format", None) or DSHKIT_FORMAT

@@ -1,34 +1,34 @@
-"""`Session`: the append-only log that is the authority for every model-visible input."""
+"""`Session`: the append-only log that is the authority for every model-visible input.
+
+A session holds its parts, made with it: the log (`EventLog`, through its store), the surface (its
+fold, which also plans `replace` and `compact`), the `Observers` and the `Attachments`.
+"""
 
 from __future__ import annotations
 
-import logging
 import os
 import threading
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from dshkit import Message, freeze, new_message_id
+from dshkit import FrozenDict, Message, new_message_id
 from dshkit._core import vouch_plain_append
-from dshkit.session.attachments import attach as _attach, session_attachments
+from dshkit.session.attachments import Attachments
 from dshkit.session.errors import SessionClosedError
 from dshkit.session.event_log import EventLog
 from dshkit.session.history import History
 from dshkit.session.events_view import EventsView
-from dshkit.session.events import COMPACTION_END, COMPACTION_START, REQUEST_HEADER, USER_MESSAGE, Event
+from dshkit.session.events import COMPACTION_END, COMPACTION_START, REQUEST_HEADER, Event
 from dshkit.session.compactions import compaction_id_of, end_record, open_turn, start_record
-from dshkit.session.events import prepare_data, replace_op
 from dshkit.session.fork import fork_records, fork_seed, write_seed
-from dshkit.session.loading import load_events
-from dshkit.session.log_format import DSHKIT_FORMAT, LogFormat, log_format_of
+from dshkit.session.loading import load_log
+from dshkit.session.log_format import LogFormat
+from dshkit.session.observers import ErrorHandler, Observer, Observers
 from dshkit.session.stores import open_store, resolve_store
-from dshkit.session.stores.protocol import SessionStore, check_durability
+from dshkit.session.stores.protocol import SessionStore, check_durability, log_format_of
 from dshkit.session.surface import Surface
 
-logger = logging.getLogger("dshkit.session")
-
-Observer = Callable[[Event], object]
 _new_event = tuple.__new__  # builds an Event without NamedTuple.__new__'s keyword handling
 
 
@@ -75,13 +75,15 @@ class Session:
         self._next_seq = len(self._events)  # the seq of the next append (only `append` adds events)
         self._pinned_time: int | None = None  # the time every append gets while set (repair's closers)
         self._surface = Surface() if surface is None else surface
-        self._observers: tuple[tuple[Observer, Callable[[BaseException, Event], object] | None], ...] = ()
         self._lock = threading.RLock()
-        self._publishing: int | None = None  # thread ident while observers run
+        self._observers = Observers(self._lock)
+        self._attachments = Attachments(None if store is None else store.attachment_backend())
+        if not read_only:
+            self._attachments.remove_unfinished()  # what writers killed mid-attach left
         self._last_time = max(created_at, self._events[-1].time) if self._events else created_at
         header_seq = self._events.header_seq
         self._header: Event | None = None if header_seq is None else self._events[header_seq]
-        self._parent: tuple[str | None, int] = (None, 0)
+        self._parent: tuple[str | None, int] = (None, 0) if header is None else (header.get("parent_id"), header.get("seed_length", 0))
 
     # -- construction ---------------------------------------------------------------------
 
@@ -108,12 +110,12 @@ class Session:
         if session_id is not None and not (isinstance(session_id, str) and session_id):
             raise ValueError(f"session_id must be a non-empty str, not {session_id!r}")
         store = resolve_store(path, store, session_id, format=format)
-        log_format = DSHKIT_FORMAT if store is None else log_format_of(store)
+        log_format = log_format_of(store)
         if log_format.name != format:
             if store is None:
                 raise ValueError(f"format={format!r} needs a path or a store")
             raise ValueError(f"{store!r} writes the {log_format.name!r} format, not {format!r}")
-        session_id = session_id or getattr(store, "session_id", None)
+        session_id = session_id or (None if store is None else store.session_id)
         return cls._start(store, durability, log_format.new_header(_now_ms(), session_id, header_fields)[1])
 
     @classmethod
@@ -131,7 +133,6 @@ class Session:
             store=store, durability=durability, read_only=False, session_id=session_id,
             created_at=created_at, events=events, surface=surface, header=header,
         )
-        session._parent = (header.get("parent_id"), header.get("seed_length", 0))
         return session
 
     @classmethod
@@ -156,21 +157,15 @@ class Session:
         store = resolve_store(path, store, session_id)
         if store is None:
             raise ValueError("Session.open needs a path or a store")
-        read_only = read_only or getattr(store, "read_only", False) is True
+        read_only = read_only or store.read_only
         header_text, records = store.load(durability, read_only=read_only)
         session = cls.__new__(cls)
         try:
-            log_format = log_format_of(store)
-            log_id, created_at, header = log_format.read_header(header_text, store.describe(-1))
-            if session_id is not None and log_id != session_id:
-                raise ValueError(f"{store.describe(-1)}: the log holds session {log_id}, not {session_id}")
-            surface = Surface()
-            events = load_events(log_format, records, store.describe, surface, read_only=read_only)
+            log = load_log(store, header_text, records, read_only=read_only, session_id=session_id)
             session._init(
-                store=store, durability=durability, read_only=read_only, session_id=log_id,
-                created_at=created_at, events=events, surface=surface, header=header,
+                store=store, durability=durability, read_only=read_only, session_id=log.session_id,
+                created_at=log.created_at, events=log.events, surface=log.surface, header=log.header,
             )
-            session._parent = (header.get("parent_id"), header.get("seed_length", 0))
             if not read_only:
                 session._repair()
         except BaseException:
@@ -245,8 +240,23 @@ class Session:
         """The latest `request/header` event, if any."""
         return self._header
 
-    attachments = property(session_attachments, doc="The bytes the log's attachment blocks refer to (`Attachments`).")
-    attach = _attach
+    @property
+    def attachments(self) -> Attachments:
+        """The bytes the log's attachment blocks refer to (`Attachments`, over the store's backend)."""
+        return self._attachments
+
+    @property
+    def waits_on_network(self) -> bool:
+        """True when `sync()` waits on a server (`SessionStore.waits_on_network`): call it off an event loop."""
+        return self._store is not None and self._store.waits_on_network
+
+    def attach(self, data: bytes, media_type: str, *, name: str | None = None) -> FrozenDict[Any]:
+        """Store `data` beside the log (durably, before any event refers to it) and return the block
+        that refers to it: put it in a message's content. `media_type` is a bare ``type/subtype``
+        (`ValueError` otherwise); `SessionClosedError` if the session is closed or read-only."""
+        if self._closed or self._read_only:
+            raise SessionClosedError("cannot attach to a closed or read-only session")
+        return self._attachments.attach(data, media_type, name=name)
 
     # -- derivation -----------------------------------------------------------------------
 
@@ -296,7 +306,8 @@ class Session:
         (`TypeError`/`ValueError`) and writes nothing; an append from an observer raises
         `RuntimeError`.
         """
-        if self._publishing is not None and self._publishing == threading.get_ident():
+        observers = self._observers
+        if observers.publishing is not None and observers.publishing == threading.get_ident():
             raise RuntimeError("an observer cannot append to the session it observes (appends are not re-entrant)")
         # acquire/release, not `with`: on 3.11 its lookups and 3-argument __exit__ cost ~1k instructions
         self._lock.acquire()
@@ -332,55 +343,25 @@ class Session:
             elif event_type == REQUEST_HEADER:
                 self._header = event
                 self._events.header_seq = seq
-            if self._observers:
-                self._publish(event)
+            entries = observers.entries
+            if entries:
+                observers.publish(event, entries)
             return event
         finally:
             self._lock.release()
 
-    def _publish(self, event: Event) -> None:
-        self._publishing = threading.get_ident()
-        try:
-            for observer, on_error in self._observers:
-                try:
-                    observer(event)
-                except Exception as error:  # contained: an observer never undoes an append
-                    self._report(observer, on_error, error, event)
-        finally:
-            self._publishing = None
-
-    @staticmethod
-    def _report(observer: Observer, on_error: Any, error: Exception, event: Event) -> None:
-        if on_error is not None:
-            try:
-                on_error(error, event)
-                return
-            except Exception:
-                logger.exception("session observer error handler %r failed", on_error)
-        logger.error("session observer %r failed on event %d (%s)", observer, event.seq, event.type, exc_info=error)
-
     @property
     def publishing(self) -> bool:
         """True while this session's observers run on the calling thread (an append now raises)."""
-        return self._publishing == threading.get_ident()
+        return self._observers.publishing == threading.get_ident()
 
-    def subscribe(
-        self, callback: Observer, *, on_error: Callable[[BaseException, Event], object] | None = None
-    ) -> Callable[[], None]:
+    def subscribe(self, callback: Observer, *, on_error: ErrorHandler | None = None) -> Callable[[], None]:
         """Call `callback(event)` after every append; returns a function that unsubscribes.
 
         A failing observer is reported to `on_error(error, event)` if given, else logged on the
         `dshkit.session` logger; it never undoes the append nor stops other observers.
         """
-        entry = (callback, on_error)
-        with self._lock:
-            self._observers = (*self._observers, entry)
-
-        def unsubscribe() -> None:
-            with self._lock:
-                self._observers = tuple(other for other in self._observers if other is not entry)
-
-        return unsubscribe
+        return self._observers.subscribe(callback, on_error)
 
     # -- surface changes ------------------------------------------------------------------
 
@@ -394,15 +375,8 @@ class Session:
         if not isinstance(message, Message):
             raise TypeError(f"replace needs a Message, not {type(message).__name__}")
         with self._lock:
-            surface = self._surface
-            position = surface.position(message.id)
-            if position is None:
-                if surface.first_seq(message.id) is not None:
-                    raise ValueError(f"message {message.id} is no longer on the surface (it was replaced by a range)")
-                raise ValueError(f"the session holds no message with id {message.id}")
-            old = self._events[surface.event_seq(message.id)]
-            data = message if old.type == USER_MESSAGE else {**old.data, "message": message}
-            return self.append(old.type, data, surface_op=replace_op(position, position + 1), source_event_seqs=(old.seq,))
+            change = self._surface.plan_replace(message, self._events)
+            return self.append(change.type, change.data, surface_op=change.surface_op, source_event_seqs=change.source_event_seqs)
 
     def compact(self, start_id: str, end_id: str, summary: Message) -> Event:
         """Replace the surface from `start_id` to `end_id` (both included) with `summary`.
@@ -417,28 +391,13 @@ class Session:
         """
         if not isinstance(summary, Message):
             raise TypeError(f"compact needs a Message summary, not {type(summary).__name__}")
-        compaction_id_of(summary)  # a checkpoint that names no compaction is refused before anything is written
+        compaction_id = compaction_id_of(summary)  # a checkpoint naming no compaction is refused before anything is written
         with self._lock:
-            surface = self._surface
-            positions = []
-            for name, message_id in (("start_id", start_id), ("end_id", end_id)):
-                position = surface.position(message_id)
-                if position is None:
-                    raise ValueError(f"{name}: the session holds no message {message_id!r} on its surface")
-                positions.append(position)
-            start, last = positions
-            if start > last:
-                raise ValueError(f"start_id {start_id} comes after end_id {end_id} on the surface")
-            if surface.first_seq(summary.id) is not None:
-                raise ValueError(f"summary {summary.id} is already in the session: a summary is a new message with a new id")
-            op = replace_op(start, last + 1)
-            surface.check(USER_MESSAGE, prepare_data(USER_MESSAGE, summary), op, self._events)
-            replaced = [self._events[seq] for seq in surface.event_seqs(start, last + 1)]
-            compaction_id = compaction_id_of(summary)
+            change = self._surface.plan_compaction(start_id, end_id, summary, self._events)
             turn = open_turn(self._events)
             begin = self.append(COMPACTION_START, start_record(compaction_id, turn))
             event = self.append(
-                USER_MESSAGE, summary, surface_op=op, source_event_seqs=[begin.seq, *(replaced_event.seq for replaced_event in replaced)]
+                change.type, change.data, surface_op=change.surface_op, source_event_seqs=[begin.seq, *change.source_event_seqs]
             )
             self.append(COMPACTION_END, end_record(compaction_id, turn))
             return event

@@ -16,7 +16,7 @@ not marked ignorable is no fold error: it blocks derivation, so `messages()` ref
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from dshkit import FrozenDict, Message
 from dshkit._core import SurfaceState, vouch_new_append
@@ -37,6 +37,7 @@ from dshkit.session.events import (
     prepare_data,
     prepare_source_seqs,
     prepare_surface_op,
+    replace_op,
 )
 
 
@@ -67,6 +68,15 @@ def _pair(state: SurfaceState, message: Message, position: int) -> None:
         index = state.pending.pop(message.source.get("call_id"), None)  # type: ignore[arg-type]
         if index is not None:
             state.pairs[index][1] = position
+
+
+class SurfaceChange(NamedTuple):
+    """The message event that carries out a `replace` or a compaction: what `Session.append` takes."""
+
+    type: str
+    data: Any
+    surface_op: Any
+    source_event_seqs: tuple[int, ...]
 
 
 class Surface:
@@ -230,6 +240,38 @@ class Surface:
             if call_inside != result_inside or (call_inside and result_position is None):
                 return call_id  # type: ignore[no-any-return]
         return None
+
+    # -- surface changes --------------------------------------------------------------------
+
+    def plan_replace(self, message: Message, events: Sequence[Event]) -> SurfaceChange:
+        """The event replacing the surface node with `message.id` by `message` (a rewrite, same
+        id): of the replaced one's type, its envelope facts kept; `ValueError` if no such node."""
+        position = self.position(message.id)
+        if position is None:
+            if self.first_seq(message.id) is not None:
+                raise ValueError(f"message {message.id} is no longer on the surface (it was replaced by a range)")
+            raise ValueError(f"the session holds no message with id {message.id}")
+        old = events[self.event_seq(message.id)]
+        data = message if old.type == USER_MESSAGE else {**old.data, "message": message}
+        return SurfaceChange(old.type, data, replace_op(position, position + 1), (old.seq,))
+
+    def plan_compaction(self, start_id: str, end_id: str, summary: Message, events: Sequence[Event]) -> SurfaceChange:
+        """The summary's event replacing the messages `start_id..end_id` (both on the surface, in
+        order); `ValueError` naming what is wrong (the summary's own rules included)."""
+        positions = []
+        for name, message_id in (("start_id", start_id), ("end_id", end_id)):
+            position = self.position(message_id)
+            if position is None:
+                raise ValueError(f"{name}: the session holds no message {message_id!r} on its surface")
+            positions.append(position)
+        start, last = positions
+        if start > last:
+            raise ValueError(f"start_id {start_id} comes after end_id {end_id} on the surface")
+        if self.first_seq(summary.id) is not None:
+            raise ValueError(f"summary {summary.id} is already in the session: a summary is a new message with a new id")
+        op = replace_op(start, last + 1)
+        self.check(USER_MESSAGE, prepare_data(USER_MESSAGE, summary), op, events)
+        return SurfaceChange(USER_MESSAGE, summary, op, tuple(self.event_seqs(start, last + 1)))
 
     # -- surface rules ----------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sqlite3
 import uuid
 from pathlib import Path
 from typing import Any
@@ -159,3 +160,36 @@ def reference_messages(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
             continue
         out.append(message)
     return out
+
+
+def write_sqlite_db(path: Path, header: dict[str, Any], records: list[dict[str, Any]]) -> None:
+    """Add the session of `header` and `records` to the original's SQLite database at `path` (schema 17),
+    as its runtime stores rows: `data` zstd-compressed from 300 characters, packed chunk rows as they are."""
+    import zstandard
+
+    from dshkit.session.dsh.sqlite_store import encode_source_seqs
+
+    connection = sqlite3.connect(path)
+    connection.executescript(
+        """CREATE TABLE IF NOT EXISTS persistence_state (singleton INTEGER PRIMARY KEY, store_id TEXT NOT NULL) STRICT;
+        CREATE TABLE IF NOT EXISTS sessions (id TEXT PRIMARY KEY, version INTEGER NOT NULL, created_at INTEGER NOT NULL, cwd TEXT,
+          parent_session TEXT, seed_length INTEGER, origin TEXT, delegation_depth INTEGER, agent_preset TEXT,
+          incarnation TEXT NOT NULL, revision INTEGER NOT NULL) STRICT;
+        CREATE TABLE IF NOT EXISTS events (session_id TEXT NOT NULL, seq INTEGER NOT NULL, type TEXT NOT NULL, time INTEGER NOT NULL,
+          data ANY NOT NULL, source_event_seqs ANY, surface_op TEXT, ignorable INTEGER, PRIMARY KEY (session_id, seq)) STRICT;
+        PRAGMA user_version = 17;"""
+    )
+    connection.execute("INSERT INTO sessions VALUES (?, 0, ?, ?, NULL, NULL, NULL, 0, NULL, 'inc', 1)",
+                       (header["id"], header["createdAt"], header.get("cwd")))
+    for record in records:
+        text = json.dumps(record["data"])
+        data = zstandard.ZstdCompressor(level=3).compress(text.encode()) if len(text) >= 300 else text
+        if "seq0" in record:
+            row = (header["id"], record["seq0"], record["type"], record["time0"], data, None, None, 0)
+        else:
+            sources = encode_source_seqs(record["sourceEventSeqs"]) if "sourceEventSeqs" in record else None
+            op = json.dumps(record["surfaceOp"]) if "surfaceOp" in record else None
+            row = (header["id"], record["seq"], record["type"], record["time"], data, sources, op, 1 if record.get("ignorable") else None)
+        connection.execute("INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?, ?)", row)
+    connection.commit()
+    connection.close()

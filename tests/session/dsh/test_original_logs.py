@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import sqlite3
 import warnings
 from pathlib import Path
 
@@ -15,10 +14,10 @@ from dshkit import create_user_message
 from dshkit.session import Session, SessionCorruptError, SessionRecoveryWarning, UnknownEventError, convert_log, project_request
 from dshkit.cli.log import run as run_log_command
 from dshkit.session import JsonlStore, SessionError, SqliteStore, open_store
-from dshkit.session.stores.dsh_jsonl import DshJsonlStore
-from dshkit.session.stores.dsh_sqlite import DshSqliteStore, encode_source_seqs, list_original_sessions
+from dshkit.session.dsh.jsonl_store import DshJsonlStore
+from dshkit.session.dsh.sqlite_store import DshSqliteStore, encode_source_seqs, list_original_sessions
 from dshkit.session.dsh.vocabulary import message_to_original
-from tests.session.dsh.original_logs import OriginalLog, reference_messages, tool_result, user
+from tests.session.dsh.original_logs import OriginalLog, reference_messages, tool_result, user, write_sqlite_db
 from tests.session.dsh.scenarios import SCENARIOS, crashed_turn
 
 zstandard = pytest.importorskip("zstandard")
@@ -319,31 +318,7 @@ def test_a_compressed_log_without_zstandard_names_the_extra(tmp_path: Path, monk
 
 
 def _sqlite_db(path: Path, log: OriginalLog) -> None:
-    connection = sqlite3.connect(path)
-    connection.executescript(
-        """CREATE TABLE IF NOT EXISTS persistence_state (singleton INTEGER PRIMARY KEY, store_id TEXT NOT NULL) STRICT;
-        CREATE TABLE IF NOT EXISTS sessions (id TEXT PRIMARY KEY, version INTEGER NOT NULL, created_at INTEGER NOT NULL, cwd TEXT,
-          parent_session TEXT, seed_length INTEGER, origin TEXT, delegation_depth INTEGER, agent_preset TEXT,
-          incarnation TEXT NOT NULL, revision INTEGER NOT NULL) STRICT;
-        CREATE TABLE IF NOT EXISTS events (session_id TEXT NOT NULL, seq INTEGER NOT NULL, type TEXT NOT NULL, time INTEGER NOT NULL,
-          data ANY NOT NULL, source_event_seqs ANY, surface_op TEXT, ignorable INTEGER, PRIMARY KEY (session_id, seq)) STRICT;
-        PRAGMA user_version = 17;"""
-    )
-    header = log.header
-    connection.execute("INSERT INTO sessions VALUES (?, 0, ?, ?, NULL, NULL, NULL, 0, NULL, 'inc', 1)",
-                       (header["id"], header["createdAt"], header["cwd"]))
-    for record in log.records:
-        text = json.dumps(record["data"])
-        data = zstandard.ZstdCompressor(level=3).compress(text.encode()) if len(text) >= 300 else text
-        if "seq0" in record:
-            row = (header["id"], record["seq0"], record["type"], record["time0"], data, None, None, 0)
-        else:
-            sources = encode_source_seqs(record["sourceEventSeqs"]) if "sourceEventSeqs" in record else None
-            op = json.dumps(record["surfaceOp"]) if "surfaceOp" in record else None
-            row = (header["id"], record["seq"], record["type"], record["time"], data, sources, op, 1 if record.get("ignorable") else None)
-        connection.execute("INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?, ?)", row)
-    connection.commit()
-    connection.close()
+    write_sqlite_db(path, log.header, log.records)
 
 
 def _two_sessions_db(db: Path) -> tuple[OriginalLog, OriginalLog]:
@@ -368,7 +343,7 @@ def test_the_original_sqlite_store_is_read(tmp_path: Path) -> None:
             assert [(e.type, e.seq, e.time) for e in session.events] == [(e["type"], e["seq"], e["time"]) for e in log.expanded()]
             with pytest.raises(SessionError, match="read-only"):
                 session.append("turn/start", {"turn": 9})
-    with pytest.raises(SessionError, match="no session 'missing'"):
+    with pytest.raises(FileNotFoundError, match="no session 'missing'"):
         Session.open(db, session_id="missing")
     with pytest.raises(ValueError, match="session_id="):
         Session.open(db)  # many sessions: which one must be said
@@ -406,7 +381,7 @@ def test_the_store_is_chosen_by_the_files_first_bytes(tmp_path: Path) -> None:
 
 
 def test_sqlite_source_seqs_round_trip() -> None:
-    from dshkit.session.stores.dsh_sqlite import decode_source_seqs
+    from dshkit.session.dsh.sqlite_store import decode_source_seqs
 
     for seqs in ([0], [5, 3, 900, 2, 2**40], list(range(30))):
         assert decode_source_seqs(encode_source_seqs(seqs)) == seqs

@@ -10,8 +10,8 @@ import pytest
 from dshkit.cli.log import run as run_log_command
 from dshkit.session import JsonlStore, Session, SessionCorruptError, convert_log, list_sessions, open_store
 from dshkit.session.stores import known_suffixes
-from dshkit.session.stores.dsh_jsonl import DshJsonlStore
-from dshkit.session.stores.dsh_sqlite import DshSqliteStore
+from dshkit.session.dsh.jsonl_store import DshJsonlStore
+from dshkit.session.dsh.sqlite_store import DshSqliteStore
 from tests.session.dsh.scenarios import SCENARIOS
 from tests.session.dsh.test_original_logs import _two_sessions_db, _write
 

@@ -27,7 +27,7 @@ from dshkit.session.dsh.zstd_frames import compress_frame
 from dshkit.session.checksums import seal_line
 from dshkit.session.session import Session
 from dshkit.session.stores import open_store
-from dshkit.session.stores.dsh_jsonl import DshJsonlStore
+from dshkit.session.dsh.jsonl_store import DshJsonlStore
 from dshkit.session.stores.jsonl import JsonlStore
 from dshkit.session.stores.sqlite import SqliteStore
 

@@ -10,7 +10,10 @@ package tests a location's suffix or scheme (`tests/packaging/test_layout.py` ch
 An existing file is also recognised by its first bytes: a log of the original TypeScript harness
 (its JSONL header, Zstandard frames, or its SQLite database of schema 17) selects the stores
 `dsh_jsonl` / `dsh_sqlite`, which carry that format (`log_format`) so `Session.open` reads it.
-`format="dsh"` selects the original's JSONL store for a new log.
+`format="dsh"` selects the original's JSONL store for a new log. Those stores live with the rest
+of the original format in `dshkit.session.dsh` (`jsonl_store`, `sqlite_store`), and, like the
+recognition of the original's first bytes (`dshkit.session.dsh.detect`), are imported only when a
+location needs them: this package imports nothing of `dshkit.session.dsh` at module level.
 """
 
 from __future__ import annotations
@@ -20,8 +23,7 @@ import os
 from pathlib import Path
 from typing import NamedTuple
 
-from dshkit.session.dsh.detect import original_kind
-from dshkit.session.stores.protocol import DURABILITY_MODES, SessionStore, check_durability
+from dshkit.session.stores.protocol import DURABILITY_MODES, SessionStore, check_durability, check_store
 
 
 class StoreChoice(NamedTuple):
@@ -37,8 +39,8 @@ class StoreChoice(NamedTuple):
 _JSONL = StoreChoice("jsonl", "dshkit.session.stores.jsonl", "JsonlStore", False, False)
 _SQLITE = StoreChoice("sqlite", "dshkit.session.stores.sqlite", "SqliteStore", False, False)
 _POSTGRES = StoreChoice("postgres", "dshkit.session.stores.postgres", "PostgresStore", True, True)
-_ORIGINAL_JSONL = StoreChoice("dsh_jsonl", "dshkit.session.stores.dsh_jsonl", "DshJsonlStore", False, False)
-_ORIGINAL_SQLITE = StoreChoice("dsh_sqlite", "dshkit.session.stores.dsh_sqlite", "DshSqliteStore", True, False)
+_ORIGINAL_JSONL = StoreChoice("dsh_jsonl", "dshkit.session.dsh.jsonl_store", "DshJsonlStore", False, False)
+_ORIGINAL_SQLITE = StoreChoice("dsh_sqlite", "dshkit.session.dsh.sqlite_store", "DshSqliteStore", True, False)
 
 _BY_SUFFIX = {".jsonl": _JSONL, ".sqlite": _SQLITE, ".db": _SQLITE}
 _BY_SCHEME = {"postgresql": _POSTGRES, "postgres": _POSTGRES}  # URL scheme (before "://") -> a server database
@@ -68,6 +70,8 @@ def choose_store(location: str | os.PathLike[str], *, format: str | None = None)
             schemes = ", ".join(f"{known}://" for known in _BY_SCHEME)
             raise ValueError(f"cannot tell the store from {text!r}: the URL schemes are {schemes}")
         return _BY_SCHEME[scheme]
+    from dshkit.session.dsh.detect import original_kind  # the original's format: only when a location is read
+
     kind = original_kind(text)
     if kind is not None:
         return _ORIGINAL_SQLITE if kind == "sqlite" else _ORIGINAL_JSONL
@@ -126,7 +130,7 @@ def resolve_store(
             "session_id= picks a session of a location (a postgresql:// URL or an original-harness "
             "SQLite database): pass its path; a store= holds one session already"
         )
-    return store
+    return None if store is None else check_store(store)
 
 
 def known_suffixes() -> tuple[str, ...]:
@@ -152,12 +156,11 @@ def sibling_location(store: SessionStore, session_id: str, *, same_kind: bool = 
     """Where a new dshkit log named `session_id` goes beside `store`'s log: the same folder and kind
     of file (JSON Lines when `same_kind` is false or the file is no dshkit kind), the same
     database for a server store; `None` when `store` names no place."""
-    path = getattr(store, "path", None)
-    if isinstance(path, Path):
+    path = store.path
+    if path is not None:
         keep = same_kind and path.suffix.lower() in _BY_SUFFIX
         return path.with_name(session_id + (path.suffix if keep else ".jsonl"))
-    url = getattr(store, "url", None)
-    return url if isinstance(url, str) else None
+    return store.url
 
 
 def in_folder(location: str | os.PathLike[str], session_id: str) -> str | Path:
@@ -177,6 +180,7 @@ __all__ = [
     "SessionStore",
     "StoreChoice",
     "check_durability",
+    "check_store",
     "choose_store",
     "in_folder",
     "is_url",

@@ -35,7 +35,7 @@ from dshkit.session.checksums import (
 from dshkit.session.errors import SessionCorruptError, SessionError, SessionRecoveryWarning
 from dshkit.session.events import Event
 from dshkit.session.stores.attachment_folder import FolderAttachments
-from dshkit.session.stores.protocol import check_durability
+from dshkit.session.stores.protocol import SessionStore, check_durability
 
 try:
     import fcntl
@@ -87,7 +87,7 @@ def cut_torn_line(
     )
 
 
-class JsonlStore:
+class JsonlStore(SessionStore):
     """A session log in a JSON Lines file."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:

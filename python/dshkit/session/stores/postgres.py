@@ -47,7 +47,7 @@ from dshkit.session.stores.postgres_schema import (
     WriteRow,
     write_params,
 )
-from dshkit.session.stores.protocol import check_durability
+from dshkit.session.stores.protocol import SessionStore, check_durability
 
 URL_SCHEMES = ("postgresql", "postgres")
 RETRY_DELAYS = (0.05, 0.1, 0.2, 0.4, 0.8, 1.6)  # seconds before each reconnect attempt
@@ -123,7 +123,7 @@ def ensure_schema(connection: Any) -> None:
             connection.execute(SET_VERSION, (version,))
 
 
-class PostgresStore:
+class PostgresStore(SessionStore):
     """One session log in a PostgreSQL database (`url`), selected by `session_id`."""
 
     waits_on_network = True  # the agent syncs it off the event loop

@@ -64,7 +64,11 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
 }
 
 READ_VERSION = "SELECT version FROM dshkit_schema"
-SAVE_ATTACHMENT = "INSERT INTO dshkit_attachments (digest, data) VALUES (%s, %s) ON CONFLICT (digest) DO NOTHING"
+# Damaged bytes under a digest are replaced by the next save of the right ones.
+SAVE_ATTACHMENT = (
+    "INSERT INTO dshkit_attachments (digest, data) VALUES (%s, %s) ON CONFLICT (digest) "
+    "DO UPDATE SET data = EXCLUDED.data WHERE dshkit_attachments.data IS DISTINCT FROM EXCLUDED.data"
+)
 LOAD_ATTACHMENT = "SELECT data FROM dshkit_attachments WHERE digest = %s"
 SET_VERSION = "UPDATE dshkit_schema SET version = %s"
 

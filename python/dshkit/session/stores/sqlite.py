@@ -25,7 +25,7 @@ from pathlib import Path
 from dshkit.session.errors import SessionCorruptError, SessionError
 from dshkit.session.checksums import check_header, checksum, verified
 from dshkit.session.events import Event
-from dshkit.session.stores.protocol import check_durability
+from dshkit.session.stores.protocol import SessionStore, check_durability
 
 try:
     import fcntl
@@ -42,7 +42,7 @@ _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _SYNCHRONOUS = {"always": "FULL", "checkpoint": "NORMAL", "none": "OFF"}
 
 
-class SqliteStore:
+class SqliteStore(SessionStore):
     """A session log in a SQLite database (WAL)."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
@@ -246,7 +246,11 @@ class SqliteStore:
         if self._db is None:
             raise SessionError(f"{self.path}: store is closed")
         self._db.execute(_ATTACHMENTS_TABLE)
-        self._db.execute("INSERT OR IGNORE INTO dshkit_attachments (digest, data) VALUES (?, ?)", (digest, data))
+        self._db.execute(  # damaged bytes under this digest are replaced, the right ones left alone
+            "INSERT INTO dshkit_attachments (digest, data) VALUES (?, ?) "
+            "ON CONFLICT (digest) DO UPDATE SET data = excluded.data WHERE data IS NOT excluded.data",
+            (digest, data),
+        )
         self._dirty = self._durability == "checkpoint"
 
     def close(self) -> None:

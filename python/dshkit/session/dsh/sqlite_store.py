@@ -19,7 +19,9 @@ from dshkit.session.errors import SessionCorruptError, SessionError
 from dshkit.session.dsh.log_format import ORIGINAL_FORMAT
 from dshkit.session.dsh.zstd_frames import decompress_frame
 from dshkit.session.events import Event
-from dshkit.session.stores.attachment_folder import FolderAttachments, original_attachment_root
+from dshkit.session.dsh.attachment_root import original_attachment_root
+from dshkit.session.stores.attachment_folder import FolderAttachments
+from dshkit.session.stores.protocol import SessionStore, check_durability
 
 SCHEMA_VERSION = 17
 _HEADER_COLUMNS = (
@@ -105,7 +107,7 @@ def _data_text(value: Any) -> str:
     return value  # type: ignore[no-any-return]
 
 
-class DshSqliteStore:
+class DshSqliteStore(SessionStore):
     """One session of an original SQLite database, read-only."""
 
     log_format = ORIGINAL_FORMAT
@@ -130,7 +132,9 @@ class DshSqliteStore:
         return f"{self.path}: session {self.session_id}: events row seq {self._seqs[index]}"
 
     def load(self, durability: str, *, read_only: bool) -> tuple[str, list[str]]:
-        """The header and one JSONL record per physical row, in seq order."""
+        """The header and one JSONL record per physical row, in seq order; `FileNotFoundError` if the
+        database holds no session `session_id` (as every store says of a log that is not there)."""
+        check_durability(durability)
         connection = _connect(self.path)
         try:
             session = connection.execute(
@@ -139,7 +143,7 @@ class DshSqliteStore:
                 (self.session_id,),
             ).fetchone()
             if session is None:
-                raise SessionError(f"{self.path}: no session {self.session_id!r}")
+                raise FileNotFoundError(f"{self.path}: no session {self.session_id!r}")
             rows = connection.execute(
                 "SELECT seq, type, time, data, source_event_seqs, surface_op, ignorable FROM events "
                 "WHERE session_id = ? ORDER BY seq",
@@ -173,6 +177,7 @@ class DshSqliteStore:
 
     def create(self, header: str, durability: str) -> None:
         """Refused: the original's database is read here, never written."""
+        check_durability(durability)
         raise SessionError(f"{self.path}: dshkit opens the original's SQLite store read-only")
 
     def append(self, event: Event, record: str) -> None:

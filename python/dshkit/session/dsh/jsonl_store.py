@@ -21,8 +21,9 @@ from dshkit.session.events import Event
 from dshkit.session.dsh.log_format import ORIGINAL_FORMAT
 from dshkit.session.dsh.codec import decode_header
 from dshkit.session.stores.jsonl import cut_torn_line, read_all, write_all
-from dshkit.session.stores.attachment_folder import FolderAttachments, original_attachment_root
-from dshkit.session.stores.protocol import check_durability
+from dshkit.session.dsh.attachment_root import original_attachment_root
+from dshkit.session.stores.attachment_folder import FolderAttachments
+from dshkit.session.stores.protocol import SessionStore, check_durability
 from dshkit.session.dsh.zstd_frames import (
     compress_frame,
     decompress_frame,
@@ -40,7 +41,7 @@ except ImportError:  # pragma: no cover - Windows: single writer by convention
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 
-class DshJsonlStore:
+class DshJsonlStore(SessionStore):
     """An original-format log file; `compressed` is fixed at creation or read from the file."""
 
     log_format = ORIGINAL_FORMAT
