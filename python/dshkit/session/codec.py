@@ -17,10 +17,10 @@ its own line), with no per-event validation beyond what keeps the fold sound.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Union
 
 from dshkit import FrozenDict, freeze_message, from_json, to_json
-from dshkit._core import decode_records
+from dshkit._core import Records, decode_records
 
 from dshkit.session.errors import SessionCorruptError
 from dshkit.session.event_log import EventLog
@@ -33,6 +33,9 @@ from dshkit.session.events import (
     USER_MESSAGE,
     Event,
 )
+
+# What a store's `load` hands back: the native scan's `Records`, or the records one by one.
+StoredRecords = Union[Records, Sequence[Union[str, bytes]]]
 
 HEADER_TYPE = "session"
 FORMAT_VERSION = 2
@@ -154,7 +157,7 @@ def _refused(event_type: object, error: Exception) -> str:
 
 
 def decode_events(
-    records: Sequence[str | bytes],
+    records: StoredRecords,
     describe: Callable[[int], str],
     fold: Callable[[Event], object],
     *,
@@ -169,7 +172,8 @@ def decode_events(
     event carrying keys of a message event.
     """
     log = EventLog() if into is None else into
-    for seq, text in enumerate(records):  # seqs are contiguous from 0: record `seq` holds event `seq`
+    for seq in range(len(records)):  # seqs are contiguous from 0: record `seq` holds event `seq`
+        text = records[seq]
         event, as_record = decode_record(text, seq, describe)
         if event.type == REQUEST_HEADER:
             log.header_seq = seq
@@ -185,7 +189,7 @@ def decode_events(
 
 
 def decode_stored(
-    records: Sequence[str | bytes],
+    records: StoredRecords,
     describe: Callable[[int], str],
     fold: Callable[[Event], object],
     fold_appends: Callable[[list[int], list[Any], list[Any], int], int],
@@ -229,7 +233,7 @@ def decode_stored(
 
 
 def _fold_record(
-    log: EventLog, records: Sequence[str | bytes], seq: int, describe: Callable[[int], str], fold: Callable[[Event], object]
+    log: EventLog, records: StoredRecords, seq: int, describe: Callable[[int], str], fold: Callable[[Event], object]
 ) -> None:
     """Decode record `seq` in Python, put it in `log` and `fold` it (the full way, naming what is wrong)."""
     event, _ = decode_record(records[seq], seq, describe)

@@ -7,7 +7,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
-from dshkit.session.codec import decode_stored
+from dshkit.session.codec import StoredRecords, decode_stored
 from dshkit.session.errors import SessionIntegrityWarning
 from dshkit.session.event_log import EventLog
 from dshkit.session.events import KNOWN_EVENT_TYPES, Event
@@ -27,7 +27,7 @@ class LoadedLog(NamedTuple):
 
 
 def load_log(
-    store: SessionStore, header_text: str | bytes, records: Sequence[str | bytes], *, read_only: bool, session_id: str | None
+    store: SessionStore, header_text: str | bytes, records: StoredRecords, *, read_only: bool, session_id: str | None
 ) -> LoadedLog:
     """The log `store.load` returned, in the store's format; `ValueError` if `session_id` is given
     and the header names another session."""
@@ -42,7 +42,7 @@ def load_log(
 
 def load_events(
     log_format: LogFormat,
-    records: Sequence[str | bytes],
+    records: StoredRecords,
     describe: Callable[[int], str],
     surface: Surface,
     *,

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from dshkit import FrozenDict, new_message_id
 
-from dshkit.session.codec import decode_events, decode_header, encode_event, encode_header
+from dshkit.session.codec import StoredRecords, decode_events, decode_header, encode_event, encode_header
 from dshkit.session.event_log import EventLog
 from dshkit.session.events import Event
 from dshkit.session.repair import plan_closers
@@ -37,7 +37,7 @@ class LogFormat(Protocol):
 
     def decode_events(
         self,
-        records: Sequence[str | bytes],
+        records: StoredRecords,
         describe: Callable[[int], str],
         fold: Callable[[Event], object],
         *,

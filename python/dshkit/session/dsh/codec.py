@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
 from dshkit import FrozenDict, from_json, thaw, to_json
+from dshkit.session.codec import StoredRecords
 from dshkit.session.errors import SessionCorruptError
 from dshkit.session.event_log import EventLog
 from dshkit.session.events import MESSAGE_EVENT_TYPES, REQUEST_HEADER, USER_MESSAGE, Event, replace_op
@@ -81,7 +82,7 @@ class _OriginalNodes:
 
 
 def decode_records(
-    records: Sequence[str | bytes],
+    records: StoredRecords,
     describe: Callable[[int], str],
     fold: Callable[[Event], object],
     *,
@@ -99,7 +100,8 @@ def decode_records(
     nodes = _OriginalNodes()
     known, verbatim, row_types, message_types = ORIGINAL_EVENT_TYPES, VERBATIM_TYPES, ROW_TYPES, MESSAGE_EVENT_TYPES
     next_seq = 0
-    for index, text in enumerate(records):
+    for index in range(len(records)):
+        text = records[index]
         record: Any = None
         try:
             record = from_json(text)

@@ -44,6 +44,8 @@ _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 class DshJsonlStore(SessionStore):
     """An original-format log file; `compressed` is fixed at creation or read from the file."""
 
+    path: Path  # a file store always has one (the protocol's default is None)
+
     log_format = ORIGINAL_FORMAT
 
     def __init__(self, path: str | os.PathLike[str], *, compressed: bool | None = None) -> None:

@@ -7,6 +7,7 @@ from typing import Any
 
 from dshkit import FrozenDict, to_json
 from dshkit.session.dsh import codec, repair
+from dshkit.session.codec import StoredRecords
 from dshkit.session.event_log import EventLog
 from dshkit.session.events import Event
 from dshkit.session.log_format import Closer, LogFormat
@@ -34,7 +35,7 @@ class OriginalFormat:
 
     @staticmethod
     def decode_events(
-        lines: Sequence[str | bytes],
+        lines: StoredRecords,
         describe: Callable[[int], str],
         fold: Callable[[Event], object],
         *,

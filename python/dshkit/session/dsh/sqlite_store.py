@@ -110,6 +110,8 @@ def _data_text(value: Any) -> str:
 class DshSqliteStore(SessionStore):
     """One session of an original SQLite database, read-only."""
 
+    path: Path  # a file store always has one (the protocol's default is None)
+
     log_format = ORIGINAL_FORMAT
     read_only = True
 

@@ -90,6 +90,8 @@ def cut_torn_line(
 class JsonlStore(SessionStore):
     """A session log in a JSON Lines file."""
 
+    path: Path  # a file store always has one (the protocol's default is None)
+
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         self._fd: int | None = None

@@ -126,6 +126,8 @@ def ensure_schema(connection: Any) -> None:
 class PostgresStore(SessionStore):
     """One session log in a PostgreSQL database (`url`), selected by `session_id`."""
 
+    url: str  # always set: the database this store opened (the protocol's default is None)
+
     waits_on_network = True  # the agent syncs it off the event loop
 
     def __init__(self, url: str, session_id: str | None = None) -> None:

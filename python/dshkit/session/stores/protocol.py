@@ -21,6 +21,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
+
+from dshkit.session.codec import StoredRecords
 from dshkit.session.events import Event
 from dshkit.session.log_format import DSHKIT_FORMAT, LogFormat
 
@@ -87,7 +89,7 @@ class SessionStore(Protocol):
         """Start a new, empty log holding `header` (JSON text); `FileExistsError` if one exists."""
 
     @abstractmethod
-    def load(self, durability: str, *, read_only: bool) -> tuple[str | bytes, Sequence[str | bytes]]:
+    def load(self, durability: str, *, read_only: bool) -> tuple[str | bytes, StoredRecords]:
         """The header text and every stored event record, in seq order (repairing a torn tail)."""
 
     @abstractmethod

@@ -45,6 +45,8 @@ _SYNCHRONOUS = {"always": "FULL", "checkpoint": "NORMAL", "none": "OFF"}
 class SqliteStore(SessionStore):
     """A session log in a SQLite database (WAL)."""
 
+    path: Path  # a file store always has one (the protocol's default is None)
+
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         self._db: sqlite3.Connection | None = None
