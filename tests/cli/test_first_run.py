@@ -3,6 +3,7 @@ bad paths and options of every command answered in one line, before anything run
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -147,3 +148,12 @@ def test_session_is_spelled_one_way_and_the_other_spelling_still_works(tmp_path:
         assert done.returncode == 1 and "holds session" in done.stderr and "not other" in done.stderr
         done = dshkit_run("log", "show", "run.jsonl", spelling, "other", cwd=tmp_path)
         assert done.returncode == 1 and "not other" in done.stderr
+
+
+def test_serve_on_a_port_in_use_says_so_in_one_line(tmp_path: Path, log: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = dshkit_run("log", "serve", "run.jsonl", "--port", str(port), cwd=tmp_path)
+    assert (done.returncode, one_line(done)) == (1, f"dshkit log serve: cannot listen on 127.0.0.1:{port}: Address already in use\n")
