@@ -76,6 +76,15 @@ def test_chat_with_a_directory_as_its_log_says_so_in_one_line(tmp_path: Path) ->
     assert (done.returncode, one_line(done)) == (1, f"dshkit chat: --log {tmp_path}: is a directory; give the log file inside it\n")
 
 
+def test_chat_with_a_database_url_as_its_log_says_it_takes_a_file(tmp_path: Path) -> None:
+    env = child_env_without(tmp_path / ".site")
+    env.update(DSHKIT_BASE_URL="http://127.0.0.1:9", DSHKIT_MODEL="m")
+    done = dshkit_run("chat", "--log", "postgresql://me:pw@db/agents", cwd=tmp_path, env=env)
+    assert (done.returncode, one_line(done)) == (
+        1, "dshkit chat: --log postgresql://me:***@db/agents: expected a log file name here, not a database URL\n"
+    )
+
+
 def test_chat_on_a_torn_log_prints_the_repair_as_one_plain_line(tmp_path: Path, log: Path) -> None:
     env = child_env_without(tmp_path / ".site")
     env.update(DSHKIT_BASE_URL="http://127.0.0.1:9", DSHKIT_MODEL="m")

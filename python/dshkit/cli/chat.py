@@ -39,6 +39,7 @@ from dshkit.llm import create_user_message
 from dshkit.models.stream_translation import usage_summary
 from dshkit.models.selection import from_env
 from dshkit.session import Session, SessionError
+from dshkit.session.stores import is_url
 
 __all__ = ["default_log_path", "main"]
 
@@ -67,7 +68,11 @@ def main(args: argparse.Namespace) -> int:
     except ValueError as error:
         print(f"dshkit chat: {error}", file=err)
         return 2
-    path = Path(args.log) if getattr(args, "log", None) else default_log_path()
+    chosen = getattr(args, "log", None)
+    if chosen and is_url(chosen):  # the chat continues or starts a log file (a URL would also need --session)
+        print(f"dshkit chat: --log {unwritable_new_log(chosen, files_only=True)}", file=err)
+        return 1
+    path = Path(chosen) if chosen else default_log_path()
     resuming = path.exists()
     session = _open_log(path, resuming, err)
     if session is None:
