@@ -1,5 +1,5 @@
 # dshkit developer commands. Every target works on a fresh clone: it creates .venv itself.
-#   make demo   run the offline demonstration (python -m dshkit demo)
+#   make demo   run the offline demonstration (python -m dshkit demo; the runtime and the mcp extra only)
 #   make test   cargo test, the release wheel, stubtest and the pytest suite
 #   make bench  release build + pytest-benchmark suites, then the ratio table
 #   make wheel  release wheel (this interpreter) and sdist into dist/
@@ -23,11 +23,15 @@ $(VENV)/.deps: pyproject.toml
 
 venv: $(VENV)/.deps
 
-# Debug (dev-profile) build of the extension, installed editable into .venv.
+# Debug (dev-profile) build of the extension, installed editable into .venv, with every extra the
+# tests use. Cargo's progress is shown: the first build compiles for about a minute.
 dev: venv
-	$(VENV)/bin/maturin develop --quiet --profile dev --extras test,bench,postgres
+	$(VENV)/bin/maturin develop --profile dev --extras test,bench,postgres
 
-demo: dev
+# The demo needs the runtime and the one extra it shows (mcp), not the test and bench extras; a
+# later `make test` runs `dev`, which adds them to the same .venv.
+demo: venv
+	$(VENV)/bin/maturin develop --profile dev --extras mcp
 	$(PY) -m dshkit demo
 
 cargo-test: venv
@@ -69,7 +73,7 @@ wheels: $(VENV)/.wheel-tools
 	$(VENV)/bin/maturin sdist --out dist
 
 bench: venv
-	$(VENV)/bin/maturin develop --quiet --release --extras test,bench,postgres
+	$(VENV)/bin/maturin develop --release --extras test,bench,postgres
 	$(PY) -m pytest benches --benchmark-only --benchmark-json=bench-results/latest.json -q -p no:cacheprovider -o testpaths=benches
 	$(PY) benches/report.py bench-results/latest.json
 

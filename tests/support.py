@@ -137,3 +137,25 @@ def _alphanumeric(n: int) -> str:
         n, digit = divmod(n, len(KEY_ALPHABET))
         digits += chr(KEY_ALPHABET[digit])
     return digits
+
+
+def child_env_without(folder: Path, *modules: str) -> dict[str, str]:
+    """The environment of a child process that imports the dshkit under test but cannot import
+    `modules` (nor their submodules), as on an install without their extra: a `sitecustomize` in
+    `folder`, first on PYTHONPATH, puts an import blocker first on `sys.meta_path`."""
+    import os
+
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "sitecustomize.py").write_text(
+        "import sys\n\n\n"
+        "class _Missing:\n"
+        f"    names = {modules!r}\n\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] in self.names:\n"
+        "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
+        "        return None\n\n\n"
+        "sys.meta_path.insert(0, _Missing())\n"
+    )
+    env = {key: value for key, value in os.environ.items() if not key.startswith("DSHKIT_")}
+    env["PYTHONPATH"] = os.pathsep.join((str(folder), DSHKIT_PATH))
+    return env

@@ -88,7 +88,8 @@ def test_cli_lists_and_reads_a_postgres_session(postgres_url, build, capsys):
     assert main(["log", "messages", postgres_url, "--session", "cli-session"]) == 0
     assert len(capsys.readouterr().out.splitlines()) == 4
     assert main(["log", "show", postgres_url]) == 1
-    assert "pass session_id=" in capsys.readouterr().err
+    error = capsys.readouterr().err
+    assert "choose one with --session ID" in error and "session_id=" not in error
     assert main(["log", "show", postgres_url, "--session", "missing"]) == 1
     assert "no session missing" in capsys.readouterr().err
 
@@ -97,7 +98,7 @@ def test_cli_lists_a_directory_and_checks_session_ids(tmp_path: Path, build, cap
     with Session.create(tmp_path / "a.jsonl", session_id="file-session") as session:
         build.tool_turn(session)
     assert main(["log", "list", str(tmp_path)]) == 0
-    assert capsys.readouterr().out.startswith("file-session ")
+    assert capsys.readouterr().out.startswith("a.jsonl  file-session ")  # the file's name, then the session
     assert main(["log", "verify", str(tmp_path / "a.jsonl"), "--session", "other"]) == 1
     assert "holds session file-session, not other" in capsys.readouterr().err
     assert main(["log", "list", str(tmp_path / "missing")]) == 1

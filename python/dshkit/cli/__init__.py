@@ -35,16 +35,13 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         action = log_commands.add_parser(name, help=help_text)
         action.add_argument("path", metavar="PATH", help="a .jsonl/.sqlite/.db log or a postgresql:// URL")
-        action.add_argument(
-            "--session", metavar="ID",
-            help="the session to read (needed for a postgresql:// URL or an original-harness SQLite database)",
-        )
+        add_session_option(action)
         if name == "verify":
             action.add_argument("--all", action="store_true", help="print every problem (default: the first 50)")
         if name == "html":
             action.add_argument("-o", "--output", metavar="FILE", help="where to write the page (default: the log's name with .html)")
         if name == "serve":
-            action.add_argument("--port", type=int, default=8765, help="the port to listen on (default 8765; 0 picks a free one)")
+            action.add_argument("--port", type=port_number, default=0, help="the port to listen on (default: a free one, printed)")
             action.add_argument("--host", default="127.0.0.1", help="the address to listen on (default 127.0.0.1, this machine only)")
     listing = log_commands.add_parser(
         "list", help="the sessions in a directory of logs, a PostgreSQL database or an original-harness SQLite database"
@@ -54,7 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     convert.add_argument("path", metavar="SRC")
     convert.add_argument("dest", metavar="DEST")
     convert.add_argument("--format", choices=("dshkit", "dsh"), default="dshkit", help="the format of DEST")
-    convert.add_argument("--session-id", help="which session of an original-harness SQLite database")
+    add_session_option(convert)
 
     chat = commands.add_parser("chat", help="chat with a model over HTTP (DSHKIT_* env)")
     chat.add_argument(
@@ -76,6 +73,26 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("files", nargs="*", metavar="FILE.json", help="JSON documents (default: a built-in one)")
     bench.add_argument("--rounds", type=int, default=None, metavar="N", help="timed rounds per measurement")
     return parser
+
+
+def add_session_option(command: argparse.ArgumentParser) -> None:
+    """``--session ID``, spelled so in every command (``--session-id`` is kept, unlisted, as another name)."""
+    command.add_argument(
+        "--session", metavar="ID",
+        help="the session to read (needed for a postgresql:// URL or an original-harness SQLite database)",
+    )
+    command.add_argument("--session-id", dest="session", help=argparse.SUPPRESS)
+
+
+def port_number(text: str) -> int:
+    """A TCP port from the command line (0 lets the system pick a free one)."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port from 0 to 65535 (0 picks a free one), got {port}")
+    return port
 
 
 def main(argv: Sequence[str] | None = None) -> int:

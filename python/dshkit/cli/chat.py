@@ -33,11 +33,13 @@ from typing import IO, Any
 from dshkit.agent import Agent, Compaction
 from dshkit.agent.tokens import meter_label
 from dshkit.cli.chat_approvals import PROMPT, apply_reply, describe_call
-from dshkit.cli.terminal import LineEditor, colour_enabled, state_dir
+from dshkit.cli.log_paths import unreadable_log, unwritable_new_log
+from dshkit.cli.terminal import LineEditor, colour_enabled, state_dir, warnings_as_lines
 from dshkit.llm import create_user_message
 from dshkit.models.stream_translation import usage_summary
 from dshkit.models.selection import from_env
 from dshkit.session import Session, SessionError
+from dshkit.session.stores import is_url
 
 __all__ = ["default_log_path", "main"]
 
@@ -66,12 +68,14 @@ def main(args: argparse.Namespace) -> int:
     except ValueError as error:
         print(f"dshkit chat: {error}", file=err)
         return 2
-    path = Path(args.log) if getattr(args, "log", None) else default_log_path()
+    chosen = getattr(args, "log", None)
+    if chosen and is_url(chosen):  # the chat continues or starts a log file (a URL would also need --session)
+        print(f"dshkit chat: --log {unwritable_new_log(chosen, files_only=True)}", file=err)
+        return 1
+    path = Path(chosen) if chosen else default_log_path()
     resuming = path.exists()
-    try:
-        session = Session.open(path) if resuming else Session.create(path)
-    except (OSError, SessionError) as error:
-        print(f"dshkit chat: cannot {'open' if resuming else 'create'} the log {path}: {error}", file=err)
+    session = _open_log(path, resuming, err)
+    if session is None:
         return 1
     editor = LineEditor(state_dir() / "chat_history") if _edits_lines(sys.stdin, sys.stdout) else None
     chat = _Chat(
@@ -85,6 +89,22 @@ def main(args: argparse.Namespace) -> int:
         return 130
     finally:
         session.close()
+
+
+def _open_log(path: Path, resuming: bool, err: IO[str]) -> Session | None:
+    """The chat's log, continued or created at `path`; ``None`` after one line saying why it cannot be."""
+    reason = unreadable_log(str(path)) if resuming else unwritable_new_log(str(path))
+    if reason is not None:
+        print(f"dshkit chat: --log {reason}", file=err)
+        return None
+    try:
+        with warnings_as_lines("dshkit chat", err):  # a torn last line cut off: one plain line
+            return Session.open(path) if resuming else Session.create(path)
+    except OSError as error:
+        print(f"dshkit chat: cannot {'open' if resuming else 'create'} the log {path}: {error.strerror or error}", file=err)
+    except (SessionError, ValueError) as error:
+        print(f"dshkit chat: cannot {'open' if resuming else 'create'} the log {path}: {error}", file=err)
+    return None
 
 
 def _edits_lines(stdin: IO[str], out: IO[str]) -> bool:

@@ -23,6 +23,7 @@ from typing import Any
 
 import dshkit
 from dshkit.cli.demo_delegation import run_delegation
+from dshkit.cli.log_paths import unwritable_new_log
 
 
 def show_message_core() -> None:
@@ -379,8 +380,9 @@ def show_history(session: Any) -> None:
 def main(args: argparse.Namespace) -> int:
     """Run the demonstration; returns the exit code."""
     chosen = getattr(args, "log", None)
-    if chosen and Path(chosen).exists():
-        print(f"dshkit demo: {chosen} already exists; choose a new path with --log", file=sys.stderr)
+    reason = unwritable_new_log(chosen, files_only=True) if chosen else None
+    if reason is not None:  # said before the demo starts, not after half of it ran
+        print(f"dshkit demo: --log {reason}", file=sys.stderr)
         return 2
     show_message_core()
     scratch = Path(tempfile.mkdtemp(prefix="dshkit-demo-"))

@@ -8,13 +8,16 @@ import sys
 import warnings
 from collections.abc import Callable
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import TextIO
 
-from dshkit.session.catalog import list_sessions
+from dshkit.cli.log_paths import unreadable_log, unwritable_new_log, unwritable_output
+from dshkit.cli.terminal import warnings_as_lines
+from dshkit.session.catalog import SessionInfo, list_log_files, list_sessions, newest_first
 from dshkit.session.dsh.convert import convert_log
 from dshkit.session.errors import SessionError, SessionIntegrityWarning, SessionRecoveryWarning
 from dshkit.session.session import Session
-from dshkit.session.stores import choose_store, known_suffixes
+from dshkit.session.stores import choose_store, is_url
 from dshkit.session.transcript import render
 from dshkit.session.verify import check_attachments, check_events, format_problems
 
@@ -36,39 +39,65 @@ def _when(ms: int) -> str:
 
 
 def list_command(location: str, out: TextIO, err: TextIO) -> int:
-    """Print one line per session at `location`, newest first; returns the exit code."""
+    """Print one line per session at `location`, newest first; returns the exit code.
+
+    In a directory each line starts with the file's name (copies of one session are told apart),
+    and a file that cannot be read is listed as such after the others (exit 1), hiding none.
+    """
+    local = not is_url(location)
+    if local and os.path.isdir(location):
+        return _list_directory(location, out, err)
+    if local and not os.path.exists(location):
+        print(f"dshkit log list: {location}: no such directory", file=err)
+        return 1
+    chosen = choose_store(location) if local else None
+    if local and (chosen is None or not chosen.holds_many):
+        print(f"dshkit log list: {location}: expected a directory of logs, a postgresql:// URL or an original-harness .db file", file=err)
+        return 1
     try:
         infos = list_sessions(location)
     except (OSError, SessionError, ValueError, ImportError) as error:
         print(f"dshkit log list: {error}", file=err)
         return 1
     for info in infos:
-        link = "subagent of" if info.origin == "subagent" else "fork of"
-        parent = f"  {link} {info.parent_id}" if info.parent_id else ""
-        print(f"{info.id}  {info.event_count:>7} events  created {_when(info.created_at)}  updated {_when(info.updated_at)}{parent}", file=out)
+        print(_session_line(info), file=out)
     return 0
 
 
-def _unusable(path: str) -> str | None:
-    """Why `path` cannot be a session log, phrased for a shell user; ``None`` when it may be one."""
+def _session_line(info: SessionInfo) -> str:
+    link = "subagent of" if info.origin == "subagent" else "fork of"
+    parent = f"  {link} {info.parent_id}" if info.parent_id else ""
+    return f"{info.id}  {info.event_count:>7} events  created {_when(info.created_at)}  updated {_when(info.updated_at)}{parent}"
+
+
+def _list_directory(directory: str, out: TextIO, err: TextIO) -> int:
     try:
-        chosen = choose_store(path)
-    except ValueError:  # a URL of no known scheme: opening it says so
-        return None
-    if chosen is not None and chosen.is_url:  # a database: the store itself says what is wrong
-        return None
-    if os.path.isdir(path):
-        return f"{path}: is a directory; give the log file inside it"
-    if not os.path.exists(path):
-        return f"{path}: no such file"
-    if chosen is None:
-        *others, last = known_suffixes()
-        kinds = f"{', '.join(others)} or {last}" if others else last
-        return (
-            f"{path}: expected a session log file ending in {kinds} (the store is chosen by the name); "
-            "if this file is a dshkit log, rename or link it to such a name"
-        )
-    return None
+        files = list_log_files(directory)
+    except OSError as error:
+        print(f"dshkit log list: {directory}: {error.strerror or error}", file=err)
+        return 1
+    rows = sorted(((log_file.path.name, info) for log_file in files for info in log_file.sessions), key=lambda row: newest_first(row[1]))
+    bad = [log_file for log_file in files if log_file.error is not None]
+    width = max((len(log_file.path.name) for log_file in files), default=0)
+    for name, info in rows:
+        print(f"{name:<{width}}  {_session_line(info)}", file=out)
+    for log_file in bad:
+        print(f"{log_file.path.name:<{width}}  unreadable: {_reason(log_file.error, log_file.path)}", file=out)
+    if bad:
+        print(f"dshkit log list: {len(bad)} of {len(files)} log files could not be read", file=err)
+        return 1
+    return 0
+
+
+def _reason(error: BaseException | None, path: Path) -> str:
+    """An error's message without the file's path (the line already starts with its name)."""
+    if isinstance(error, OSError) and error.strerror:
+        return error.strerror
+    text = str(error)
+    for prefix in (f"{path}: ", f"{path.name}: "):
+        if text.startswith(prefix):
+            return text[len(prefix):]
+    return text
 
 
 def run(
@@ -89,7 +118,9 @@ def run(
     if command == "list":
         return list_command(path, out, err)
     problems: list[str] = []
-    reason = _unusable(path)
+    reason = unreadable_log(path, session_id)
+    if reason is None and command == "html" and output is not None:
+        reason = unwritable_output(output)
     if reason is not None:
         print(f"dshkit log {command}: {reason}", file=err)
         return 1
@@ -115,8 +146,8 @@ def run(
 
             try:
                 code = html_command(session, path, output, out)
-            except OSError as error:
-                print(f"dshkit log html: {error}", file=err)
+            except OSError as error:  # strerror only: the error's file is the temporary page beside it
+                print(f"dshkit log html: {output or 'the page'}: {error.strerror or error}", file=err)
                 return 1
             for problem in problems:  # a torn last line the page leaves out, as `show` does
                 print(f"warning: {problem}", file=err)
@@ -174,11 +205,19 @@ def _progress_bar(err: TextIO) -> Callable[[int, int], None]:
 
 
 def convert(src: str, dest: str, target_format: str, err: TextIO, *, session_id: str | None = None) -> int:
-    """`dshkit log convert`: a progress bar on stderr only when it is a terminal."""
+    """`dshkit log convert`: both paths checked first; a progress bar on stderr only when it is a terminal."""
+    reason = unreadable_log(src, session_id) or unwritable_new_log(dest, format=target_format, files_only=True)
+    if reason is not None:
+        print(f"dshkit log convert: {reason}", file=err)
+        return 1
     progress = _progress_bar(err) if err.isatty() else None
     try:
-        convert_log(src, dest, format=target_format, session_id=session_id, progress=progress)
-    except (OSError, SessionError, ValueError) as error:
+        with warnings_as_lines("dshkit log convert", err):  # a torn last line: one plain line, not Python's display
+            convert_log(src, dest, format=target_format, session_id=session_id, progress=progress)
+    except OSError as error:  # strerror only: the error's file may be a temporary one beside `dest`
+        print(f"dshkit log convert: {dest}: {error.strerror or error}", file=err)
+        return 1
+    except (SessionError, ValueError) as error:
         print(f"dshkit log convert: {error}", file=err)
         return 1
     return 0
@@ -186,14 +225,17 @@ def convert(src: str, dest: str, target_format: str, err: TextIO, *, session_id:
 
 def serve(path: str, session_id: str | None, host: str, port: int, out: TextIO, err: TextIO) -> int:
     """`dshkit log serve`: the viewer page, live, on loopback; a log that cannot be read fails first."""
-    from dshkit.cli.viewer.serve import serve_command
+    from dshkit.cli.viewer.serve import ListenError, serve_command
 
-    reason = _unusable(path)
+    reason = unreadable_log(path, session_id)
     if reason is not None:
         print(f"dshkit log serve: {reason}", file=err)
         return 1
     try:
         return serve_command(path, session_id, host, port, out, err)
+    except ListenError as error:
+        print(f"dshkit log serve: {error.strerror}", file=err)
+        return 1
     except OSError as error:
         print(f"dshkit log serve: {path}: {error.strerror or error}", file=err)
         return 1
@@ -205,7 +247,7 @@ def serve(path: str, session_id: str | None, host: str, port: int, out: TextIO, 
 def main(args: argparse.Namespace) -> int:
     """Entry point of `dshkit log`: `args.log_command`, `args.path`, `args.session`, `args.all` (`args.dest` for convert)."""
     if args.log_command == "convert":
-        return convert(args.path, args.dest, args.format, sys.stderr, session_id=args.session_id)
+        return convert(args.path, args.dest, args.format, sys.stderr, session_id=args.session)
     if args.log_command == "serve":
         return serve(args.path, args.session, args.host, args.port, sys.stdout, sys.stderr)
     return run(

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
+import warnings
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
-__all__ = ["BROKEN_PIPE_EXIT", "LineEditor", "colour_enabled", "quiet_broken_pipe", "state_dir"]
+__all__ = ["BROKEN_PIPE_EXIT", "LineEditor", "colour_enabled", "quiet_broken_pipe", "state_dir", "warnings_as_lines"]
 
 # A process killed by SIGPIPE is reported by shells as 128 + 13; dshkit exits with the same status
 # when the reader of its output goes away (`dshkit log show big.jsonl | head -2`), like `cat` does.
@@ -30,6 +32,22 @@ def colour_enabled(stream: IO[str], environ: Mapping[str, str] | None = None) ->
         return stream.isatty()
     except (AttributeError, ValueError):  # a closed or unusual stream
         return False
+
+
+@contextmanager
+def warnings_as_lines(command: str, err: IO[str]) -> Iterator[None]:
+    """Print each warning raised inside as one plain line (``dshkit log convert: warning: ...``).
+
+    Python's own display names the library file and source line that warned, which says
+    nothing to a shell user; the message itself names the log and the line that was wrong.
+    """
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            yield
+        finally:
+            for warning in caught:
+                print(f"{command}: warning: {warning.message}", file=err, flush=True)
 
 
 def state_dir(environ: Mapping[str, str] | None = None) -> Path:

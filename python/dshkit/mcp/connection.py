@@ -38,22 +38,31 @@ class Connection:
         self.broken = False
 
     @classmethod
-    async def open(cls, transport: Transport, on_message: MessageHandler, timeout: float) -> Connection:
-        """Start the transport, initialize and list the tools, within `timeout` seconds."""
+    async def open(cls, transport: Transport, on_message: MessageHandler, timeout: float, *, where: str = "MCP server") -> Connection:
+        """Start the transport, initialize and list the tools, within `timeout` seconds.
+
+        Raises `ImportError` at once without the SDK, `TimeoutError` when the server does not
+        answer in time and `ConnectionError` when it stops or fails before it does: each one
+        exception whose message starts with `where`, never the SDK's `ExceptionGroup`.
+        """
+        require_sdk()
         loop = asyncio.get_running_loop()
         ready: asyncio.Future[tuple[Any, list[Any]]] = loop.create_future()
         stop: asyncio.Future[None] = loop.create_future()
         owner = loop.create_task(_own(transport, on_message, ready, stop))
         try:
             session, tools = await asyncio.wait_for(asyncio.shield(ready), timeout)
-        except BaseException:
+        except BaseException as error:
             if not stop.done():
                 stop.set_result(None)
             owner.cancel()
             await asyncio.gather(owner, return_exceptions=True)
             if ready.done() and not ready.cancelled():
                 ready.exception()  # retrieved: the error was raised here
-            raise
+            replacement = start_error(error, where, timeout)
+            if replacement is error:
+                raise
+            raise replacement from error
         return cls(session, tools, stop, owner)
 
     @property
@@ -68,15 +77,48 @@ class Connection:
         await asyncio.gather(self._owner, return_exceptions=True)
 
 
+MCP_EXTRA_HINT = "pip install 'dshkit[mcp]'"
+
+
+def require_sdk() -> None:
+    """Import the `mcp` SDK, or raise an `ImportError` that names the extra to install."""
+    try:
+        import mcp  # noqa: F401
+    except ImportError as error:
+        raise ImportError(f"dshkit.mcp needs the mcp package (the MCP SDK): {MCP_EXTRA_HINT}", name="mcp") from error
+
+
+def first_cause(error: BaseException) -> BaseException:
+    """The first leaf of an `ExceptionGroup` (the SDK's task groups wrap the real cause), else `error`."""
+    while True:
+        inner = getattr(error, "exceptions", None)
+        if not inner:
+            return error
+        error = inner[0]
+
+
+def start_error(error: BaseException, where: str, timeout: float) -> BaseException:
+    """What a failed start raises: one exception saying which server and why, the cause kept as ``__cause__``."""
+    if isinstance(error, asyncio.TimeoutError):
+        # asyncio's own (the builtin one from 3.11): what callers of 3.10 catch around a wait
+        return asyncio.TimeoutError(f"{where} could not be started: no answer to initialize and the tool listing within {timeout:g} s")
+    if not isinstance(error, Exception):  # a cancellation or an interrupt goes on as it came
+        return error
+    cause = first_cause(error)
+    if isinstance(cause, ImportError):
+        return ImportError(f"{where} could not be started: {cause} ({MCP_EXTRA_HINT})", name=cause.name)
+    return ConnectionError(f"{where} could not be started: {type(cause).__name__}: {cause}")
+
+
 async def _own(
     transport: Transport,
     on_message: MessageHandler,
     ready: asyncio.Future[tuple[Any, list[Any]]],
     stop: asyncio.Future[None],
 ) -> None:
-    from mcp import ClientSession
-
     try:
+        from mcp import ClientSession
+
         async with transport() as streams:
             read, write = streams[0], streams[1]
             async with ClientSession(read, write, message_handler=on_message) as session:

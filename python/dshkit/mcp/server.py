@@ -159,7 +159,7 @@ class MCPServer:
         try:
             connection = await self._live()
         except Exception as exc:
-            return self._error(f"{where} could not be started: {_describe(exc)}. It is tried again on the next call.", "unavailable", tool)
+            return self._error(f"{exc}. It is tried again on the next call.", "unavailable", tool)  # names the server
         request = asyncio.ensure_future(connection.session.call_tool(tool, dict(arguments), read_timeout_seconds=self.timeout))
         unregister = cancel.on_cancel(request.cancel) if cancel is not None else None
         try:
@@ -212,7 +212,9 @@ class MCPServer:
             if (wait := self._backoff.wait()) > 0:
                 await asyncio.sleep(wait)
             try:
-                connection = await Connection.open(self._transport, self._on_message, self.start_timeout)
+                connection = await Connection.open(
+                    self._transport, self._on_message, self.start_timeout, where=f"MCP server {self.name!r}"
+                )
             except Exception:
                 self._backoff.failed()
                 raise

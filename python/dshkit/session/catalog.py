@@ -35,11 +35,40 @@ def list_sessions(location: str | os.PathLike[str]) -> tuple[SessionInfo, ...]:
     if not directory.is_dir():
         raise NotADirectoryError(f"list_sessions needs a postgresql:// URL or a directory of logs, not {str(location)!r}")
     infos: list[SessionInfo] = []
-    for path in sorted(directory.iterdir()):
+    for log_file in list_log_files(directory):
+        if log_file.error is not None:
+            raise log_file.error
+        infos.extend(log_file.sessions)
+    return tuple(sorted(infos, key=newest_first))
+
+
+def newest_first(info: SessionInfo) -> tuple[int, int, str]:
+    """The order sessions are listed in: last event, then creation, newest first; then id."""
+    return (-info.updated_at, -info.created_at, info.id)
+
+
+class LogFile(NamedTuple):
+    """One log file of a directory: its sessions, or the error that kept them from being read."""
+
+    path: Path
+    sessions: tuple[SessionInfo, ...]
+    error: Exception | None = None
+
+
+def list_log_files(directory: str | os.PathLike[str]) -> tuple[LogFile, ...]:
+    """Each log file of `directory` (by name), read on its own: one unreadable file does not hide the others."""
+    files: list[LogFile] = []
+    for path in sorted(Path(directory).iterdir()):
         chosen = choose_store(path) if path.is_file() else None
-        if chosen is not None:
-            infos.extend(_list_original_database(path) if chosen.holds_many else (_file_info(path),))
-    return tuple(sorted(infos, key=lambda info: (-info.updated_at, -info.created_at, info.id)))
+        if chosen is None:
+            continue
+        try:
+            sessions = _list_original_database(path) if chosen.holds_many else (_file_info(path),)
+        except Exception as error:  # noqa: BLE001 - kept with the file, raised or shown by the caller
+            files.append(LogFile(path, (), error))
+        else:
+            files.append(LogFile(path, sessions))
+    return tuple(files)
 
 
 def _file_info(path: Path) -> SessionInfo:

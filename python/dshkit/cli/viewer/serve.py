@@ -3,15 +3,18 @@
 The server re-reads the log (read-only, never locking or repairing it) when the page asks for
 more: ``GET /`` is the page, ``GET /data?since=N`` the page's data when the log holds other than
 `N` events (204 when it does not). For a log file the re-read is skipped while its size and
-modification time stay the same; a database log is re-read at each ask.
+modification time stay the same; a database log is re-read at each ask. Nothing else is served
+(404), and a request whose ``Host`` header does not name the server's own address is refused
+(403), so a web page that rebinds its DNS name to this machine cannot read the log.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import threading
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -57,9 +60,50 @@ class LogSource:
             return self._data
 
 
-def _handler(source: LogSource, poll_ms: int, report: Callable[[str], None]) -> type[BaseHTTPRequestHandler]:
+class ListenError(OSError):
+    """The server could not listen on the address asked for (in use, not this machine's, ...)."""
+
+
+def allowed_hosts(addresses: Iterable[str], port: int) -> Callable[[str | None], bool]:
+    """Which ``Host`` headers name this server: the bound address (and ``localhost`` on loopback) with its port.
+
+    A page on another site that rebinds its own DNS name to 127.0.0.1 sends that name, not
+    these, so it gets 403 and never the log. Bound to every interface, any address literal
+    with the port is accepted (an address is not a name a page can rebind).
+    """
+    names = {address.lower() for address in addresses}
+    wildcard = bool(names & {"", "0.0.0.0", "::"})
+    if names & {"127.0.0.1", "::1", "localhost"}:
+        names |= {"localhost", "127.0.0.1", "::1"}
+
+    def allowed(header: str | None) -> bool:
+        if header is None:
+            return False
+        name, _, given_port = header.strip().lower().rpartition(":")
+        if not name or given_port != str(port):
+            return False
+        name = name[1:-1] if name.startswith("[") and name.endswith("]") else name
+        if name in names:
+            return True
+        if not wildcard:
+            return False
+        try:
+            ipaddress.ip_address(name)
+        except ValueError:
+            return False
+        return True
+
+    return allowed
+
+
+def _handler(
+    source: LogSource, poll_ms: int, report: Callable[[str], None], host_allowed: Callable[[str | None], bool]
+) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            if not host_allowed(self.headers.get("Host")):
+                self._send(403, "text/plain; charset=utf-8", b"forbidden: this server answers only to its own address\n")
+                return
             url = urlsplit(self.path)
             if url.path not in ("/", "/data"):
                 self._send(404, "text/plain; charset=utf-8", b"not found: the page is at /\n")
@@ -102,7 +146,16 @@ def make_server(
     """A server for the log at `path` (read once here, so a bad log fails before anything listens)."""
     source = LogSource(path, session_id)
     source.data(poll_ms)
-    server = ThreadingHTTPServer((host, port), _handler(source, poll_ms, report))
+    if not 0 <= port <= 65535:
+        raise ValueError(f"port {port}: expected 0 to 65535 (0 picks a free one)")
+    try:
+        server = ThreadingHTTPServer((host, port), _handler(source, poll_ms, report, lambda header: False))
+    except OSError as error:
+        raise ListenError(error.errno, f"cannot listen on {host}:{port}: {error.strerror or error}") from None
+    bound_host, bound_port = server.server_address[:2]
+    shown = bound_host if isinstance(bound_host, str) else bytes(bound_host).decode()
+    # the port is known only once bound (port 0 picks one): the check is set after binding
+    server.RequestHandlerClass = _handler(source, poll_ms, report, allowed_hosts((host, shown), bound_port))
     server.daemon_threads = True
     return server
 
@@ -120,4 +173,4 @@ def serve_command(path: str, session_id: str | None, host: str, port: int, out: 
     return 0
 
 
-__all__ = ["LogSource", "make_server", "serve_command"]
+__all__ = ["ListenError", "LogSource", "allowed_hosts", "make_server", "serve_command"]
