@@ -133,6 +133,11 @@ class Model(Protocol):
         ...
 
 
+def supports_native_output(model: object) -> bool:
+    """Whether `model` sends a request's ``config["output_schema"]`` as its API's native structured output."""
+    return getattr(model, "native_output", False) is True
+
+
 CONTEXT_WINDOW_EXCEEDED = "context_window_exceeded"
 """The `ModelError.code` (and finish-chunk error code) of a request too large for the model's
 context window, whichever API said so: the agent compacts and retries the step once on it."""
@@ -189,4 +194,5 @@ __all__ = [
     "ToolCallDelta",
     "ToolSpec",
     "UsageChunk",
+    "supports_native_output",
 ]
