@@ -205,7 +205,7 @@ class RunStream:
         try:
             from pydantic_core import from_json
 
-            document = from_json(self._partial, allow_partial=True)
+            document = from_json(self._partial, allow_partial="trailing-strings")
         except ValueError:
             return
         state = self._state

@@ -1,6 +1,8 @@
 """Models behind one streaming protocol (`dshkit.models.protocol`).
 
-`ScriptedModel` replays scripted responses offline (tests, the demo). The HTTP models
+`ScriptedModel` replays scripted responses offline (tests, the demo), in plain replies (`call`,
+`output`, text, exceptions) or chunks; `FunctionModel(fn)` answers with `fn(request)`; `TestModel`
+calls every tool once and answers with schema-valid output. The HTTP models
 (`OpenAICompatibleModel` for Chat Completions, `AnthropicModel` for the Messages API,
 `OpenAIResponsesModel` for the Responses API) are imported only when first used, so importing
 `dshkit.models` does not import the HTTP stack; `from_env` builds the one the environment names.
@@ -25,7 +27,10 @@ from dshkit.models.protocol import (
     ToolSpec,
     UsageChunk,
 )
+from dshkit.models.function import FunctionModel
+from dshkit.models.replies import call, output
 from dshkit.models.scripted import ScriptedModel
+from dshkit.models.test import TestModel
 from dshkit.models.selection import from_env
 
 if TYPE_CHECKING:
@@ -56,6 +61,7 @@ __all__ = [
     "Chunk",
     "FinishChunk",
     "FinishReason",
+    "FunctionModel",
     "Model",
     "ModelError",
     "ModelErrorInfo",
@@ -63,9 +69,12 @@ __all__ = [
     "OpenAIResponsesModel",
     "ReasoningDelta",
     "ScriptedModel",
+    "TestModel",
     "TextDelta",
     "ToolCallDelta",
     "ToolSpec",
     "UsageChunk",
+    "call",
     "from_env",
+    "output",
 ]

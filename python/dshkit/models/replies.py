@@ -142,6 +142,12 @@ def _output_chunks(value: Any, request: ModelRequest, native: bool, number: int)
 
 
 def _jsonable(value: Any) -> Any:
+    try:
+        from pydantic_core import to_jsonable_python
+    except ImportError:
+        pass
+    else:
+        return to_jsonable_python(value)  # models, dataclasses and lists of them, at any depth
     if hasattr(value, "model_dump"):
         return value.model_dump(mode="json")
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
