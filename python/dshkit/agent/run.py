@@ -100,7 +100,7 @@ def _abandon(agent: Agent, state: RunState) -> None:
         agent.cancel("run_cancelled", keep_inbox=True)
 
 
-def run_sync(agent: Agent, prompt: object, **options: Any) -> RunResult:
+def run_sync(agent: Agent, prompt: str | Message, **options: Any) -> RunResult:
     """`agent.run(...)` on a new event loop; a clear error inside a running one."""
     try:
         asyncio.get_running_loop()

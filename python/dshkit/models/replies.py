@@ -103,9 +103,10 @@ def reply_chunks(reply: object, request: ModelRequest, *, native: bool, number: 
         reply = [reply]
     if isinstance(reply, Output):
         return _output_chunks(reply.value, request, native, number)
-    if reply and isinstance(reply[0], Call):  # type: ignore[index]
-        return calls_chunks(reply, number)  # type: ignore[arg-type]
-    return [item if isinstance(item, BaseException) else dict(item) for item in reply]  # type: ignore[union-attr]
+    items: list[Any] = list(reply)  # type: ignore[call-overload]  # a checked reply: a list by now
+    if items and isinstance(items[0], Call):
+        return calls_chunks(items, number)
+    return [item if isinstance(item, BaseException) else dict(item) for item in items]
 
 
 def text_chunks(text: str) -> list[Any]:

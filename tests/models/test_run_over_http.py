@@ -1,0 +1,80 @@
+"""`Agent.run` over real HTTP (a loopback server): a 401 and a dropped stream raise the typed error
+from `run`, never a silent return, and a structured output run sends its schema and retries."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from dshkit.agent import Agent, ModelCallFailed, ModelHTTPError, RunError
+from dshkit.models import errors as model_errors
+from dshkit.models.chat.model import OpenAICompatibleModel
+
+
+class City(BaseModel):
+    name: str
+    population: int
+
+
+def make(loopback: Any) -> OpenAICompatibleModel:
+    return OpenAICompatibleModel(
+        "deepseek-chat", base_url=loopback.base_url, api_key="sk-test", provider="deepseek",
+        timeout=5.0, retry_backoff=0.01, max_retries=0,
+    )
+
+
+def run(model: OpenAICompatibleModel, prompt: str, **options: Any) -> Any:
+    async def main() -> Any:
+        async with model:
+            return await Agent(model).run(prompt, **options)
+
+    return asyncio.run(main())
+
+
+def test_a_401_raises_model_http_error_from_run(loopback: Any, wire: Any) -> None:
+    loopback.reply(wire.error_reply(401, "Authentication Fails", kind="authentication_error"))
+    with pytest.raises(ModelHTTPError, match=r"HTTP 401: Authentication Fails \(request id req-401\)") as caught:
+        run(make(loopback), "hi")
+    error = caught.value
+    assert (error.status, error.code, error.request_id) == (401, "http_401", "req-401")
+    assert isinstance(error, RunError) and isinstance(error, model_errors.ModelHTTPError)  # old handlers still catch it
+    assert error.info["name"] == "AuthenticationError"
+    assert error.result is not None and error.result.status == "error" and error.result.usage.requests == 0
+    assert [m.text for m in error.result.messages] == ["hi"]
+
+
+def test_a_dropped_stream_raises_from_run(loopback: Any, wire: Any) -> None:
+    loopback.reply(wire.sse_reply([wire.chunk(role="assistant", content="Hal"), wire.Truncate()]))
+    with pytest.raises(ModelCallFailed) as caught:
+        run(make(loopback), "hi")
+    assert caught.value.code == "incomplete_stream" and caught.value.result is not None
+    assert caught.value.result.message is None  # the cut answer is discarded, never a result
+
+
+def final_call(call_id: str, arguments: str) -> list[bytes]:
+    return [
+        wire_chunk(tool_calls=[{"index": 0, "id": call_id, "type": "function", "function": {"name": "final_result", "arguments": arguments}}]),
+        wire_chunk(finish="tool_calls"),
+        b"data: [DONE]\n\n",
+    ]
+
+
+def wire_chunk(**delta_and_finish: Any) -> bytes:
+    finish = delta_and_finish.pop("finish", None)
+    payload = {"id": "c", "object": "chat.completion.chunk", "model": "m", "choices": [{"index": 0, "delta": delta_and_finish, "finish_reason": finish}]}
+    return b"data: " + json.dumps(payload).encode() + b"\n\n"
+
+
+def test_tool_mode_over_http_sends_the_schema_and_the_retry_carries_the_error(loopback: Any, wire: Any) -> None:
+    loopback.reply(wire.sse_reply(final_call("a", '{"name": "Oslo"}')), wire.sse_reply(final_call("b", '{"name": "Oslo", "population": 7}')))
+    result = run(make(loopback), "city?", output_type=City)
+    assert result.output == City(name="Oslo", population=7)
+    first, retry = (received.json for received in loopback.received)
+    tools = {tool["function"]["name"]: tool["function"] for tool in first["tools"]}
+    assert tools["final_result"]["parameters"]["required"] == ["name", "population"]
+    error = [m for m in retry["messages"] if m["role"] == "tool"][-1]
+    assert "/population: Field required" in json.dumps(error)
