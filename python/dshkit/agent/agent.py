@@ -24,10 +24,9 @@ from dshkit.agent.compaction import Compaction, Compactor
 from dshkit.agent.hooks import Hook, HookEntry, check_hooks
 from dshkit.agent.notifications import AgentEvent, EventStream, NotificationHub
 from dshkit.agent.inbox import NEXT_STEP, NEXT_TURN, Inbox
-from dshkit.agent.limits import UsageLimits
 from dshkit.agent.result import RunResult
 from dshkit.agent.resume import finish_suspended_step, suspended_turn
-from dshkit.agent.run import RunStream, new_run, run_sync, run_turn
+from dshkit.agent.run import Runs
 from dshkit.agent.tool_calls import ToolCallRunner
 from dshkit.agent.tool_gate import ToolGate
 from dshkit.agent.tools import Tool, check_timeout
@@ -54,8 +53,11 @@ AWAITING_APPROVAL: Final = "awaiting_approval"
 _CONTINUING_OUTCOMES = ("completed", "max_tokens")
 
 
-class Agent:
+class Agent(Runs):
     """An agent: a model, tools and hooks driving turns over a durable session log.
+
+    `run(prompt)` / `run_sync` / `run_stream` (`dshkit.agent.run.Runs`) run one prompt and
+    return its `RunResult` (or raise its `RunError`).
 
     `followup(message)` queues a message for its own turn and wakes the agent; `steer(message)`
     queues for the next step boundary and wakes; `inject(message)` queues for the next step
@@ -183,7 +185,7 @@ class Agent:
         return self._compactor.window
 
     @property
-    def last_turn(self) -> RunResult | None:
+    def last_turn(self) -> RunResult[Any] | None:
         """The latest turn this agent ended, as a `RunResult` read from the log (None before any).
 
         For `followup` + `when_idle` users: its `status`, and `error` (the typed `RunError` a
@@ -191,34 +193,6 @@ class Agent:
         """
         ended = self._turns.last_end
         return None if ended is None else RunResult(self._session, ended[0], ended[1])
-
-    # -- a run: one prompt, its turn, its result ---------------------------------------------
-
-    async def run(
-        self, prompt: str | Message, *, output_type: Any = None, limits: UsageLimits | None = None, output_retries: int = 1
-    ) -> RunResult:
-        """Run `prompt` (a str or a user `Message`) in a turn of its own; its `RunResult`.
-
-        `output_type` asks for structured output (a pydantic model, dataclass, TypedDict, scalar,
-        ``list[...]`` or a union): validated, with `output_retries` retries carrying the
-        validation error back. `limits` bounds the run (`UsageLimits`). A turn that fails,
-        is cancelled or hits a limit raises its `RunError` (`dshkit.agent.errors`), whose
-        `result` holds what the run did.
-        """
-        state, message = new_run(self, prompt, output_type, limits, output_retries, "Agent.run")
-        return await run_turn(self, state, message)
-
-    def run_sync(
-        self, prompt: str | Message, *, output_type: Any = None, limits: UsageLimits | None = None, output_retries: int = 1
-    ) -> RunResult:
-        """`run` for scripts and notebooks without a running event loop (an error inside one)."""
-        return run_sync(self, prompt, output_type=output_type, limits=limits, output_retries=output_retries)
-
-    def run_stream(
-        self, prompt: str | Message, *, output_type: Any = None, limits: UsageLimits | None = None, output_retries: int = 1
-    ) -> RunStream:
-        """``async with agent.run_stream(prompt) as stream``: events as they happen, then `stream.result()`."""
-        return RunStream(self, prompt, output_type, limits, output_retries)
 
     # -- input --------------------------------------------------------------------------------
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from dshkit.agent.errors import RunError, run_error
 from dshkit.agent.output import OutputSpec, output_spec
@@ -47,7 +47,10 @@ class RunUsage:
         return self.input_tokens + self.output_tokens
 
 
-class RunResult:
+OutputT = TypeVar("OutputT")
+
+
+class RunResult(Generic[OutputT]):
     """The outcome of the turn that ran a prompt: `status`, `output`, `message`, `messages`, `usage`, `seqs`.
 
     `status` is the turn's end kind (``"completed"``, ``"max_tokens"``, ``"error"``, ``"aborted"``,
@@ -66,7 +69,7 @@ class RunResult:
         self._spec = spec
 
     @classmethod
-    def from_log(cls, session: Session, turn: int | None = None, *, output_type: Any = None) -> RunResult:
+    def from_log(cls, session: Session, turn: int | None = None, *, output_type: Any = None) -> RunResult[Any]:
         """The result of turn `turn` (the latest ended turn by default) as the log records it."""
         events = session.events
         for seq in range(len(events) - 1, -1, -1):
@@ -125,13 +128,13 @@ class RunResult:
         return next((message for message in reversed(self.messages) if message.role == "assistant"), None)
 
     @cached_property
-    def output(self) -> Any:
+    def output(self) -> OutputT:
         """The validated output (its `output_type`), or the final answer's text without one."""
         if self._output is not MISSING:
-            return self._output
+            return self._output  # type: ignore[no-any-return]
         if self._spec is None:
-            return self.message.text if self.message is not None else None
-        return _logged_output(self.session, self.seqs, self._spec)
+            return self.message.text if self.message is not None else None  # type: ignore[return-value]
+        return _logged_output(self.session, self.seqs, self._spec)  # type: ignore[no-any-return]
 
     @cached_property
     def usage(self) -> RunUsage:

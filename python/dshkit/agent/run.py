@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from dshkit.agent.errors import OUTPUT_VALIDATION_FAILED, OutputValidationError, RunCancelled, RunError
 from dshkit.agent.limits import UsageLimits
@@ -28,6 +28,44 @@ if TYPE_CHECKING:
     from dshkit.agent.notifications import AgentEvent
 
 _SUCCEEDED = ("completed", "max_tokens")
+OutputT = TypeVar("OutputT")
+
+
+class Runs:
+    """`Agent`'s run methods: one prompt, the turn that runs it, its `RunResult` or `RunError`."""
+
+    @overload
+    async def run(self, prompt: str | Message, *, output_type: None = None, limits: UsageLimits | None = None, output_retries: int = 1) -> RunResult[str]: ...
+    @overload
+    async def run(self, prompt: str | Message, *, output_type: type[OutputT], limits: UsageLimits | None = None, output_retries: int = 1) -> RunResult[OutputT]: ...
+    @overload
+    async def run(self, prompt: str | Message, *, output_type: Any, limits: UsageLimits | None = None, output_retries: int = 1) -> RunResult[Any]: ...
+    async def run(self, prompt: str | Message, *, output_type: Any = None, limits: UsageLimits | None = None, output_retries: int = 1) -> RunResult[Any]:
+        """Run `prompt` (a str or a user `Message`) in a turn of its own; its `RunResult`.
+
+        `output_type` asks for structured output (a pydantic model, dataclass, TypedDict, scalar,
+        ``list[...]`` or a union): validated, with `output_retries` retries carrying the
+        validation error back. `limits` bounds the run (`UsageLimits`). A turn that fails,
+        is cancelled or hits a limit raises its `RunError` (`dshkit.agent.errors`), whose
+        `result` holds what the run did.
+        """
+        agent: Agent = self  # type: ignore[assignment]
+        state, message = new_run(agent, prompt, output_type, limits, output_retries, "Agent.run")
+        return await run_turn(agent, state, message)
+
+    @overload
+    def run_sync(self, prompt: str | Message, *, output_type: None = None, limits: UsageLimits | None = None, output_retries: int = 1) -> RunResult[str]: ...
+    @overload
+    def run_sync(self, prompt: str | Message, *, output_type: type[OutputT], limits: UsageLimits | None = None, output_retries: int = 1) -> RunResult[OutputT]: ...
+    @overload
+    def run_sync(self, prompt: str | Message, *, output_type: Any, limits: UsageLimits | None = None, output_retries: int = 1) -> RunResult[Any]: ...
+    def run_sync(self, prompt: str | Message, *, output_type: Any = None, limits: UsageLimits | None = None, output_retries: int = 1) -> RunResult[Any]:
+        """`run` for scripts and notebooks without a running event loop (an error inside one)."""
+        return run_sync(self, prompt, output_type=output_type, limits=limits, output_retries=output_retries)  # type: ignore[arg-type]
+
+    def run_stream(self, prompt: str | Message, *, output_type: Any = None, limits: UsageLimits | None = None, output_retries: int = 1) -> RunStream:
+        """``async with agent.run_stream(prompt) as stream``: events as they happen, then `stream.result()`."""
+        return RunStream(self, prompt, output_type, limits, output_retries)  # type: ignore[arg-type]
 
 
 def prompt_message(prompt: object, where: str) -> Message:
@@ -52,7 +90,7 @@ def new_run(agent: Agent, prompt: object, output_type: Any, limits: UsageLimits 
     return RunState(message.id, spec, limits, native=native, output_retries=output_retries, waiter=waiter), message
 
 
-async def run_turn(agent: Agent, state: RunState, message: Message) -> RunResult:
+async def run_turn(agent: Agent, state: RunState, message: Message) -> RunResult[Any]:
     """Queue the run's prompt, wait for the turn that runs it, and return its result or raise its error."""
     runs = agent._turns.runs
     runs[state.message_id] = state
@@ -78,11 +116,11 @@ async def run_turn(agent: Agent, state: RunState, message: Message) -> RunResult
     return finished(agent, state)
 
 
-def finished(agent: Agent, state: RunState) -> RunResult:
+def finished(agent: Agent, state: RunState) -> RunResult[Any]:
     """The run's `RunResult`, or its error raised (an output type with no valid output is one)."""
     assert state.end is not None and state.turn is not None
     end_seq, reason = state.end
-    result = RunResult(agent.session, state.turn, end_seq, output=state.output, spec=state.spec)
+    result: RunResult[Any] = RunResult(agent.session, state.turn, end_seq, output=state.output, spec=state.spec)
     if reason["kind"] not in _SUCCEEDED:
         raise result.error  # type: ignore[misc]
     if state.spec is not None and state.output is MISSING:
@@ -100,7 +138,7 @@ def _abandon(agent: Agent, state: RunState) -> None:
         agent.cancel("run_cancelled", keep_inbox=True)
 
 
-def run_sync(agent: Agent, prompt: str | Message, **options: Any) -> RunResult:
+def run_sync(agent: Agent, prompt: str | Message, **options: Any) -> RunResult[Any]:
     """`agent.run(...)` on a new event loop; a clear error inside a running one."""
     try:
         asyncio.get_running_loop()
@@ -139,7 +177,7 @@ class RunStream:
         self._agent = agent
         self._args = (prompt, output_type, limits, output_retries)
         self._queue: asyncio.Queue[RunEvent | None] = asyncio.Queue()
-        self._task: asyncio.Task[RunResult] | None = None
+        self._task: asyncio.Task[RunResult[Any]] | None = None
         self._state: RunState | None = None
         self._unsubscribe: Any = None
         self._partial = ""
@@ -170,7 +208,7 @@ class RunStream:
             yield event
         self._queue.put_nowait(None)  # iterating again ends at once
 
-    async def result(self) -> RunResult:
+    async def result(self) -> RunResult[Any]:
         """The run's `RunResult` once it ended (its `RunError` raised when it failed)."""
         assert self._task is not None, "use `async with agent.run_stream(...) as stream`"
         return await self._task
@@ -216,4 +254,4 @@ class RunStream:
         self._queue.put_nowait(RunEvent("output", output=document))
 
 
-__all__ = ["RunEvent", "RunStream", "finished", "new_run", "prompt_message", "run_sync", "run_turn"]
+__all__ = ["RunEvent", "RunStream", "Runs", "finished", "new_run", "prompt_message", "run_sync", "run_turn"]
