@@ -182,6 +182,7 @@ class RunStream:
         self._unsubscribe: Any = None
         self._partial = ""
         self._output_index: int | None = None
+        self._output_calls: set[str] = set()  # the final-answer tool's calls: the output, not tool events
         self.partial_output: Any = None
 
     async def __aenter__(self) -> RunStream:
@@ -219,10 +220,14 @@ class RunStream:
             return
         if event.type == "delta":
             self._on_chunk(event.data["chunk"])
-        elif event.type == "tool_call" and (state.output_tool is None or event.data["name"] != state.output_tool.name):
-            self._queue.put_nowait(RunEvent("tool_call", call_id=event.data["call_id"], name=event.data["name"]))
+        elif event.type == "tool_call":
+            if state.output_tool is not None and event.data["name"] == state.output_tool.name:
+                self._output_calls.add(event.data["call_id"])
+            else:
+                self._queue.put_nowait(RunEvent("tool_call", call_id=event.data["call_id"], name=event.data["name"]))
         elif event.type == "message" and event.data.get("event_type") == "tool/result" and event.message is not None:
-            self._queue.put_nowait(RunEvent("tool_result", message=event.message))
+            if event.message.content[0]["tool_call_id"] not in self._output_calls:
+                self._queue.put_nowait(RunEvent("tool_result", message=event.message))
 
     def _on_chunk(self, chunk: Any) -> None:
         state = self._state
