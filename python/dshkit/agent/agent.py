@@ -443,9 +443,10 @@ class Agent(Runs):
             self._aborting = False
             self._token = None
             self._driver = None
-            for run in tuple(self._turns.runs.values()):  # runs whose prompt no turn claimed: they look why
-                if not run.waiter.done():
-                    run.waiter.set_result(None)
+            if self._turns.runs:  # runs whose prompt no turn claimed: they look why
+                for run in tuple(self._turns.runs.values()):
+                    if not run.waiter.done():
+                        run.waiter.set_result(None)
             if relaunch:
                 self._start_driver(asyncio.get_running_loop())
             self._notify_state_change()

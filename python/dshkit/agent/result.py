@@ -12,7 +12,6 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
-from functools import cached_property
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from dshkit.agent.errors import RunError, run_error
@@ -59,6 +58,16 @@ class RunResult(Generic[OutputT]):
     asked for.
     """
 
+    # Slots and values computed on first read: `run` makes one per call (benches/bench_run.py).
+    __slots__ = ("_error", "_message", "_messages", "_output", "_reason", "_spec", "_start_seq", "_usage", "end_seq", "session", "turn")
+    _error: RunError | None
+    _message: Message | None
+    _messages: tuple[Message, ...]
+    _output: Any
+    _reason: Mapping[str, Any]
+    _start_seq: int
+    _usage: RunUsage
+
     def __init__(
         self, session: Session, turn: int, end_seq: int, *, output: Any = MISSING, spec: OutputSpec | None = None
     ) -> None:
@@ -79,9 +88,16 @@ class RunResult(Generic[OutputT]):
                 return cls(session, event.data["turn"], seq, spec=spec)
         raise LookupError(f"the log has no ended turn {turn}" if turn is not None else "the log has no ended turn")
 
-    @cached_property
+    @property
     def reason(self) -> Mapping[str, Any]:
         """The logged ``turn/end`` reason."""
+        try:
+            return self._reason
+        except AttributeError:
+            self._reason = value = self._find_reason()
+            return value
+
+    def _find_reason(self) -> Mapping[str, Any]:
         return self.session.events[self.end_seq].data["reason"]  # type: ignore[no-any-return]
 
     @property
@@ -89,9 +105,16 @@ class RunResult(Generic[OutputT]):
         """``"completed"``, ``"max_tokens"``, ``"error"``, ``"aborted"`` or ``"blocked"``."""
         return str(self.reason["kind"])
 
-    @cached_property
+    @property
     def start_seq(self) -> int:
         """The seq of the turn's ``turn/start``."""
+        try:
+            return self._start_seq
+        except AttributeError:
+            self._start_seq = value = self._find_start_seq()
+            return value
+
+    def _find_start_seq(self) -> int:
         events = self.session.events
         for seq in range(self.end_seq - 1, -1, -1):
             event = events[seq]
@@ -104,14 +127,28 @@ class RunResult(Generic[OutputT]):
         """The seqs of the turn's events, ``turn/start`` to ``turn/end`` inclusive."""
         return range(self.start_seq, self.end_seq + 1)
 
-    @cached_property
+    @property
     def error(self) -> RunError | None:
         """The typed error of a turn that did not succeed (what `Agent.run` raises), else None."""
+        try:
+            return self._error
+        except AttributeError:
+            self._error = value = self._find_error()
+            return value
+
+    def _find_error(self) -> RunError | None:
         return run_error(self.reason, self)
 
-    @cached_property
+    @property
     def messages(self) -> tuple[Message, ...]:
         """The run's messages in log order: its prompt, the answers, tool results and retry prompts."""
+        try:
+            return self._messages
+        except AttributeError:
+            self._messages = value = self._find_messages()
+            return value
+
+    def _find_messages(self) -> tuple[Message, ...]:
         events = self.session.events
         return tuple(
             message for message in (events[seq].message for seq in range(self.start_seq, self.end_seq)) if message is not None
@@ -122,23 +159,41 @@ class RunResult(Generic[OutputT]):
         """The ids of `messages`."""
         return tuple(message.id for message in self.messages)
 
-    @cached_property
+    @property
     def message(self) -> Message | None:
         """The last assistant message of the run (None when the model never answered)."""
+        try:
+            return self._message
+        except AttributeError:
+            self._message = value = self._find_message()
+            return value
+
+    def _find_message(self) -> Message | None:
         return next((message for message in reversed(self.messages) if message.role == "assistant"), None)
 
-    @cached_property
+    @property
     def output(self) -> OutputT:
         """The validated output (its `output_type`), or the final answer's text without one."""
-        if self._output is not MISSING:
-            return self._output  # type: ignore[no-any-return]
+        value = self._output
+        if value is MISSING:
+            self._output = value = self._find_output()
+        return value  # type: ignore[no-any-return]
+
+    def _find_output(self) -> OutputT:
         if self._spec is None:
             return self.message.text if self.message is not None else None  # type: ignore[return-value]
         return _logged_output(self.session, self.seqs, self._spec)  # type: ignore[no-any-return]
 
-    @cached_property
+    @property
     def usage(self) -> RunUsage:
         """The run's `RunUsage`, summed over its answered requests."""
+        try:
+            return self._usage
+        except AttributeError:
+            self._usage = value = self._find_usage()
+            return value
+
+    def _find_usage(self) -> RunUsage:
         return _usage(self.session, self.seqs, self._spec.name if self._spec is not None else None)
 
     def __repr__(self) -> str:

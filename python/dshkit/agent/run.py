@@ -79,15 +79,17 @@ def prompt_message(prompt: object, where: str) -> Message:
 
 def new_run(agent: Agent, prompt: object, output_type: Any, limits: UsageLimits | None, output_retries: int, where: str) -> tuple[RunState, Message]:
     """Check a run's arguments and make its state (nothing is queued yet)."""
-    message = prompt_message(prompt, where)
+    message = create_user_message(prompt, source={"kind": "user"}) if type(prompt) is str else prompt_message(prompt, where)
     if limits is not None and not isinstance(limits, UsageLimits):
         raise TypeError(f"{where} limits: expected a dshkit.agent.UsageLimits, got {type(limits).__name__}")
     if type(output_retries) is not int or output_retries < 0:
         raise ValueError(f"{where} output_retries: expected an int >= 0, got {output_retries!r}")
-    spec = None if output_type is None or output_type is str else output_spec(output_type)
-    native = spec is not None and supports_native_output(agent.model)
     waiter = asyncio.get_running_loop().create_future()
-    return RunState(message.id, spec, limits, native=native, output_retries=output_retries, waiter=waiter), message
+    if output_type is None or output_type is str:
+        return RunState(message.id, None, limits, False, output_retries, waiter), message
+    spec = output_spec(output_type)
+    native = supports_native_output(agent.model)
+    return RunState(message.id, spec, limits, native, output_retries, waiter), message
 
 
 async def run_turn(agent: Agent, state: RunState, message: Message) -> RunResult[Any]:

@@ -26,31 +26,43 @@ ACCEPTED = "Final result accepted."
 # The retry prompt's source: a plugin message, so a viewer tells it from what a person typed.
 _RETRY_SOURCE = {"kind": "plugin", "plugin": "dshkit.output"}
 _NO_LIMITS = UsageLimits()
+_UNUSED = UsageCount()  # never counted into: an inactive run's turn skips every check
 
 
 class RunState:
-    """One run's bounds and structured output, carried by the turn that runs its prompt."""
+    """One run's bounds and structured output, carried by the turn that runs its prompt.
+
+    `active` is False for a run without limits or output type: its turn then skips every check.
+    """
+
+    # What a run without limits or output type never changes is a class default: such a run (the
+    # common one, which `run` adds to a turn) sets only what it needs (benches/bench_run.py).
+    failed_outputs = 0
+    output: Any = MISSING
+    failure: dict[str, Any] | None = None
+    turn: int | None = None
+    end: tuple[int, Mapping[str, Any]] | None = None  # (turn/end seq, reason) once ended
+    output_tool: Tool | None = None
+    _config: tuple[Any, Any] = (None, None)
+    _specs: tuple[Any, Any] = (None, None)
 
     def __init__(
-        self, message_id: str, spec: OutputSpec | None, limits: UsageLimits | None, *, native: bool, output_retries: int,
+        self, message_id: str, spec: OutputSpec | None, limits: UsageLimits | None, native: bool, output_retries: int,
         waiter: asyncio.Future[None],
     ) -> None:
         self.message_id = message_id
+        self.waiter = waiter
         self.spec = spec
+        self.output_retries = output_retries
+        self.active = active = spec is not None or limits is not None
+        if not active:
+            self.native, self.limits, self.used = False, _NO_LIMITS, _UNUSED
+            return
         self.native = native
         self.limits = limits if limits is not None else _NO_LIMITS
-        self.output_retries = output_retries
         self.used = UsageCount()
-        self.failed_outputs = 0
-        self.output: Any = MISSING
-        self.failure: dict[str, Any] | None = None
-        self.turn: int | None = None
-        self.start_seq: int | None = None
-        self.end: tuple[int, Mapping[str, Any]] | None = None  # (turn/end seq, reason) once ended
-        self.waiter = waiter
-        self._config: tuple[Any, Any] = (None, None)
-        self._specs: tuple[Any, Any] = (None, None)
-        self.output_tool = None if spec is None or native else Tool(spec.name, spec.description, {"type": "object"}, self._final_tool_body)
+        if spec is not None and not native:
+            self.output_tool = Tool(spec.name, spec.description, {"type": "object"}, self._final_tool_body)
 
     # -- the request ------------------------------------------------------------------------
 
@@ -142,7 +154,8 @@ class RunState:
 
     def ended(self, event: Any, reason: Mapping[str, Any], tool_calls: Any) -> None:
         """The run's turn ended (its ``turn/end`` `event`, None when it could not be logged): wake `Agent.run`."""
-        tool_calls.turn_tools = {}
+        if self.output_tool is not None:
+            tool_calls.turn_tools = {}
         if event is not None:
             self.end = (event.seq, reason)
         if not self.waiter.done():

@@ -329,7 +329,7 @@ class TurnRunner:
             if token.cancelled:
                 return StepResult("aborted")
             specs, run = self._tool_specs, turn.run
-            if run is not None:
+            if run is not None and run.active:
                 config, specs = run.config_for(config), run.tools_for(specs)
                 refused = run.before_request(turn.step)
                 if refused is not None:
@@ -464,7 +464,7 @@ class TurnRunner:
         if self._hub.maybe_listening:
             self._hub.emit("message", turn=turn.number, step=turn.step, message=message, event_type=ASSISTANT_MESSAGE, seq=event.seq)
         calls = message.tool_calls
-        run = turn.run
+        run = turn.run if turn.run is not None and turn.run.active else None
         if run is not None and (refused := run.after_response(assembler.usage) or (run.before_tools(calls) if calls else None)):
             if calls:  # every call still gets a result: "not run", as for an aborted batch
                 await self._tool_calls.run(calls, event.seq, turn=turn.number, step=turn.step, token=refusing(refused))
