@@ -212,3 +212,39 @@ def test_run_error_is_the_one_base_class() -> None:
 def test_usage_limits_refuses_negative_bounds() -> None:
     with pytest.raises(ValueError, match="UsageLimits requests: expected an int >= 0 or None, got -1"):
         UsageLimits(requests=-1)
+
+
+@pytest.mark.parametrize(
+    ("response", "error_class", "code"),
+    [
+        ([{"type": "finish", "reason": "error", "error": {"code": "context_window_exceeded", "message": "too long"}}], "ContextWindowExceeded", "context_window_exceeded"),
+        ([{"type": "finish", "reason": "error", "error": {"code": "http_429", "status": 429, "message": "slow down"}}], "ModelHTTPError", "http_429"),
+        ([{"type": "finish", "reason": "error", "error": {"code": "content_filter", "message": "filtered"}}], "ModelCallFailed", "content_filter"),
+    ],
+)
+def test_each_logged_failure_raises_its_typed_error(response: list[Any], error_class: str, code: str) -> None:
+    from dshkit.agent import errors
+
+    with pytest.raises(getattr(errors, error_class)) as caught:
+        Agent(ScriptedModel([response])).run_sync("hi")
+    assert type(caught.value).__name__ == error_class and caught.value.code == code
+    assert RunResult.from_log(caught.value.result.session).error.__class__ is type(caught.value)  # the log says the same
+
+
+def test_a_rejected_prompt_raises_run_blocked() -> None:
+    from dshkit.agent import Reject, RunBlocked
+
+    agent = Agent(ScriptedModel(["never"]), hooks={"pre_step": lambda ctx: Reject("not today")})
+    with pytest.raises(RunBlocked, match="rejected the run's input: not today"):
+        agent.run_sync("hi")
+    assert agent.model.remaining == 1
+
+
+def test_a_hook_that_raises_is_run_failed() -> None:
+    from dshkit.agent import RunFailed
+
+    def broken(ctx: Any) -> None:
+        raise KeyError("missing")
+
+    with pytest.raises(RunFailed, match="KeyError: 'missing'"):
+        Agent(ScriptedModel(["never"]), hooks={"request": broken}).run_sync("hi")
