@@ -251,7 +251,7 @@ class RunStream:
             from pydantic_core import from_json
 
             document = from_json(self._partial, allow_partial="trailing-strings")
-        except ValueError:
+        except (ValueError, TypeError):  # not JSON (yet), or a pydantic-core too old for partial strings
             return
         state = self._state
         assert state is not None and state.spec is not None
