@@ -17,7 +17,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from dshkit.agent.validation import _received
+from dshkit.agent.validation import received_text
 
 DEFAULT_OUTPUT_NAME = "final_result"
 WRAPPED_KEY = "response"
@@ -92,7 +92,7 @@ class OutputSpec:
         prefix: tuple[Any, ...] = ()
         if self.wrapped:
             if not isinstance(document, Mapping) or WRAPPED_KEY not in document:
-                return None, [f"/{WRAPPED_KEY}: Field required (got {_received(document)})"]
+                return None, [f"/{WRAPPED_KEY}: Field required (got {received_text(document)})"]
             extra = sorted(str(key) for key in document if key != WRAPPED_KEY)
             if extra:
                 return None, [f"/{key}: Extra inputs are not permitted" for key in extra]
@@ -134,7 +134,7 @@ def _problems(exc: Any, prefix: tuple[Any, ...]) -> list[str]:
             problems.append("(more errors left out)")
             break
         path = "/" + "/".join(str(part) for part in (*prefix, *error["loc"]))
-        problems.append(f"{path}: {error['msg']} (got {_received(error.get('input'))})")
+        problems.append(f"{path}: {error['msg']} (got {received_text(error.get('input'))})")
     return problems
 
 
