@@ -12,6 +12,7 @@ from pydantic import BaseModel
 
 from dshkit.agent import Agent, ModelCallFailed, ModelHTTPError, RunError
 from dshkit.models import errors as model_errors
+from dshkit.models.anthropic.model import AnthropicModel
 from dshkit.models.chat.model import OpenAICompatibleModel
 
 
@@ -20,14 +21,21 @@ class City(BaseModel):
     population: int
 
 
+class ToolModeChat(OpenAICompatibleModel):
+    """Chat Completions held to the tool mode of structured output (a final-answer tool), whatever
+    the API's native support: the agent's side of the contract, tested over the wire."""
+
+    native_output = False
+
+
 def make(loopback: Any) -> OpenAICompatibleModel:
-    return OpenAICompatibleModel(
+    return ToolModeChat(
         "deepseek-chat", base_url=loopback.base_url, api_key="sk-test", provider="deepseek",
         timeout=5.0, retry_backoff=0.01, max_retries=0,
     )
 
 
-def run(model: OpenAICompatibleModel, prompt: str, **options: Any) -> Any:
+def run(model: Any, prompt: str, **options: Any) -> Any:
     async def main() -> Any:
         async with model:
             return await Agent(model).run(prompt, **options)
@@ -78,3 +86,28 @@ def test_tool_mode_over_http_sends_the_schema_and_the_retry_carries_the_error(lo
     assert tools["final_result"]["parameters"]["required"] == ["name", "population"]
     error = [m for m in retry["messages"] if m["role"] == "tool"][-1]
     assert "/population: Field required" in json.dumps(error)
+
+
+class ToolModeAnthropic(AnthropicModel):
+    """The Messages API held to the tool mode of structured output (see `ToolModeChat`)."""
+
+    native_output = False
+
+
+def test_tool_mode_over_the_messages_api_retries_with_the_validation_error(loopback: Any, anthropic_wire: Any) -> None:
+    a = anthropic_wire
+
+    def final(call_id: str, pieces: list[str]) -> Any:
+        return a.sse_reply([a.message_start(), *a.tool_use(0, call_id, "final_result", pieces), a.message_delta("tool_use"), a.MESSAGE_STOP])
+
+    loopback.reply(final("toolu_1", ['{"name": "Li', 'ma"}']), final("toolu_2", ['{"name": "Lima", ', '"population": 10}']))
+    model = ToolModeAnthropic(
+        "claude-test", base_url=loopback.base_url.removesuffix("/v1"), api_key="sk-ant-test", timeout=5.0, retry_backoff=0.01,
+    )
+    result = run(model, "city?", output_type=City)
+    assert result.output == City(name="Lima", population=10) and result.usage.requests == 2
+    first, retry = (received.json for received in loopback.received)
+    assert [tool["name"] for tool in first["tools"]] == ["final_result"]
+    assert first["tools"][0]["input_schema"]["required"] == ["name", "population"]
+    answer = retry["messages"][-1]["content"][0]
+    assert answer["type"] == "tool_result" and answer["is_error"] is True and "/population: Field required" in json.dumps(answer)
