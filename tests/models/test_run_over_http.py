@@ -1,5 +1,6 @@
 """`Agent.run` over real HTTP (a loopback server): a 401 and a dropped stream raise the typed error
-from `run`, never a silent return, and a structured output run sends its schema and retries."""
+from `run`, never a silent return; tool-mode structured output over the three APIs sends the
+schema as a tool and the retry carries the validation error."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from dshkit.agent import Agent, ModelCallFailed, ModelHTTPError, RunError
 from dshkit.models import errors as model_errors
 from dshkit.models.anthropic.model import AnthropicModel
 from dshkit.models.chat.model import OpenAICompatibleModel
+from dshkit.models.responses.model import OpenAIResponsesModel
 
 
 class City(BaseModel):
@@ -111,3 +113,25 @@ def test_tool_mode_over_the_messages_api_retries_with_the_validation_error(loopb
     assert first["tools"][0]["input_schema"]["required"] == ["name", "population"]
     answer = retry["messages"][-1]["content"][0]
     assert answer["type"] == "tool_result" and answer["is_error"] is True and "/population: Field required" in json.dumps(answer)
+
+
+class ToolModeResponses(OpenAIResponsesModel):
+    """The Responses API held to the tool mode of structured output (see `ToolModeChat`)."""
+
+    native_output = False
+
+
+def test_tool_mode_over_the_responses_api_retries_with_the_validation_error(loopback: Any, responses_wire: Any) -> None:
+    def final(call_id: str, arguments: str) -> Any:
+        r = responses_wire(f"resp_{call_id}")
+        return r.sse_reply([*r.created(), *r.function_call(0, f"fc_{call_id}", call_id, "final_result", [arguments]), r.completed()])
+
+    loopback.reply(final("a", '{"population": 3}'), final("b", '{"name": "Quito", "population": 3}'))
+    model = ToolModeResponses("gpt-test", base_url=loopback.base_url, api_key="sk-test", timeout=5.0, retry_backoff=0.01)
+    result = run(model, "city?", output_type=City)
+    assert result.output == City(name="Quito", population=3)
+    first, retry = (received.json for received in loopback.received)
+    assert [tool["name"] for tool in first["tools"]] == ["final_result"]
+    assert first["tools"][0]["parameters"]["required"] == ["name", "population"]
+    outputs = [item for item in retry["input"] if item.get("type") == "function_call_output"]
+    assert "/name: Field required" in outputs[-1]["output"]
