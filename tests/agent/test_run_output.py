@@ -174,3 +174,17 @@ def test_function_model_sees_the_schema_and_answers_by_it() -> None:
         return call("final_result", **{name: (1 if spec.get("type") == "integer" else "z") for name, spec in schema["properties"].items()})
 
     assert Agent(FunctionModel(answer)).run_sync("c", output_type=City).output == City(name="z", population=1)
+
+
+def test_a_request_rebuilt_from_the_log_carries_the_output_schema_and_a_later_plain_run_drops_it() -> None:
+    from dshkit.session import project_request
+
+    model = ScriptedModel([output(City(name="Bonn", population=3)), "plain"], native_output=True)
+    agent = Agent(model)
+    agent.run_sync("city", output_type=City)
+    first_chunk = next(e.seq for e in agent.session.events if e.type == "assistant/chunk")
+    assert project_request(agent.session, at_seq=first_chunk - 1) == model.requests[0]
+    assert agent.run_sync("and now?").output == "plain"
+    assert "output_schema" not in model.requests[1].config
+    headers = [e.data["reason"] for e in agent.session.events if e.type == "request/header"]
+    assert headers == ["initial", "change"]
