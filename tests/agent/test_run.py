@@ -248,3 +248,15 @@ def test_a_hook_that_raises_is_run_failed() -> None:
 
     with pytest.raises(RunFailed, match="KeyError: 'missing'"):
         Agent(ScriptedModel(["never"]), hooks={"request": broken}).run_sync("hi")
+
+
+def test_a_run_on_a_closed_agent_is_refused_and_leaves_nothing_behind() -> None:
+    agent = Agent(ScriptedModel(["never"]))
+
+    async def main() -> None:
+        await agent.close()
+        with pytest.raises(RuntimeError, match="followup: the agent is closed"):
+            await agent.run("hi")
+        assert agent._turns.runs == {} and len(agent.session.events) == 0
+
+    asyncio.run(main())
