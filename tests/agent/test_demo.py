@@ -88,3 +88,10 @@ def test_the_file_tools_work_in_a_workspace_reached_through_a_symlink(tmp_path: 
     assert asyncio.run(tools["read_file"].run({"path": "src/app.py"}, None)) == (tmp_path / "real" / "src" / "app.py").read_text()
     with pytest.raises(PermissionError, match="outside the workspace"):
         asyncio.run(tools["read_file"].run({"path": "../../etc/passwd"}, None))
+
+
+def test_the_demo_opens_with_run_sync_and_typed_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    lines = run_demo(tmp_path / "first.jsonl", capsys)
+    assert lines[0] == "== An agent in one call: run_sync, a typed tool, typed output =="
+    assert lines[2] == "  result.output  Sum(total=5, explanation='2 + 3 = 5')"
+    assert lines[3].startswith("  a bad answer went back to the model: - /total: Input should be a valid integer")

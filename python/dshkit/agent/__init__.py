@@ -1,5 +1,7 @@
 """`dshkit.agent`: the agent loop (asyncio) over a durable session log.
 
+`agent.run(prompt, output_type=..., limits=...)` (and `run_sync`, `run_stream`) runs one prompt
+and returns its `RunResult` or raises its `RunError`.
 `Agent(model, *, session=None, tools=(), system=None, hooks=None)` runs turns: it claims queued
 input (`followup`, `steer`, `inject`), lets the `pre_step` hook `Enter` or `Reject` it, logs it,
 builds each request from the log, streams the model, runs `Tool`s and honours `cancel`.
@@ -14,6 +16,21 @@ from dshkit.agent.approvals import PendingApproval, Policy
 from dshkit.agent.assembly import StreamAssembler
 from dshkit.agent.cancel import CancelToken
 from dshkit.agent.compaction import Compaction, CompactionFailed
+from dshkit.agent.errors import (
+    ContextWindowExceeded,
+    ModelCallFailed,
+    ModelHTTPError,
+    OutputValidationError,
+    RunBlocked,
+    RunCancelled,
+    RunError,
+    RunFailed,
+    ToolRetriesExhausted,
+    UsageLimitExceeded,
+)
+from dshkit.agent.limits import UsageLimits
+from dshkit.agent.result import RunResult, RunUsage
+from dshkit.agent.run import RunEvent, RunStream
 from dshkit.agent.notifications import AgentEvent, EventStream
 from dshkit.agent.hooks import (
     HOOK_NAMES,
@@ -48,10 +65,14 @@ __all__ = [
     "CancelToken",
     "Compaction",
     "CompactionFailed",
+    "ContextWindowExceeded",
     "Deny",
     "Enter",
     "EventStream",
     "Inbox",
+    "ModelCallFailed",
+    "ModelHTTPError",
+    "OutputValidationError",
     "PendingApproval",
     "Policy",
     "PostToolContext",
@@ -60,13 +81,24 @@ __all__ = [
     "Reject",
     "RequestContext",
     "RequestErrorContext",
+    "RunBlocked",
+    "RunCancelled",
+    "RunError",
+    "RunEvent",
+    "RunFailed",
+    "RunResult",
+    "RunStream",
+    "RunUsage",
     "StreamAssembler",
     "TokenMeter",
     "Tool",
     "ToolContext",
     "ToolOutput",
+    "ToolRetriesExhausted",
     "ToolSource",
     "TurnStoppingContext",
+    "UsageLimitExceeded",
+    "UsageLimits",
     "subagent_tool",
     "tool",
 ]

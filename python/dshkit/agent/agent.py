@@ -24,7 +24,9 @@ from dshkit.agent.compaction import Compaction, Compactor
 from dshkit.agent.hooks import Hook, HookEntry, check_hooks
 from dshkit.agent.notifications import AgentEvent, EventStream, NotificationHub
 from dshkit.agent.inbox import NEXT_STEP, NEXT_TURN, Inbox
+from dshkit.agent.result import RunResult
 from dshkit.agent.resume import finish_suspended_step, suspended_turn
+from dshkit.agent.run import Runs
 from dshkit.agent.tool_calls import ToolCallRunner
 from dshkit.agent.tool_gate import ToolGate
 from dshkit.agent.tools import Tool, check_timeout
@@ -52,8 +54,11 @@ AWAITING_APPROVAL: Final = "awaiting_approval"
 _CONTINUING_OUTCOMES = ("completed", "max_tokens")
 
 
-class Agent:
+class Agent(Runs):
     """An agent: a model, tools and hooks driving turns over a durable session log.
+
+    `run(prompt)` / `run_sync` / `run_stream` (`dshkit.agent.run.Runs`) run one prompt and
+    return its `RunResult` (or raise its `RunError`).
 
     `followup(message)` queues a message for its own turn and wakes the agent; `steer(message)`
     queues for the next step boundary and wakes; `inject(message)` queues for the next step
@@ -181,6 +186,16 @@ class Agent:
     def context_window(self) -> int | None:
         """The model's context window in tokens, if known (from `Compaction` or the model)."""
         return self._compactor.window
+
+    @property
+    def last_turn(self) -> RunResult[Any] | None:
+        """The latest turn this agent ended, as a `RunResult` read from the log (None before any).
+
+        For `followup` + `when_idle` users: its `status`, and `error` (the typed `RunError` a
+        `run` would have raised) tell a failed turn from a finished one.
+        """
+        ended = self._turns.last_end
+        return None if ended is None else RunResult(self._session, ended[0], ended[1])
 
     # -- input --------------------------------------------------------------------------------
 
@@ -431,6 +446,10 @@ class Agent:
             self._aborting = False
             self._token = None
             self._driver = None
+            if self._turns.runs:  # runs whose prompt no turn claimed: they look why
+                for run in tuple(self._turns.runs.values()):
+                    if not run.waiter.done():
+                        run.waiter.set_result(None)
             if relaunch:
                 self._start_driver(asyncio.get_running_loop())
             self._notify_state_change()

@@ -54,6 +54,7 @@ class ToolCallRunner:
         self._tools = tools
         self._gate = gate  # validation, hooks, approvals, timeouts (None: bodies run plainly)
         self.suspended = False  # set when the agent's task stops while calls wait for a person
+        self.turn_tools: Mapping[str, Tool] = {}  # tools of the running turn only (a run's final-answer tool)
 
     async def run(
         self, calls: tuple[Any, ...], assistant_seq: int, *, turn: int, step: int, token: CancelToken,
@@ -199,6 +200,8 @@ class ToolCallRunner:
         try:
             name = call["name"]
             tool = self._tools.get(name)
+            if tool is None:
+                tool = self.turn_tools.get(name)
             if tool is None:
                 known = ", ".join(self._tools) or "none"
                 return _CallResult(

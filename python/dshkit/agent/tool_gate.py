@@ -170,6 +170,7 @@ class ToolGate:
             self._failure = {
                 "code": RETRIES_EXHAUSTED,
                 "name": "InvalidArguments",
+                "tool": tool.name,
                 "message": f"tool {tool.name!r} was called with invalid arguments {count} times in this turn "
                 f"(retries={tool.retries})",
             }

@@ -32,6 +32,7 @@ from dshkit.agent.hooks import (
     TurnStoppingContext,
 )
 from dshkit.agent.inbox import NEXT_STEP, Inbox
+from dshkit.agent.run_state import attach_run, refusing
 from dshkit.agent.tool_calls import ToolCallRunner
 from dshkit.agent.turn_state import Admitted, StepResult, Turn, TurnAborted, FinishStep, error_info
 from dshkit.llm import Message, create_assistant_message, freeze
@@ -82,6 +83,9 @@ class TurnRunner:
         self._logged_config: Any = None
         self._turn_number = _last_turn_number(session)
         self._loop_ran = False  # the event loop ran other tasks since the last stream was read
+        self._logged_specs: Any = None
+        self.runs: dict[str, Any] = {}  # prompt id -> the `RunState` of the `Agent.run` waiting for it
+        self.last_end: tuple[int, int] | None = None  # (turn, turn/end seq) of the latest turn ended
 
     def _append(self, event_type: str, data: Any, source_event_seqs: tuple[int, ...] = ()) -> Any:
         if self._tool_calls.suspended:
@@ -126,7 +130,10 @@ class TurnRunner:
             if token.cancelled:
                 # The first cause wins, even over a hook that threw after the cancel.
                 turn.reason = {"kind": "aborted", "cause": token.cause}
-            self._append(TURN_END, {"turn": turn.number, "reason": turn.reason})
+            ended = self._append(TURN_END, {"turn": turn.number, "reason": turn.reason})
+            self.last_end = (turn.number, ended.seq) if ended is not None else self.last_end
+            if turn.run is not None:
+                turn.run.ended(ended, turn.reason, self._tool_calls)
             self._hub.emit("turn_end", turn=turn.number, reason=turn.reason)
         if failure is not None:
             raise failure
@@ -192,6 +199,8 @@ class TurnRunner:
                 if not self._inbox.has_step_input():
                     return None
         claimed = self._inbox.claim(first_step=first, turn=turn.number)
+        if first and claimed and self.runs:
+            turn.run = attach_run(self.runs, turn.number, claimed, self._tool_calls)
         if token.cancelled:
             raise TurnAborted  # cancelled by an observer of turn/start or of the claim itself
         if first and not claimed:
@@ -277,10 +286,10 @@ class TurnRunner:
             if self._hub.maybe_listening:
                 self._hub.emit("step_end", turn=turn.number, step=turn.step)
 
-    def _log_header(self, config: Mapping[str, Any]) -> None:
-        if config is self._logged_config:
+    def _log_header(self, config: Mapping[str, Any], specs: tuple[Mapping[str, Any], ...]) -> None:
+        if config is self._logged_config and specs is self._logged_specs:
             return  # the very settings of the header this agent logged last: nothing changed
-        header = freeze({"system": self._system, "tools": list(self._tool_specs), "config": dict(config)})
+        header = freeze({"system": self._system, "tools": list(specs), "config": dict(config)})
         if self._last_header is None:
             reason = "resume" if self._session.request_header is not None else "initial"
         elif header != self._last_header:
@@ -290,6 +299,7 @@ class TurnRunner:
         self._append(REQUEST_HEADER, {"header": header, "reason": reason})
         self._last_header = header
         self._logged_config = config
+        self._logged_specs = specs
 
     async def _call_model(self, turn: Turn) -> StepResult:
         token = turn.token
@@ -318,7 +328,13 @@ class TurnRunner:
                     )
             if token.cancelled:
                 return StepResult("aborted")
-            self._log_header(config)
+            specs, run = self._tool_specs, turn.run
+            if run is not None and run.active:
+                config, specs = run.config_for(config), run.tools_for(specs)
+                refused = run.before_request(turn.step)
+                if refused is not None:
+                    return StepResult("error", error=refused)
+            self._log_header(config, specs)
             if self._compactor is not None:
                 await self._compactor.before_request(turn.number, token)  # a cancel cuts the stream below
             # Durability point: the log is on disk before the model sees the request.
@@ -447,15 +463,24 @@ class TurnRunner:
         event = self._append(ASSISTANT_MESSAGE, data, source_event_seqs=tuple(chunk_seqs))
         if self._hub.maybe_listening:
             self._hub.emit("message", turn=turn.number, step=turn.step, message=message, event_type=ASSISTANT_MESSAGE, seq=event.seq)
+        calls = message.tool_calls
+        run = turn.run if turn.run is not None and turn.run.active else None
+        if run is not None and (refused := run.after_response(assembler.usage) or (run.before_tools(calls) if calls else None)):
+            if calls:  # every call still gets a result: "not run", as for an aborted batch
+                await self._tool_calls.run(calls, event.seq, turn=turn.number, step=turn.step, token=refusing(refused))
+            return StepResult("error", error=refused)
         if assembler.finish_reason == "max_tokens":
             return StepResult("max_tokens")
-        calls = message.tool_calls
         if not calls:
+            if run is not None and (retry := run.check_answer(message)) is not None:
+                failure = run.take_failure()  # the output retries spent
+                return StepResult("stop", context=(retry,)) if failure is None else StepResult("error", error=failure)
             return StepResult("stop")
         end_turn, context, self._loop_ran = await self._tool_calls.run(
             calls, event.seq, turn=turn.number, step=turn.step, token=turn.token
         )
-        failure = self._tool_calls.take_failure()  # e.g. a tool's retry budget for invalid arguments spent
+        # A tool's retry budget for invalid arguments spent, or the run's output retries.
+        failure = self._tool_calls.take_failure() or (run.take_failure() if run is not None else None)
         return StepResult("tools", concluded=end_turn, context=context) if failure is None else StepResult("error", error=failure, context=context)
 
 

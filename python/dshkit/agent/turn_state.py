@@ -40,6 +40,7 @@ class Turn:
     step: int = 0
     stepped: bool = False
     reason: dict[str, Any] = field(default_factory=lambda: {"kind": "completed"})
+    run: Any = None  # the `RunState` of the `Agent.run` whose prompt this turn runs, if any
 
 
 FinishStep = Callable[[Turn], Awaitable[StepResult]]  # ends the step a resumed turn was left in

@@ -51,7 +51,7 @@ class ArgumentValidator:
             if len(problems) == _MAX_ERRORS:
                 problems.append("(more errors left out)")
                 break
-            problems.append(f"{_path(error.instance_path)}: {error.message} (got {_received(error.instance)})")
+            problems.append(f"{_path(error.instance_path)}: {error.message} (got {received_text(error.instance)})")
         return problems
 
 
@@ -66,7 +66,8 @@ def _path(parts: Any) -> str:
     return "/" + "/".join(str(part) for part in parts) if parts else "/"
 
 
-def _received(value: Any) -> str:
+def received_text(value: Any) -> str:
+    """What the model wrote at a failing path, as short JSON text (the output check quotes it too)."""
     try:
         text = to_json(value)
     except (TypeError, ValueError):
@@ -74,4 +75,4 @@ def _received(value: Any) -> str:
     return text if len(text) <= _MAX_VALUE_CHARS else text[: _MAX_VALUE_CHARS - 3] + "..."
 
 
-__all__ = ["ArgumentValidator", "SchemaError", "invalid_arguments_text"]
+__all__ = ["ArgumentValidator", "SchemaError", "invalid_arguments_text", "received_text"]

@@ -1,6 +1,7 @@
 """`dshkit demo`: an offline walk through what dshkit guarantees, with real output.
 
-Two parts: the message core (identity, immutability, import), then a multi-turn agent session
+First an agent in one call (`run_sync` with a typed tool and a typed `output_type`). Then two
+parts: the message core (identity, immutability, import), then a multi-turn agent session
 over a real temporary workspace with real file tools, driven by `ScriptedModel` (no network,
 same behaviour on every run). The agent part shows a follow-up queued while busy, a steer, an
 inject, a `pre_step` hook that rewrites a prompt (same id) and adds context (new id), a turn
@@ -18,12 +19,46 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import dshkit
 from dshkit.cli.demo_delegation import run_delegation
 from dshkit.cli.log_paths import unwritable_new_log
+
+
+@dataclass
+class Sum:
+    """The first agent's typed answer."""
+
+    total: int
+    explanation: str
+
+
+def show_first_agent() -> None:
+    """One call: `run_sync` with a typed tool and `output_type`, a typed result read from the log."""
+    print("== An agent in one call: run_sync, a typed tool, typed output ==")
+    try:
+        from dshkit.agent import Agent, tool
+        from dshkit.models import ScriptedModel, call, output
+
+        def add(a: int, b: int) -> int:
+            """Add two integers."""
+            return a + b
+
+        script = ScriptedModel([call("add", a=2, b=3), call("final_result", total="five"), output(Sum(5, "2 + 3 = 5"))])
+        result = Agent(script, tools=[tool(add)]).run_sync("What is 2 + 3?", output_type=Sum)
+    except ImportError as missing:  # typed tools and output need pydantic (dshkit[typed])
+        print(f"  (skipped: {missing})\n")
+        return
+    print("  result = Agent(model, tools=[add]).run_sync('What is 2 + 3?', output_type=Sum)")
+    print(f"  result.output  {result.output!r}")
+    results = [m.content[0]["content"][0]["text"] for m in result.messages if m.content[0]["type"] == "tool_result"]
+    retry = next(text for text in results if "did not validate" in text)
+    print(f"  a bad answer went back to the model: {retry.splitlines()[1]}")
+    print(f"  status {result.status}, {result.usage.requests} requests, {result.usage.tool_calls} tool call, "
+          f"{len(result.messages)} messages (seqs {result.seqs.start}-{result.seqs.stop - 1} of the log)\n")
 
 
 def show_message_core() -> None:
@@ -384,6 +419,7 @@ def main(args: argparse.Namespace) -> int:
     if reason is not None:  # said before the demo starts, not after half of it ran
         print(f"dshkit demo: --log {reason}", file=sys.stderr)
         return 2
+    show_first_agent()
     show_message_core()
     scratch = Path(tempfile.mkdtemp(prefix="dshkit-demo-"))
     workspace = scratch / "workspace"

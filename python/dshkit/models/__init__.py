@@ -1,6 +1,8 @@
 """Models behind one streaming protocol (`dshkit.models.protocol`).
 
-`ScriptedModel` replays scripted responses offline (tests, the demo). The HTTP models
+`ScriptedModel` replays scripted responses offline (tests, the demo), in plain replies (`call`,
+`output`, text, exceptions) or chunks; `FunctionModel(fn)` answers with `fn(request)`; `TestModel`
+calls every tool once and answers with schema-valid output. The HTTP models
 (`OpenAICompatibleModel` for Chat Completions, `AnthropicModel` for the Messages API,
 `OpenAIResponsesModel` for the Responses API) are imported only when first used, so importing
 `dshkit.models` does not import the HTTP stack; they connect through a `Provider` and take
@@ -30,10 +32,13 @@ from dshkit.models.protocol import (
     UsageChunk,
     supports_native_output,
 )
+from dshkit.models.function import FunctionModel
 from dshkit.models.provider import Provider
+from dshkit.models.replies import call, output
 from dshkit.models.scripted import ScriptedModel
 from dshkit.models.selection import from_env, infer_model
 from dshkit.models.settings import ModelSettings
+from dshkit.models.test import TestModel
 
 if TYPE_CHECKING:
     from dshkit.models.anthropic.model import AnthropicModel
@@ -64,6 +69,7 @@ __all__ = [
     "FallbackModel",
     "FinishChunk",
     "FinishReason",
+    "FunctionModel",
     "Model",
     "ModelError",
     "ModelErrorInfo",
@@ -73,11 +79,14 @@ __all__ = [
     "Provider",
     "ReasoningDelta",
     "ScriptedModel",
+    "TestModel",
     "TextDelta",
     "ToolCallDelta",
     "ToolSpec",
     "UsageChunk",
+    "call",
     "from_env",
     "infer_model",
+    "output",
     "supports_native_output",
 ]
