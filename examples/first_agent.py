@@ -1,7 +1,7 @@
 """A first agent: a typed tool, typed output, one call.
 
 Runs offline with a scripted model; for a real one, replace the model, e.g.
-`OpenAICompatibleModel("gpt-4.1-mini", api_key=...)` from `dshkit.models`.
+`Agent("openai:gpt-4.1-mini")` with OPENAI_API_KEY set.
 """
 
 from pydantic import BaseModel

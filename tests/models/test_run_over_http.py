@@ -15,6 +15,7 @@ from dshkit.agent import Agent, ModelCallFailed, ModelHTTPError, RunError
 from dshkit.models import errors as model_errors
 from dshkit.models.anthropic.model import AnthropicModel
 from dshkit.models.chat.model import OpenAICompatibleModel
+from dshkit.models.provider import Provider
 from dshkit.models.responses.model import OpenAIResponsesModel
 
 
@@ -32,8 +33,7 @@ class ToolModeChat(OpenAICompatibleModel):
 
 def make(loopback: Any) -> OpenAICompatibleModel:
     return ToolModeChat(
-        "deepseek-chat", base_url=loopback.base_url, api_key="sk-test", provider="deepseek",
-        timeout=5.0, retry_backoff=0.01, max_retries=0,
+        "deepseek-chat", Provider(loopback.base_url, api_key="sk-test", name="deepseek", timeout=5.0, retry_backoff=0.01, max_retries=0)
     )
 
 
@@ -86,6 +86,7 @@ def test_tool_mode_over_http_sends_the_schema_and_the_retry_carries_the_error(lo
     first, retry = (received.json for received in loopback.received)
     tools = {tool["function"]["name"]: tool["function"] for tool in first["tools"]}
     assert tools["final_result"]["parameters"]["required"] == ["name", "population"]
+    assert "response_format" not in first  # a model asked for a tool ignores output_schema
     error = [m for m in retry["messages"] if m["role"] == "tool"][-1]
     assert "/population: Field required" in json.dumps(error)
 
@@ -104,12 +105,12 @@ def test_tool_mode_over_the_messages_api_retries_with_the_validation_error(loopb
 
     loopback.reply(final("toolu_1", ['{"name": "Li', 'ma"}']), final("toolu_2", ['{"name": "Lima", ', '"population": 10}']))
     model = ToolModeAnthropic(
-        "claude-test", base_url=loopback.base_url.removesuffix("/v1"), api_key="sk-ant-test", timeout=5.0, retry_backoff=0.01,
+        "claude-test", Provider(loopback.base_url.removesuffix("/v1"), api_key="sk-ant-test", timeout=5.0, retry_backoff=0.01)
     )
     result = run(model, "city?", output_type=City)
     assert result.output == City(name="Lima", population=10) and result.usage.requests == 2
     first, retry = (received.json for received in loopback.received)
-    assert [tool["name"] for tool in first["tools"]] == ["final_result"]
+    assert [tool["name"] for tool in first["tools"]] == ["final_result"] and "tool_choice" not in first
     assert first["tools"][0]["input_schema"]["required"] == ["name", "population"]
     answer = retry["messages"][-1]["content"][0]
     assert answer["type"] == "tool_result" and answer["is_error"] is True and "/population: Field required" in json.dumps(answer)
@@ -127,11 +128,11 @@ def test_tool_mode_over_the_responses_api_retries_with_the_validation_error(loop
         return r.sse_reply([*r.created(), *r.function_call(0, f"fc_{call_id}", call_id, "final_result", [arguments]), r.completed()])
 
     loopback.reply(final("a", '{"population": 3}'), final("b", '{"name": "Quito", "population": 3}'))
-    model = ToolModeResponses("gpt-test", base_url=loopback.base_url, api_key="sk-test", timeout=5.0, retry_backoff=0.01)
+    model = ToolModeResponses("gpt-test", Provider(loopback.base_url, api_key="sk-test", timeout=5.0, retry_backoff=0.01))
     result = run(model, "city?", output_type=City)
     assert result.output == City(name="Quito", population=3)
     first, retry = (received.json for received in loopback.received)
-    assert [tool["name"] for tool in first["tools"]] == ["final_result"]
+    assert [tool["name"] for tool in first["tools"]] == ["final_result"] and "text" not in first
     assert first["tools"][0]["parameters"]["required"] == ["name", "population"]
     outputs = [item for item in retry["input"] if item.get("type") == "function_call_output"]
     assert "/name: Field required" in outputs[-1]["output"]

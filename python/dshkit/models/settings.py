@@ -98,10 +98,14 @@ def as_list(value: Any) -> Any:
     return [value] if isinstance(value, str) else value
 
 
-def output_schema(settings: Mapping[str, Any]) -> Optional[Mapping[str, Any]]:
-    """The checked `OUTPUT_SCHEMA` setting (``name``, ``schema``, ``description``, ``strict``), if any."""
+def output_schema(settings: Mapping[str, Any], *, native: bool = True) -> Optional[Mapping[str, Any]]:
+    """The checked `OUTPUT_SCHEMA` setting (``name``, ``schema``, ``description``, ``strict``), if any.
+
+    None for a model that is not `native` (``native_output = False``): the agent then asked for the
+    output as a final-answer tool among the request's tools, and the setting is not sent at all.
+    """
     spec = settings.get(OUTPUT_SCHEMA)
-    if spec is None:
+    if spec is None or not native:
         return None
     if not isinstance(spec, Mapping) or not isinstance(spec.get("schema"), Mapping):
         raise ValueError(f"request config[{OUTPUT_SCHEMA!r}]: expected a mapping with a JSON schema object under 'schema'")

@@ -68,10 +68,10 @@ class AnthropicModel(HTTPModel):
 
     def request_body(self, request: ModelRequest) -> bytes:
         """The exact bytes `stream` posts for `request` (byte-identical for an equal request)."""
-        return encode_body(anthropic_body(request, model=self._model, defaults=self.settings))
+        return encode_body(anthropic_body(request, model=self._model, defaults=self.settings, native_output=self.native_output))
 
     def _translation_options(self, request: ModelRequest) -> dict[str, Any]:
-        spec = output_schema(request.config)
+        spec = output_schema(request.config, native=self.native_output)
         return {"output_tool": spec["name"]} if spec is not None else {}
 
     def _new_translator(self, status: int, request_id: str | None, **options: Any) -> StreamTranslator:

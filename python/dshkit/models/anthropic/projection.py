@@ -76,14 +76,19 @@ SETTING_NAMES: SettingNames = {
 
 
 def anthropic_body(
-    request: ModelRequest, *, model: str, max_tokens: int = DEFAULT_MAX_TOKENS, defaults: Mapping[str, Any] | None = None
+    request: ModelRequest,
+    *,
+    model: str,
+    max_tokens: int = DEFAULT_MAX_TOKENS,
+    defaults: Mapping[str, Any] | None = None,
+    native_output: bool = True,
 ) -> dict[str, Any]:
     """The Messages API request body for `request` (streaming). `defaults` are the model's call
     settings under the request's (`SETTING_NAMES` maps both); ``max_tokens`` is `max_tokens`
     unless they set it. A requested structured output becomes a forced tool (`output_tool`)."""
     merged = merged_settings(defaults, request.config)
     settings = api_settings(merged, SETTING_NAMES, "Anthropic Messages API")
-    spec = output_schema(merged)
+    spec = output_schema(merged, native=native_output)
     system, messages = anthropic_messages(request.messages, system=request.system, attachments=getattr(request, "attachments", None))
     body: dict[str, Any] = {"model": model, "max_tokens": settings.pop("max_tokens", max_tokens)}
     if system:

@@ -116,6 +116,7 @@ class OpenAICompatibleModel(HTTPModel):
                 include_usage=self.include_usage,
                 empty_reasoning_with_tool_calls=self.profile.empty_reasoning_with_tool_calls,
                 defaults=self.settings,
+                native_output=self.native_output,
             )
         )
 

@@ -73,6 +73,7 @@ def chat_body(
     include_usage: bool = True,
     empty_reasoning_with_tool_calls: bool = False,
     defaults: Mapping[str, Any] | None = None,
+    native_output: bool = True,
 ) -> dict[str, Any]:
     """The chat-completions request body for `request` (streaming, usage requested).
 
@@ -96,7 +97,7 @@ def chat_body(
         body["tools"] = tools
     settings = merged_settings(defaults, request.config)
     apply_call_settings(body, api_settings(settings, SETTING_NAMES, "Chat Completions API"), RESERVED_BODY_KEYS)
-    spec = output_schema(settings)
+    spec = output_schema(settings, native=native_output)
     if spec is not None:
         if "response_format" in body:
             raise ValueError("request config['response_format']: cannot be set beside config['output_schema'], which sets it")

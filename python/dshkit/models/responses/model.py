@@ -58,7 +58,7 @@ class OpenAIResponsesModel(HTTPModel):
 
     def request_body(self, request: ModelRequest) -> bytes:
         """The exact bytes `stream` posts for `request` (byte-identical for an equal request)."""
-        return encode_body(responses_body(request, model=self._model, defaults=self.settings))
+        return encode_body(responses_body(request, model=self._model, defaults=self.settings, native_output=self.native_output))
 
     def _new_translator(self, status: int, request_id: str | None, **options: Any) -> StreamTranslator:
         return ResponsesStreamTranslator(status=status, request_id=request_id)

@@ -69,7 +69,9 @@ SETTING_NAMES: SettingNames = {
 """The common call settings under the Responses API's names (``None``: it has none); the others keep theirs."""
 
 
-def responses_body(request: ModelRequest, *, model: str, defaults: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def responses_body(
+    request: ModelRequest, *, model: str, defaults: Mapping[str, Any] | None = None, native_output: bool = True
+) -> dict[str, Any]:
     """The Responses API request body for `request` (streaming, stateless); `defaults` are the
     model's call settings under the request's (`SETTING_NAMES` maps both); a requested
     structured output becomes ``text.format``."""
@@ -90,7 +92,7 @@ def responses_body(request: ModelRequest, *, model: str, defaults: Mapping[str, 
     body["include"] = ["reasoning.encrypted_content"]
     settings = merged_settings(defaults, request.config)
     apply_call_settings(body, api_settings(settings, SETTING_NAMES, "Responses API"), RESERVED_BODY_KEYS)
-    spec = output_schema(settings)
+    spec = output_schema(settings, native=native_output)
     if spec is not None:
         text = body.get("text")
         if text is not None and (not isinstance(text, Mapping) or "format" in text):
