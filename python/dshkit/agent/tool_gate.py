@@ -34,6 +34,7 @@ from dshkit.agent.validation import (
     SchemaError,
     invalid_arguments_text,
     parse_arguments,
+    unchecked_arguments_text,
 )
 from dshkit.llm import Message, freeze
 
@@ -93,7 +94,7 @@ class ToolGate:
             return result
         if not self.engaged(tool):
             return await self._run_body(tool, arguments, ctx, call_seq)
-        frozen, result = self._checked(tool, call["arguments"], arguments, ctx.turn, call_seq)
+        frozen, result = await self._checked(tool, call["arguments"], arguments, ctx, call_seq)
         if result is not None:
             return result
         if self._decides(tool):
@@ -137,25 +138,42 @@ class ToolGate:
         """Whether a call of `tool` has a decision to make (a hook to ask, or a policy that may not allow)."""
         return bool(self._pre) or self.book.has_session_policy or self.book.may_gate(tool.name, tool.approval)
 
-    def _checked(self, tool: Tool, raw: str, arguments: dict[str, Any], turn: int, call_seq: int) -> tuple[Any, CallResult | None]:
+    async def _checked(
+        self, tool: Tool, raw: str, arguments: dict[str, Any], ctx: ToolContext, call_seq: int
+    ) -> tuple[Any, CallResult | None]:
         """The arguments frozen (None when no hook or policy sees them), or the error result."""
         validator = self._validator(tool)
         if isinstance(validator, SchemaError):
             return None, error_result(f"Tool {tool.name} cannot run: {validator}", "SchemaError", "invalid_schema", call_seq)
         if validator is not None:
-            problems = validator.problems(arguments, len(raw))
+            if validator.off_loop(len(raw)):  # a schema with backtracking patterns, large arguments
+                outcome, problems = await validator.check_off_loop(raw, ctx.cancel)
+                if outcome != "checked":
+                    return None, self._unchecked(tool, outcome, ctx, call_seq)
+            else:
+                problems = validator.problems(arguments, len(raw))
             if problems:
-                self._count_invalid(tool, turn)
+                self._count_invalid(tool, ctx.turn)
                 return None, CallResult(invalid_arguments_text(tool.name, problems), True, _INVALID, call_seq=call_seq)
         if not (self._post or self._decides(tool)):
             return None, None
         try:
             return freeze(arguments), None
         except (TypeError, ValueError) as exc:  # e.g. an integer past 64 bits: hooks could not be shown it
-            self._count_invalid(tool, turn)
+            self._count_invalid(tool, ctx.turn)
             return None, CallResult(
                 f"Invalid arguments for {tool.name}: the tool did not run: {exc}.", True, _INVALID, call_seq=call_seq
             )
+
+    def _unchecked(self, tool: Tool, outcome: str, ctx: ToolContext, call_seq: int) -> CallResult:
+        """The result of a call whose arguments' check ran out of time, or was stopped by a cancel."""
+        if outcome == "cancelled":
+            return error_result(
+                f"Tool call not run: the turn was aborted ({ctx.cancel.cause or 'cancelled'}) while its arguments "
+                "were checked. The tool did not run.", "Aborted", "aborted_before_dispatch", call_seq,
+            )
+        self._count_invalid(tool, ctx.turn)
+        return error_result(unchecked_arguments_text(tool.name), "ValidationTimedOut", "invalid_arguments", call_seq)
 
     def _validator(self, tool: Tool) -> ArgumentValidator | SchemaError | None:
         known = self._validators.get(tool.name)
