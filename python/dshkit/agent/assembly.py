@@ -180,7 +180,8 @@ class StreamAssembler:
                     f"model response: tool call {entry.index} (id {call_id!r}) has no name; "
                     "a call without a name could never be sent back to the model"
                 )
-            if nests_deeper_than("".join(entry.arguments), MAX_SENDABLE_DEPTH):
+            deep_enough = sum(map(len, entry.arguments)) > 2 * MAX_SENDABLE_DEPTH  # shorter text cannot nest that deep
+            if deep_enough and nests_deeper_than("".join(entry.arguments), MAX_SENDABLE_DEPTH):
                 raise MalformedResponseError(
                     f"model response: tool call {entry.index} (id {call_id!r}) has arguments nested deeper than "
                     f"{MAX_SENDABLE_DEPTH} levels, which could never be sent back to the model"

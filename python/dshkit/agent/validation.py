@@ -93,7 +93,7 @@ def parse_arguments(raw: str) -> dict[str, Any]:
         return {}  # a call without arguments, the most common: no parser
     if not raw.strip():
         return {}
-    if nests_deeper_than(raw, MAX_ARGUMENT_DEPTH):
+    if len(raw) > 2 * MAX_ARGUMENT_DEPTH and nests_deeper_than(raw, MAX_ARGUMENT_DEPTH):  # shorter text cannot be
         raise InvalidArgumentsText(f"nested deeper than {MAX_ARGUMENT_DEPTH} levels")
     try:
         arguments = _DECODER.decode(raw)
