@@ -154,8 +154,9 @@ class ArgumentValidator:
         if size > _LISTED_ERRORS_BUDGET:
             try:
                 validator.validate(arguments)
-            except Exception as error:  # jsonschema_rs.ValidationError
-                return [_problem(error.instance_path, error.message, _received(error.instance)), _FIRST_ONLY]
+            except Exception as exc:  # jsonschema_rs.ValidationError
+                first: Any = exc
+                return [_problem(first.instance_path, first.message, _received(first.instance)), _FIRST_ONLY]
             return []  # pragma: no cover - is_valid and validate agree
         problems: list[str] = []
         for error in validator.iter_errors(arguments):
@@ -176,8 +177,8 @@ class ArgumentValidator:
         child = await asyncio.create_subprocess_exec(
             sys.executable, "-c", _CHILD_CHECK, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
         )
-        stopped = asyncio.get_running_loop().create_future()
-        unregister = cancel.on_cancel(lambda: stopped.done() or stopped.set_result(None))
+        stopped: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        unregister = cancel.on_cancel(lambda: _stop(stopped))
         talk = asyncio.ensure_future(child.communicate(job.encode("utf-8")))
         try:
             await asyncio.wait((talk, stopped), timeout=VALIDATION_SECONDS, return_when=asyncio.FIRST_COMPLETED)
@@ -194,6 +195,11 @@ class ArgumentValidator:
             raise RuntimeError(f"the argument check's child process failed (exit status {child.returncode})")
         found = json.loads(output)
         return "checked", [_problem(path, message, received) for path, message, received in found["errors"]] + found["notes"]
+
+
+def _stop(stopped: asyncio.Future[None]) -> None:
+    if not stopped.done():
+        stopped.set_result(None)
 
 
 async def _end(child: asyncio.subprocess.Process, talk: asyncio.Future[Any]) -> None:
