@@ -69,7 +69,7 @@ def test_a_sync_body_past_its_timeout_is_given_up_and_the_agent_goes_on(kit: Any
         agent.followup(kit.user("go"))
         await agent.when_idle()
         assert finished == []  # the turn ended while the body still blocked
-        release.set()  # (asyncio.run waits for the worker thread to end)
+        release.set()  # the given-up body (in its own daemon thread) may end now
 
     asyncio.run(main())
     result = only_result(agent.session)
