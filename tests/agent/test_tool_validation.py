@@ -229,3 +229,16 @@ def test_arguments_checked_off_the_loop_get_the_same_answers_as_on_it(kit: Any) 
     assert first.data["error"]["code"] == "invalid_arguments"
     assert '/name: "Xyz" does not match "^(?!x)[a-z]+$" (got "Xyz")' in text(first)
     assert ran == ["abc"] and text(second) == "ran"
+
+
+def test_where_no_child_process_can_start_the_check_runs_on_the_loop_after_all(kit: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    async def no_processes(*args: Any, **kwargs: Any) -> Any:  # what a sandbox without fork/exec answers
+        raise PermissionError("operation not permitted")
+
+    monkeypatch.setattr(asyncio, "create_subprocess_exec", no_processes)
+    schema = {"type": "object", "properties": {"name": {"type": "string", "pattern": "^(?!x)[a-z]+$"}, "blob": {"type": "string"}}}
+    model = ScriptedModel([kit.calls_response(("c1", "t", json.dumps({"name": "Xyz", "blob": "b" * 2000}))), "ok"])
+    agent = Agent(model, tools=[Tool("t", "T.", schema, lambda a, c: "ran")])
+    drive(agent, kit.user("go"))
+    (result,) = results(agent.session)
+    assert result.data["error"]["code"] == "invalid_arguments" and '/name: "Xyz" does not match' in text(result)

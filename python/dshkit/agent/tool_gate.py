@@ -146,12 +146,16 @@ class ToolGate:
         if isinstance(validator, SchemaError):
             return None, error_result(f"Tool {tool.name} cannot run: {validator}", "SchemaError", "invalid_schema", call_seq)
         if validator is not None:
-            if validator.off_loop(len(raw)):  # a schema with backtracking patterns, large arguments
-                outcome, problems = await validator.check_off_loop(raw, ctx.cancel)
-                if outcome != "checked":
-                    return None, self._unchecked(tool, outcome, ctx, call_seq)
-            else:
-                problems = validator.problems(arguments, len(raw))
+            try:
+                if validator.off_loop(len(raw)):  # a schema with backtracking patterns, large arguments
+                    outcome, problems = await validator.check_off_loop(raw, arguments, ctx.cancel)
+                    if outcome != "checked":
+                        return None, self._unchecked(tool, outcome, ctx, call_seq)
+                else:
+                    problems = validator.problems(arguments, len(raw))
+            except Exception as exc:  # the validator failed on this input: the call, not the turn, says so
+                text = f"Invalid arguments for {tool.name}: the tool did not run: they could not be checked ({type(exc).__name__}: {exc})."
+                return None, error_result(text, type(exc).__name__, "invalid_arguments", call_seq)
             if problems:
                 self._count_invalid(tool, ctx.turn)
                 return None, CallResult(invalid_arguments_text(tool.name, problems), True, _INVALID, call_seq=call_seq)
@@ -294,7 +298,7 @@ class ToolGate:
             try:
                 content, meta = _apply(answer, content, meta)
             except (TypeError, ValueError) as exc:
-                return _withheld(f"a post_tool hook gave content that is not JSON ({exc})", type(exc).__name__, context, result)
+                return _withheld(f"a post_tool hook gave content or meta that is not JSON ({exc})", type(exc).__name__, context, result)
             context.extend(answer.context)
         return CallResult(content, result.is_error, result.error, meta, tuple(context), result.end_turn, result.call_seq)
 

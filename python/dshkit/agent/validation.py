@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import math
 import re
 import subprocess
@@ -37,6 +38,8 @@ from dshkit.llm import thaw, to_json
 
 if TYPE_CHECKING:
     from dshkit.agent.cancel import CancelToken
+
+_log = logging.getLogger("dshkit.agent")
 
 MAX_ARGUMENT_DEPTH = 256  # what a frozen value holds: hooks and policies see the arguments frozen
 MAX_SENDABLE_DEPTH = 512  # deeper, a call could not be rebuilt into a request (`StreamAssembler` refuses it)
@@ -166,10 +169,18 @@ class ArgumentValidator:
             problems.append(_problem(error.instance_path, error.message, _received(error.instance)))
         return problems
 
-    async def check_off_loop(self, raw: str, cancel: CancelToken) -> tuple[str, list[str]]:
-        """`problems` of the argument text `raw`, found in a child process: ``("checked", problems)``,
-        or ``("timed out", [])`` past `VALIDATION_SECONDS`, or ``("cancelled", [])`` when `cancel`
-        fired first; the child is killed then (and when the caller is cancelled)."""
+    async def check_off_loop(self, raw: str, arguments: Any, cancel: CancelToken) -> tuple[str, list[str]]:
+        """`problems` of the argument text `raw` (parsed: `arguments`), found in a child process:
+        ``("checked", problems)``, or ``("timed out", [])`` past `VALIDATION_SECONDS`, or
+        ``("cancelled", [])`` when `cancel` fired first; the child is killed then (and when the
+        caller is cancelled). Where no child process can run, the check runs here after all."""
+        try:
+            return await self._check_in_child(raw, cancel)
+        except (OSError, _ChildFailed) as exc:
+            _log.warning("argument check: no child process (%s); checking on the event loop", exc)
+            return "checked", self.problems(arguments, len(raw))
+
+    async def _check_in_child(self, raw: str, cancel: CancelToken) -> tuple[str, list[str]]:
         job = json.dumps({
             "schema": self._schema, "arguments": raw, "backtrack_limit": BACKTRACK_LIMIT,
             "max_errors": _MAX_ERRORS, "list": len(raw) <= _LISTED_ERRORS_BUDGET, "value_chars": _MAX_VALUE_CHARS,
@@ -191,10 +202,17 @@ class ArgumentValidator:
             await _end(child, talk)
             return ("cancelled" if stopped.done() else "timed out"), []
         output, _ = talk.result()
-        if child.returncode != 0:
-            raise RuntimeError(f"the argument check's child process failed (exit status {child.returncode})")
-        found = json.loads(output)
+        try:
+            found = json.loads(output)
+        except ValueError:
+            found = None
+        if child.returncode != 0 or not isinstance(found, dict):
+            raise _ChildFailed(f"the child process failed (exit status {child.returncode})")
         return "checked", [_problem(path, message, received) for path, message, received in found["errors"]] + found["notes"]
+
+
+class _ChildFailed(Exception):
+    """The argument check's child process ended without an answer."""
 
 
 def _stop(stopped: asyncio.Future[None]) -> None:
