@@ -39,7 +39,6 @@ from dshkit.agent.validation import (
 from dshkit.llm import Message, freeze
 
 RETRIES_EXHAUSTED = "tool_retries_exhausted"
-_INVALID = {"name": "InvalidArguments", "code": "invalid_arguments"}
 
 
 @dataclass
@@ -71,12 +70,12 @@ class ToolGate:
         post_tool: Sequence[ToolHook] = (),
         tool_timeout: float | None = None,
         *,
-        tools: Mapping[str, Tool] | None = None,
-        knows: Callable[[str], bool] | None = None,
+        tools: Mapping[str, Tool],
+        knows: Callable[[str], bool],
     ) -> None:
         self.book = book
-        self._tools: Mapping[str, Tool] = tools if tools is not None else {}
-        self._knows = knows if knows is not None else (lambda message_id: False)  # is a message id in the session?
+        self._tools = tools  # the agent's, by name (a refreshed tool source changes it in place)
+        self._knows = knows  # whether a message id is in the session already
         self._pre = tuple(pre_tool)
         self._post = tuple(post_tool)
         self._timeout = tool_timeout
@@ -118,7 +117,7 @@ class ToolGate:
             return tool, parse_arguments(call["arguments"]), None
         except InvalidArgumentsText as exc:
             text = f"Invalid arguments for {name}: {exc}. The tool did not run."
-            return tool, None, CallResult(text, True, _INVALID, call_seq=call_seq)
+            return tool, None, error_result(text, "InvalidArguments", "invalid_arguments", call_seq)
 
     # -- 2. the schema, and the arguments as hooks and policies see them ---------------------------
 
@@ -158,16 +157,15 @@ class ToolGate:
                 return None, error_result(text, type(exc).__name__, "invalid_arguments", call_seq)
             if problems:
                 self._count_invalid(tool, ctx.turn)
-                return None, CallResult(invalid_arguments_text(tool.name, problems), True, _INVALID, call_seq=call_seq)
+                return None, error_result(invalid_arguments_text(tool.name, problems), "InvalidArguments", "invalid_arguments", call_seq)
         if not (self._post or self._decides(tool)):
             return None, None
         try:
             return freeze(arguments), None
         except (TypeError, ValueError) as exc:  # e.g. an integer past 64 bits: hooks could not be shown it
             self._count_invalid(tool, ctx.turn)
-            return None, CallResult(
-                f"Invalid arguments for {tool.name}: the tool did not run: {exc}.", True, _INVALID, call_seq=call_seq
-            )
+            text = f"Invalid arguments for {tool.name}: the tool did not run: {exc}."
+            return None, error_result(text, "InvalidArguments", "invalid_arguments", call_seq)
 
     def _unchecked(self, tool: Tool, outcome: str, ctx: ToolContext, call_seq: int) -> CallResult:
         """The result of a call whose arguments' check ran out of time, or was stopped by a cancel."""
