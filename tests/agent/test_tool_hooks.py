@@ -143,3 +143,73 @@ def test_a_post_tool_hook_that_raises_withholds_the_content(kit: Any) -> None:
 def test_hooks_are_checked_when_the_agent_is_built() -> None:
     with pytest.raises(TypeError, match=r"hooks\['pre_tool'\]\[1\]"):
         Agent(ScriptedModel([]), hooks={"pre_tool": [lambda ctx: None, "nope"]})
+
+
+def secret_agent(kit: Any, post_tool: Any, meta: Any = None) -> Agent:
+    from dshkit.agent import ToolOutput
+
+    def leaky(arguments: Any, ctx: Any) -> Any:
+        return ToolOutput("token=S3CRET", meta=meta if meta is not None else {"raw": "token=S3CRET", "rows": 1})
+
+    model = ScriptedModel([kit.calls_response(("c1", "leaky", "{}")), "done"])
+    return Agent(model, tools=[Tool("leaky", "Leaks.", {"type": "object"}, leaky)], hooks={"post_tool": post_tool})
+
+
+def logged_result(agent: Agent) -> Any:
+    (result,) = result_events(agent.session)
+    assert "S3CRET" not in repr(result.data)  # nothing of the secret is logged, content or meta
+    return result.data
+
+
+def test_a_redaction_that_replaces_the_content_drops_the_meta_it_was_derived_from(kit: Any) -> None:
+    seen: list[Any] = []
+
+    def redact(ctx: Any) -> Any:
+        seen.append(ctx.meta)
+        return Amend(ctx.content.replace("S3CRET", "***"))
+
+    agent = secret_agent(kit, redact)
+    drive(agent, kit.user("go"))
+    assert seen == [{"raw": "token=S3CRET", "rows": 1}]  # the hook saw the meta
+    data = logged_result(agent)
+    assert text_of(data) == "token=***" and "meta" not in data
+
+
+def test_a_redaction_may_replace_the_meta_too_or_keep_it(kit: Any) -> None:
+    agent = secret_agent(kit, lambda ctx: Amend("token=***", meta={**ctx.meta, "raw": "token=***"}))
+    drive(agent, kit.user("go"))
+    assert logged_result(agent)["meta"] == {"raw": "token=***", "rows": 1}
+
+    agent = secret_agent(kit, lambda ctx: Amend("token=***", meta=ctx.meta), meta={"rows": 1})
+    drive(agent, kit.user("go"))
+    assert logged_result(agent)["meta"] == {"rows": 1}  # kept, as the hook asked
+
+
+def test_a_hook_may_redact_the_meta_alone(kit: Any) -> None:
+    def meta_only(ctx: Any) -> Any:
+        return Amend(meta={"rows": ctx.meta["rows"]})
+
+    agent = secret_agent(kit, [meta_only], meta={"raw": "token=S3CRET", "rows": 1})
+    # the content still holds the secret here: this hook only cleans the meta
+    drive(agent, kit.user("go"))
+    (result,) = result_events(agent.session)
+    assert result.data["meta"] == {"rows": 1} and text_of(result.data) == "token=S3CRET"
+
+
+def test_a_failing_post_tool_hook_withholds_the_meta_too(kit: Any) -> None:
+    def broken(ctx: Any) -> Any:
+        raise RuntimeError("scanner crashed")
+
+    agent = secret_agent(kit, broken)
+    drive(agent, kit.user("go"))
+    data = logged_result(agent)
+    assert data["error"]["code"] == "post_tool_failed" and "meta" not in data
+
+
+def test_an_amend_meta_that_is_not_a_mapping_is_refused() -> None:
+    with pytest.raises(TypeError, match="Amend meta"):
+        Amend("x", meta=["not", "a", "mapping"])
+
+
+def text_of(data: Any) -> str:
+    return str(data["message"].content[0]["content"][0]["text"])

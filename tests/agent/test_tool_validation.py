@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import pytest
 
 from dshkit.agent import Agent, Tool
+from dshkit.agent import validation
 from dshkit.agent.validation import ArgumentValidator, SchemaError
 from dshkit.models import ScriptedModel
 
@@ -114,3 +116,129 @@ def test_a_schema_that_is_not_a_schema_gives_an_error_result_naming_the_tool(kit
 def test_a_bad_retry_budget_is_refused(retries: Any) -> None:
     with pytest.raises(ValueError, match="retries"):
         Tool("t", "t", {"type": "object"}, lambda a, c: None, retries=retries)
+
+
+BACKTRACKING = r"^(\w+\s?)+(?!x)$"  # catastrophic on "aaaa...!": the lookahead forces the backtracking engine
+
+
+def pathological_keys(count: int) -> str:
+    return json.dumps({f"{'a' * 18}{index:06d}!": 1 for index in range(count)})
+
+
+def test_linear_patterns_are_checked_on_the_loop_and_backtracking_ones_are_marked() -> None:
+    assert ArgumentValidator("t", {"type": "object", "properties": {"a": {"pattern": "^[a-z]+$"}}}).backtracks is False
+    assert ArgumentValidator("t", {"type": "object", "patternProperties": {BACKTRACKING: {}}}).backtracks is True
+
+
+def test_a_huge_invalid_argument_reports_its_first_error_without_building_them_all() -> None:
+    validator = ArgumentValidator("t", {"type": "object", "properties": {"s": {"type": "array", "items": {"type": "integer"}}}})
+    arguments = {"s": ["x"] * 1_000_000}
+    problems = validator.problems(arguments, len(json.dumps(arguments)))
+    assert problems[0] == '/s/0: "x" is not of type "integer" (got "x")'
+    assert len(problems) == 2 and "only the first error is listed" in problems[1]
+    small = {"s": ["x"] * 30}
+    assert len(validator.problems(small, len(json.dumps(small)))) == 21  # 20 listed, then "(more errors left out)"
+
+
+def test_a_backtracking_pattern_on_small_arguments_stops_at_its_step_budget(kit: Any) -> None:
+    schema = {"type": "object", "properties": {"s": {"type": "string", "pattern": BACKTRACKING}}}
+    model = ScriptedModel([kit.calls_response(("c1", "t", json.dumps({"s": "a" * 40 + "!"}))), "ok"])
+    agent = Agent(model, tools=[Tool("t", "T.", schema, lambda a, c: "ran")])
+    drive(agent, kit.user("go"))
+    (result,) = results(agent.session)
+    assert result.data["error"]["code"] == "invalid_arguments" and "backtracking" in text(result)
+
+
+def run_watched(agent: Agent, kit: Any, *, cancel_when_checking: bool = False) -> list[str]:
+    """Drive one turn while another task ticks every 10 ms, noting the last event type at each tick."""
+    seen: list[str] = []
+
+    async def main() -> None:
+        done = asyncio.Event()
+
+        async def tick() -> None:
+            while not done.is_set():
+                last = agent.session.events[-1].type
+                seen.append(last)
+                if cancel_when_checking and last == "tool/call" and seen.count("tool/call") == 20:
+                    agent.cancel("user")
+                await asyncio.sleep(0.01)
+
+        ticker = asyncio.ensure_future(tick())
+        agent.followup(kit.user("go"))
+        await agent.when_idle()
+        done.set()
+        await ticker
+
+    asyncio.run(main())
+    return seen
+
+
+def test_a_backtracking_schema_on_large_arguments_is_checked_off_the_loop_within_its_budget(
+    kit: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(validation, "VALIDATION_SECONDS", 1.0)
+    schema = {"type": "object", "patternProperties": {BACKTRACKING: {"type": "integer"}}}
+    ran: list[Any] = []
+    model = ScriptedModel([kit.calls_response(("c1", "t", pathological_keys(40_000))), "ok"])  # ~1 MB: minutes on the loop
+    agent = Agent(model, tools=[Tool("t", "T.", schema, lambda a, c: ran.append(1) or "ran")])
+    seen = run_watched(agent, kit)
+    assert seen.count("tool/call") >= 10  # the loop kept running while the call was checked
+    (result,) = results(agent.session)
+    assert ran == []
+    assert result.data["error"] == {"name": "ValidationTimedOut", "code": "invalid_arguments"}
+    assert "could not check these arguments within 1 s" in text(result)
+    assert kit.turn_ends(agent.session) == [{"kind": "completed"}]
+
+
+def test_a_cancel_while_arguments_are_checked_off_the_loop_ends_the_check(kit: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(validation, "VALIDATION_SECONDS", 120.0)
+    children: list[Any] = []
+    spawn = asyncio.create_subprocess_exec
+
+    async def spawn_and_keep(*args: Any, **kwargs: Any) -> Any:
+        child = await spawn(*args, **kwargs)
+        children.append(child)
+        return child
+
+    monkeypatch.setattr(asyncio, "create_subprocess_exec", spawn_and_keep)
+    schema = {"type": "object", "patternProperties": {BACKTRACKING: {"type": "integer"}}}
+    model = ScriptedModel([kit.calls_response(("c1", "t", pathological_keys(40_000))), "ok"])
+    agent = Agent(model, tools=[Tool("t", "T.", schema, lambda a, c: "ran")])
+    run_watched(agent, kit, cancel_when_checking=True)
+    (child,) = children
+    assert child.returncode is not None  # killed with the call, not left to run for minutes
+    (result,) = results(agent.session)
+    assert result.data["error"]["code"] == "aborted_before_dispatch" and "while its arguments were checked" in text(result)
+    assert kit.turn_ends(agent.session)[0]["kind"] == "aborted"
+
+
+def test_arguments_checked_off_the_loop_get_the_same_answers_as_on_it(kit: Any) -> None:
+    schema = {
+        "type": "object",
+        "properties": {"name": {"type": "string", "pattern": "^(?!x)[a-z]+$"}, "blob": {"type": "string"}},
+        "required": ["name"],
+    }
+    ran: list[Any] = []
+    bad, good = json.dumps({"name": "Xyz", "blob": "b" * 2000}), json.dumps({"name": "abc", "blob": "b" * 2000})
+    model = ScriptedModel([kit.calls_response(("c1", "t", bad)), kit.calls_response(("c2", "t", good)), "ok"])
+    agent = Agent(model, tools=[Tool("t", "T.", schema, lambda a, c: ran.append(a["name"]) or "ran")])
+    assert ArgumentValidator("t", schema).off_loop(len(bad))
+    drive(agent, kit.user("go"))
+    first, second = results(agent.session)
+    assert first.data["error"]["code"] == "invalid_arguments"
+    assert '/name: "Xyz" does not match "^(?!x)[a-z]+$" (got "Xyz")' in text(first)
+    assert ran == ["abc"] and text(second) == "ran"
+
+
+def test_where_no_child_process_can_start_the_check_runs_on_the_loop_after_all(kit: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    async def no_processes(*args: Any, **kwargs: Any) -> Any:  # what a sandbox without fork/exec answers
+        raise PermissionError("operation not permitted")
+
+    monkeypatch.setattr(asyncio, "create_subprocess_exec", no_processes)
+    schema = {"type": "object", "properties": {"name": {"type": "string", "pattern": "^(?!x)[a-z]+$"}, "blob": {"type": "string"}}}
+    model = ScriptedModel([kit.calls_response(("c1", "t", json.dumps({"name": "Xyz", "blob": "b" * 2000}))), "ok"])
+    agent = Agent(model, tools=[Tool("t", "T.", schema, lambda a, c: "ran")])
+    drive(agent, kit.user("go"))
+    (result,) = results(agent.session)
+    assert result.data["error"]["code"] == "invalid_arguments" and '/name: "Xyz" does not match' in text(result)

@@ -101,3 +101,27 @@ def test_cancelling_the_agent_aborts_a_running_mcp_call_with_an_honest_result(tm
     turn_end = [event.data for event in session.events if event.type == "turn/end"][-1]
     assert turn_end["reason"] == {"kind": "aborted", "cause": "user"}
     session.close()
+
+
+def test_a_post_tool_redaction_covers_the_structured_content_kept_in_meta(tmp_path: Path) -> None:
+    from dshkit.agent import Amend
+
+    model = ScriptedModel([call("c1", "mcp__t__weather", '{"city": "Oslo"}'), "It is warm."])
+
+    def redact_city(ctx: Any) -> Any:
+        assert ctx.meta["mcp"]["structured_content"]["city"] == "Oslo"  # the hook sees what would be logged
+        return Amend("[city] is warm")
+
+    async def main() -> None:
+        session = Session.create(tmp_path / "chat.jsonl")
+        async with server() as tools:
+            agent = Agent(model, session=session, tools=tools.tools, hooks={"post_tool": redact_city})
+            agent.followup(create_user_message("Weather?", source={"kind": "user"}))
+            await agent.when_idle()
+        session.close()
+
+    asyncio.run(main())
+    log = (tmp_path / "chat.jsonl").read_text(encoding="utf-8")
+    result_lines = [line for line in log.splitlines() if '"tool/result"' in line]
+    assert len(result_lines) == 1 and "[city]" in result_lines[0]
+    assert "Oslo" not in result_lines[0]  # neither in the content nor in meta's structured content

@@ -117,7 +117,7 @@ class Agent(Runs):
         )
         gate = ToolGate(
             self._approvals, _listed(checked_hooks.get("pre_tool")), _listed(checked_hooks.get("post_tool")),
-            check_timeout(tool_timeout, "Agent tool_timeout"),
+            check_timeout(tool_timeout, "Agent tool_timeout"), tools=self._tools, knows=self._inbox.knows,
         )
         self._tool_calls = ToolCallRunner(self._session, self._hub, self._inbox, self._tools, gate)
         self._turns = TurnRunner(

@@ -16,14 +16,14 @@ from the log when an agent starts on it, so an ask survives a restart of the pro
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal, Union
 from uuid import uuid4
 
 from dshkit.agent.calls import call_sync_or_async
 from dshkit.agent.notifications import NotificationHub
-from dshkit.agent.tool_hooks import Allow, Ask, Decision, Deny, PreToolContext, as_decision
+from dshkit.agent.tool_hooks import Allow, Ask, Decision, Deny, PreToolContext, as_decision, pre_tool_decision, strictest
 from dshkit.session import Session
 from dshkit.session.approvals import AskRecord, open_turn_asks, remembered_policies
 from dshkit.session.events import APPROVAL_ASKED, APPROVAL_DECIDED, APPROVAL_POLICY
@@ -107,6 +107,23 @@ class ApprovalBook:
             return _decision_of(await call_sync_or_async(policy, ctx), f"approval policy of {ctx.name}")
         except Exception as exc:
             return Deny(f"the approval policy failed ({type(exc).__name__}: {exc}); the call is denied")
+
+    async def settle(self, tool_policy: Policy | None, ctx: PreToolContext, hooks: Sequence[Any] = ()) -> tuple[str, str | None]:
+        """Whether one call may run, with the reason: the strictest of its policy and the `pre_tool`
+        `hooks`, then the session-wide policy, then (an ask) a person.
+
+        The outcome is ``allowed``, ``denied`` (by policy or hook), or the person's ``allowed_once``,
+        ``rejected`` or ``cancelled`` (`ask`).
+        """
+        decisions = [await self.decide(tool_policy, ctx)]
+        if hooks:
+            decisions.append(await pre_tool_decision(hooks, ctx))
+        decision = self.session_override(strictest(decisions))
+        if isinstance(decision, Allow):
+            return "allowed", None
+        if isinstance(decision, Deny):
+            return "denied", decision.reason
+        return await self.ask(ctx, decision.reason)
 
     def session_override(self, decision: Decision) -> Decision:
         """A session-wide remembered policy answers asks: ``never`` denies them, ``always`` allows them."""

@@ -10,8 +10,10 @@ Rules (the ones a re-implementation most easily gets wrong):
 - the finish chunk ends every block: chunks after it are ignored;
 - no finish chunk at all means a normal stop;
 - a ``max_tokens`` finish drops every tool call, complete or not;
-- a completed response whose tool call could not be sent back to a model (no name, or an id
-  another call of the response has) is refused: `final_content` raises `MalformedResponseError`.
+- a completed response whose tool call could not be sent back to a model (no name, an id
+  another call of the response has, or arguments nested deeper than `MAX_SENDABLE_DEPTH`, which
+  a projection that parses them, Anthropic's, could not rebuild) is refused: `final_content`
+  raises `MalformedResponseError`.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from dshkit.agent.validation import MAX_SENDABLE_DEPTH, nests_deeper_than
 from dshkit.models.errors import MalformedResponseError
 from dshkit.models.protocol import FINISH_REASONS, ModelError
 
@@ -158,8 +161,9 @@ class StreamAssembler:
     def final_content(self) -> list[dict[str, Any]]:
         """The content of a completed response (a max-tokens stop keeps no tool call).
 
-        Raises `MalformedResponseError` when a tool call has no name or repeats the id of
-        another call: logged, such a message would make every later request unsendable.
+        Raises `MalformedResponseError` when a tool call has no name, repeats the id of another
+        call or nests its arguments too deep: logged, such a message would make every later
+        request unsendable.
         """
         if self.finish_reason == "max_tokens":
             return self.content(tool_calls=False)
@@ -175,6 +179,12 @@ class StreamAssembler:
                 raise MalformedResponseError(
                     f"model response: tool call {entry.index} (id {call_id!r}) has no name; "
                     "a call without a name could never be sent back to the model"
+                )
+            deep_enough = sum(map(len, entry.arguments)) > 2 * MAX_SENDABLE_DEPTH  # shorter text cannot nest that deep
+            if deep_enough and nests_deeper_than("".join(entry.arguments), MAX_SENDABLE_DEPTH):
+                raise MalformedResponseError(
+                    f"model response: tool call {entry.index} (id {call_id!r}) has arguments nested deeper than "
+                    f"{MAX_SENDABLE_DEPTH} levels, which could never be sent back to the model"
                 )
             if call_id in ids:
                 named = " (the id it was given for having none)" if entry.id is None else ""

@@ -1,9 +1,16 @@
-"""Calling user code that may be sync or async (hooks, tool bodies), and the log's durability point."""
+"""Calling user code that may be sync or async (hooks, tool bodies), a body within its time, and the
+log's durability point.
+
+A timed sync body runs in a thread of its own, never in a shared pool: a body past its timeout
+cannot be stopped and keeps its thread until it ends, so in a bounded pool such bodies would keep
+later calls from starting at all, and those would be reported timed out though they never ran.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import inspect
+import threading
 from types import CoroutineType
 from typing import Any, Awaitable, Callable, TypeGuard
 
@@ -31,4 +38,116 @@ def durability_point(session: Any) -> Awaitable[None] | None:
     return None
 
 
-__all__ = ["call_sync_or_async", "durability_point", "is_awaitable"]
+class TimedOut(Exception):
+    """A tool body ran past its timeout (and was cancelled, or, in its thread, given up)."""
+
+    def text(self, seconds: float) -> str:
+        """The error result the model gets."""
+        return (
+            f"Tool call timed out after {seconds:g} s: it was cancelled before it finished, so its effects are "
+            "unknown (it may have done part of its work). Check before running it again."
+        )
+
+
+class NeverStarted(Exception):
+    """A timed sync body never began: no thread could be started for it, or its time ran out first."""
+
+    def text(self) -> str:
+        """The error result the model gets."""
+        return f"Tool call not run: it never started ({self}). The tool did not run; call it again if it is still needed."
+
+
+async def run_within(run: Callable[..., Any], arguments: Any, ctx: Any, timeout: float) -> Any:
+    """`run(arguments, ctx)`'s output, or `TimedOut` once `timeout` seconds passed (an async body is
+    cancelled; a sync one runs in its own thread, which is given up), or `NeverStarted`."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    if inspect.iscoroutinefunction(run) or inspect.iscoroutinefunction(getattr(run, "__call__", None)):
+        output = run(arguments, ctx)
+    else:
+        thread = _BodyThread(loop, run, arguments, ctx)
+        try:
+            output = await _within(thread.future, deadline, loop)
+        except TimedOut:
+            if thread.give_up():
+                raise NeverStarted(f"its {timeout:g} s ran out before its thread began") from None
+            raise
+    if is_awaitable(output):
+        output = await _within(output, deadline, loop)
+    return output
+
+
+class _BodyThread:
+    """A sync body in a daemon thread of its own; `future` gets its outcome on the loop.
+
+    `give_up` and the thread's start race under a lock: a body given up before it began never runs.
+    """
+
+    __slots__ = ("_lock", "_loop", "_state", "future")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, run: Callable[..., Any], arguments: Any, ctx: Any) -> None:
+        self._loop = loop
+        self._lock = threading.Lock()
+        self._state = "waiting"  # -> "running" (the thread began) or "given up" (before it began)
+        self.future: asyncio.Future[Any] = loop.create_future()
+        thread = threading.Thread(target=self._main, args=(run, arguments, ctx), name=f"dshkit-tool-{ctx.name}", daemon=True)
+        try:
+            thread.start()
+        except RuntimeError as exc:  # the process cannot start another thread
+            self._state = "given up"
+            raise NeverStarted(f"no thread could be started for it: {exc}") from None
+
+    def give_up(self) -> bool:
+        """Stop waiting; True when the body had not begun (and now never will)."""
+        with self._lock:
+            if self._state == "waiting":
+                self._state = "given up"
+                return True
+            return False
+
+    def _main(self, run: Callable[..., Any], arguments: Any, ctx: Any) -> None:
+        with self._lock:
+            if self._state != "waiting":
+                return
+            self._state = "running"
+        try:
+            outcome: tuple[Any, BaseException | None] = (run(arguments, ctx), None)
+        except BaseException as exc:  # handed to the loop, as an executor would
+            outcome = (None, exc)
+        try:
+            self._loop.call_soon_threadsafe(_settle, self.future, outcome)
+        except RuntimeError:  # the loop closed while the body ran: nobody waits for it any more
+            pass
+
+
+def _settle(future: asyncio.Future[Any], outcome: tuple[Any, BaseException | None]) -> None:
+    if future.done():
+        return
+    if outcome[1] is not None:
+        future.set_exception(outcome[1])
+    else:
+        future.set_result(outcome[0])
+
+
+async def _within(awaitable: Any, deadline: float, loop: asyncio.AbstractEventLoop) -> Any:
+    """`awaitable`'s result, or `TimedOut` (cancelling it) once `deadline` passed."""
+    task = asyncio.ensure_future(awaitable)
+    try:
+        done, _ = await asyncio.wait((task,), timeout=max(0.0, deadline - loop.time()))
+    except BaseException:  # the agent's own task is cancelled: the body goes with it
+        task.cancel()
+        task.add_done_callback(_retrieve)
+        raise
+    if not done:
+        task.cancel()
+        task.add_done_callback(_retrieve)  # a body that ends in an error later: no "never retrieved" noise
+        raise TimedOut
+    return task.result()
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()
+
+
+__all__ = ["NeverStarted", "TimedOut", "call_sync_or_async", "durability_point", "is_awaitable", "run_within"]

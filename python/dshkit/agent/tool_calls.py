@@ -9,21 +9,20 @@ task was cancelled, or the log failed) gets "aborted while running". Context a t
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from operator import methodcaller
 from typing import Any
 
-from dshkit.agent.calls import durability_point, is_awaitable
+from dshkit.agent.calls import durability_point
 from dshkit.agent.cancel import CancelToken
 from dshkit.agent.eager import start_eagerly
 from dshkit.agent.notifications import NotificationHub
 from dshkit.agent.inbox import Inbox
-from dshkit.agent.tool_gate import TimedOut, ToolGate
-from dshkit.agent.tools import Tool, ToolContext, ToolOutput, tool_content
-from dshkit.llm import Message, create_tool_result_message, freeze
+from dshkit.agent.tool_gate import CallResult, ToolGate, error_result
+from dshkit.agent.tools import Tool, ToolContext
+from dshkit.llm import Message, create_tool_result_message
 from dshkit.session import Session
 from dshkit.session.events import TOOL_CALL, TOOL_RESULT
 
@@ -32,29 +31,44 @@ _is_done = methodcaller("done")  # a task's done(), called from C (no generator 
 
 
 @dataclass
-class _CallResult:
-    content: Any
-    is_error: bool = False
-    error: Mapping[str, str] | None = None
-    meta: Mapping[str, Any] | None = None
-    context: tuple[Message, ...] = ()
-    end_turn: bool = False
-    call_seq: int | None = None
+class _Batch:
+    """One response's calls on their way: each call's result once it has one, and how far the
+    results are logged (in model order; some past a call that waits for a person)."""
+
+    calls: tuple[Any, ...]
+    assistant_seq: int
+    turn: int
+    step: int
+    results: list[CallResult | None] = field(default_factory=list)
+    committed: int = 0  # results logged so far, in model order
+    logged_early: set[int] = field(default_factory=set)  # results logged past a call that waits for a person
+    running: dict[asyncio.Future[CallResult], tuple[int, int]] = field(default_factory=dict)  # task -> (index, call seq)
+    loop_ran: bool = False
+
+    def __post_init__(self) -> None:
+        self.results = [None] * len(self.calls)
 
 
 class ToolCallRunner:
-    """Runs the tool calls of assistant messages for one agent (its tools, log and live events)."""
+    """Runs the tool calls of assistant messages for one agent (its tools, log and live events);
+    each call passes through the agent's `ToolGate` (`dshkit.agent.tool_gate`) once."""
 
-    def __init__(
-        self, session: Session, hub: NotificationHub, inbox: Inbox, tools: Mapping[str, Tool], gate: ToolGate | None = None
-    ) -> None:
+    def __init__(self, session: Session, hub: NotificationHub, inbox: Inbox, tools: Mapping[str, Tool], gate: ToolGate) -> None:
         self._session = session
         self._hub = hub
         self._inbox = inbox
         self._tools = tools
-        self._gate = gate  # validation, hooks, approvals, timeouts (None: bodies run plainly)
+        self._gate = gate  # the pass of one call: validation, hooks, approvals, the timed body
         self.suspended = False  # set when the agent's task stops while calls wait for a person
-        self.turn_tools: Mapping[str, Tool] = {}  # tools of the running turn only (a run's final-answer tool)
+
+    @property
+    def turn_tools(self) -> Mapping[str, Tool]:
+        """Tools of the running turn only (a run's final-answer tool), which the gate finds by name."""
+        return self._gate.turn_tools
+
+    @turn_tools.setter
+    def turn_tools(self, tools: Mapping[str, Tool]) -> None:
+        self._gate.turn_tools = tools
 
     async def run(
         self, calls: tuple[Any, ...], assistant_seq: int, *, turn: int, step: int, token: CancelToken,
@@ -70,102 +84,101 @@ class ToolCallRunner:
         waits for its bodies, or yields once for bodies that finished at once). `logged` maps
         the ids of calls whose `tool/call` an earlier process logged (a resumed turn) to its seq.
         """
-        results: list[Any] = [None] * len(calls)  # a _CallResult per call once it has one
-        committed = 0  # results logged so far, in model order
-        loop_ran = False
-        running: dict[asyncio.Future[_CallResult], tuple[int, int]] = {}  # task -> (index, call seq)
-
-        logged_early: set[int] = set()  # results logged past a call that waits for a person
-
-        def commit_ready() -> None:
-            # Counted one result at a time: a log failure half way leaves `committed` exact.
-            nonlocal committed
-            while committed < len(calls):
-                result = results[committed]
-                if result is None:
-                    if self._gate is not None and self._gate.book.is_waiting(calls[committed]["id"]):
-                        commit_past_waiting()
-                    return
-                if committed not in logged_early:
-                    self._commit_result(turn, step, calls[committed], result, assistant_seq)
-                committed += 1
-
-        def commit_past_waiting() -> None:
-            # A call waiting for a person (maybe for days, across a restart) does not hold back the
-            # results after it: those are logged now, in model order among themselves.
-            for index in range(committed + 1, len(calls)):
-                result = results[index]
-                if result is None:
-                    if self._gate is not None and self._gate.book.is_waiting(calls[index]["id"]):
-                        continue
-                    return
-                if index not in logged_early:
-                    self._commit_result(turn, step, calls[index], result, assistant_seq)
-                    logged_early.add(index)
-
+        batch = _Batch(calls, assistant_seq, turn, step)
         try:
             for segment in self.segments(calls):
                 if token.cancelled:
                     break  # no new call starts after a cancel
-                call_seqs = [
-                    logged[calls[index]["id"]] if logged and calls[index]["id"] in logged else self._log_call(turn, step, calls[index])
-                    for index in segment
-                ]
-                # Durability point: every started call is on disk before its body runs.
-                if (synced := durability_point(self._session)) is not None:
-                    await synced
-                # Each body starts at once and is a task only if it has to wait (`start_eagerly`).
-                batch_wait = _BatchWait()
-                running = {}
-                for index, seq in zip(segment, call_seqs):
-                    running[start_eagerly(self._run_call(turn, step, token, calls[index], seq, batch_wait.body_ended))] = (index, seq)
-                pending = set(running)
-                while pending:
-                    if any(map(_is_done, pending)):
-                        # What asyncio.wait would do for a finished body, without its callbacks:
-                        # the loop runs what is ready first, then the finished results are taken.
-                        await asyncio.sleep(0)
-                    else:
-                        # Waiting for a done callback, unlike awaiting the task, tells a body that
-                        # raised CancelledError itself (the task is done) from this driver being
-                        # cancelled (the wait raises), on Python 3.10 too.
-                        await batch_wait.first_done(pending)
-                    loop_ran = True
-                    done = set(filter(_is_done, pending))
-                    pending -= done
-                    for task in done:
-                        index, seq = running[task]
-                        if task.cancelled() and self._is_waiting(calls[index]):
-                            # Its wait for a person was stopped from outside (the process shutting
-                            # down cancels every task, in no set order): the same as this driver
-                            # being cancelled first, never an error result for that call.
-                            raise asyncio.CancelledError
-                        results[index] = _task_result(task, seq)
-                    commit_ready()
+                await self._run_segment(batch, segment, token, logged)
         except BaseException as exc:
-            try:
-                # The agent's own task cancelled (a process shutting down) while calls wait for a
-                # person: those calls, and the calls not started, are left for the next process,
-                # and the turn stays open (`suspended`), as if the process had died.
-                if not isinstance(exc, Exception) and any(self._is_waiting(calls[index]) for index, _ in running.values()):
-                    self.suspended = True
-                _answer_every_call(token, results, running, leave=(lambda index: self._is_waiting(calls[index])) if self.suspended else None)
-                commit_ready()
-            except Exception:
-                _log.exception("agent loop: could not log results for the unanswered tool calls")
+            self._answer_on_the_way_out(batch, token, exc)
             raise
-        if committed < len(calls):  # a cancel stopped the batch: every call still gets its result
-            _answer_every_call(token, results, running)
-            commit_ready()
-        # Every call has its result by now (committed, or answered above).
-        context: dict[str, Message] = {}
-        end_turn = False
-        for result in results:
-            if result.end_turn:
-                end_turn = True
-            for message in result.context:
-                context.setdefault(message.id, message)  # two tools may hand back one message: it enters once
-        return end_turn, tuple(context.values()), loop_ran
+        if batch.committed < len(calls):  # a cancel stopped the batch: every call still gets its result
+            _answer_every_call(token, batch.results, batch.running)
+            self._commit_ready(batch)
+        end_turn, context = _handed_back(batch.results)
+        return end_turn, context, batch.loop_ran
+
+    async def _run_segment(self, batch: _Batch, segment: list[int], token: CancelToken, logged: Mapping[str, int] | None) -> None:
+        """Start the segment's calls together and log their results as they end."""
+        calls = batch.calls
+        call_seqs = [
+            logged[calls[index]["id"]] if logged and calls[index]["id"] in logged else self._log_call(batch.turn, batch.step, calls[index])
+            for index in segment
+        ]
+        # Durability point: every started call is on disk before its body runs.
+        if (synced := durability_point(self._session)) is not None:
+            await synced
+        # Each body starts at once and is a task only if it has to wait (`start_eagerly`).
+        batch_wait = _BatchWait()
+        batch.running = running = {}
+        for index, seq in zip(segment, call_seqs):
+            running[start_eagerly(self._run_call(batch.turn, batch.step, token, calls[index], seq, batch_wait.body_ended))] = (index, seq)
+        pending = set(running)
+        while pending:
+            if any(map(_is_done, pending)):
+                # What asyncio.wait would do for a finished body, without its callbacks:
+                # the loop runs what is ready first, then the finished results are taken.
+                await asyncio.sleep(0)
+            else:
+                # Waiting for a done callback, unlike awaiting the task, tells a body that
+                # raised CancelledError itself (the task is done) from this driver being
+                # cancelled (the wait raises), on Python 3.10 too.
+                await batch_wait.first_done(pending)
+            batch.loop_ran = True
+            done = set(filter(_is_done, pending))
+            pending -= done
+            for task in done:
+                index, seq = running[task]
+                if task.cancelled() and self._gate.is_waiting(calls[index]["id"]):
+                    # Its wait for a person was stopped from outside (the process shutting
+                    # down cancels every task, in no set order): the same as this driver
+                    # being cancelled first, never an error result for that call.
+                    raise asyncio.CancelledError
+                batch.results[index] = _task_result(task, seq)
+            self._commit_ready(batch)
+
+    def _answer_on_the_way_out(self, batch: _Batch, token: CancelToken, exc: BaseException) -> None:
+        """The batch stopped by an exception: every call gets its result, except, when the agent's own
+        task was cancelled (a process shutting down) while calls wait for a person, those calls and the
+        calls not started: they are left for the next process, and the turn stays open (`suspended`),
+        as if the process had died."""
+        try:
+            waiting = [index for index, _ in batch.running.values() if self._gate.is_waiting(batch.calls[index]["id"])]
+            if not isinstance(exc, Exception) and waiting:
+                self.suspended = True
+            _answer_every_call(token, batch.results, batch.running, leave=set(waiting) if self.suspended else None)
+            self._commit_ready(batch)
+        except Exception:
+            _log.exception("agent loop: could not log results for the unanswered tool calls")
+
+    def _commit_ready(self, batch: _Batch) -> None:
+        """Log the results that are next in model order; past a call that waits for a person, the ready
+        results after it too (`_commit_past_waiting`). Counted one result at a time: a log failure half
+        way leaves `committed` exact."""
+        calls, results = batch.calls, batch.results
+        while batch.committed < len(calls):
+            result = results[batch.committed]
+            if result is None:
+                if self._gate.is_waiting(calls[batch.committed]["id"]):
+                    self._commit_past_waiting(batch)
+                return
+            if batch.committed not in batch.logged_early:
+                self._commit_result(batch.turn, batch.step, calls[batch.committed], result, batch.assistant_seq)
+            batch.committed += 1
+
+    def _commit_past_waiting(self, batch: _Batch) -> None:
+        """A call waiting for a person (maybe for days, across a restart) does not hold back the
+        results after it: those are logged now, in model order among themselves."""
+        for index in range(batch.committed + 1, len(batch.calls)):
+            result = batch.results[index]
+            if result is None:
+                if self._gate.is_waiting(batch.calls[index]["id"]):
+                    continue
+                return
+            if index not in batch.logged_early:
+                self._commit_result(batch.turn, batch.step, batch.calls[index], result, batch.assistant_seq)
+                batch.logged_early.add(index)
 
     def segments(self, calls: tuple[Any, ...]) -> list[list[int]]:
         """Consecutive parallel calls run together; an exclusive (parallel=False) call runs alone."""
@@ -194,118 +207,31 @@ class ToolCallRunner:
 
     async def _run_call(
         self, turn: int, step: int, token: CancelToken, call: Any, call_seq: int, ended: Callable[[], None]
-    ) -> _CallResult:
-        """Run one call's body; `ended()` runs as its last act, in the step that ends the body's task
-        (`_BatchWait`: the driver then wakes in the next loop iteration, not two later)."""
+    ) -> CallResult:
+        """One call's pass through the gate; `ended()` runs as its last act, in the step that ends the
+        body's task (`_BatchWait`: the driver then wakes in the next loop iteration, not two later)."""
         try:
-            name = call["name"]
-            tool = self._tools.get(name)
-            if tool is None:
-                tool = self.turn_tools.get(name)
-            if tool is None:
-                known = ", ".join(self._tools) or "none"
-                return _CallResult(
-                    f"Unknown tool {name!r} (available: {known}).", is_error=True,
-                    error={"name": "UnknownTool", "code": "unknown_tool"}, call_seq=call_seq,
-                )
-            raw = call["arguments"]
-            try:
-                # "{}" (a call without arguments, the most common) needs no parser
-                arguments = {} if raw == "{}" else json.loads(raw) if raw.strip() else {}
-            except ValueError as exc:
-                return _CallResult(
-                    f"Invalid arguments for {name}: not JSON ({exc}).", is_error=True,
-                    error={"name": "InvalidArguments", "code": "invalid_arguments"}, call_seq=call_seq,
-                )
-            if not isinstance(arguments, dict):
-                return _CallResult(
-                    f"Invalid arguments for {name}: expected a JSON object, got {type(arguments).__name__}.",
-                    is_error=True, error={"name": "InvalidArguments", "code": "invalid_arguments"}, call_seq=call_seq,
-                )
-            ctx = ToolContext(call["id"], name, turn, step, token, self._session)
-            gate = self._gate
-            if gate is not None and gate.engaged(tool):
-                return await self._run_gated(gate, tool, raw, arguments, ctx, call_seq)
-            try:
-                output = tool.run(arguments, ctx)
-                if is_awaitable(output):  # `call_sync_or_async` inline: one coroutine less per call
-                    output = await output
-                return self._result_of(output, call_seq)
-            except Exception as exc:
-                return _CallResult(
-                    f"{type(exc).__name__}: {exc}", is_error=True,
-                    error={"name": type(exc).__name__, "code": "tool_error"}, call_seq=call_seq,
-                )
+            ctx = ToolContext(call["id"], call["name"], turn, step, token, self._session)
+            return await self._gate.run_call(call, ctx, call_seq)
         finally:
             ended()
 
-    def _result_of(self, output: Any, call_seq: int) -> _CallResult:
-        """A body's returned value as the call's result (a `ToolOutput`, or plain content)."""
-        if isinstance(output, ToolOutput):
-            for index, message in enumerate(output.context):
-                if self._inbox.knows(message.id):
-                    raise ValueError(f"ToolOutput context[{index}]: message id {message.id} is not new to the session")
-            meta = output.meta
-            if meta is not None:
-                try:
-                    meta = freeze(meta)
-                except (TypeError, ValueError) as exc:
-                    return _CallResult(
-                        f"{type(exc).__name__}: tool returned invalid meta: {exc}", is_error=True,
-                        error={"name": type(exc).__name__, "code": "invalid_meta"}, call_seq=call_seq,
-                    )
-            return _CallResult(
-                tool_content(output.content), output.is_error, None, meta, output.context, output.end_turn, call_seq,
-            )
-        return _CallResult(tool_content(output), call_seq=call_seq)
-
-    async def _run_gated(
-        self, gate: ToolGate, tool: Tool, raw: str, arguments: dict[str, Any], ctx: ToolContext, call_seq: int
-    ) -> _CallResult:
-        """A call through the gate (`dshkit.agent.tool_gate`): checks, the timed body, `post_tool`."""
-        refusal = await gate.admit(tool, raw, arguments, ctx)
-        if refusal is not None:
-            return _CallResult(refusal.content, is_error=True, error=refusal.error, call_seq=call_seq)
-        try:
-            result = self._result_of(await gate.run_body(tool, arguments, ctx), call_seq)
-        except TimedOut as exc:
-            result = _CallResult(
-                exc.text(gate.timeout_of(tool) or 0.0), is_error=True, error={"name": "TimedOut", "code": "timeout"},
-                call_seq=call_seq,
-            )
-        except Exception as exc:
-            result = _CallResult(
-                f"{type(exc).__name__}: {exc}", is_error=True,
-                error={"name": type(exc).__name__, "code": "tool_error"}, call_seq=call_seq,
-            )
-        if not gate.amends:
-            return result
-        amended = await gate.amend(tool, arguments, ctx, result.content, result.is_error, result.error)
-        return _CallResult(
-            amended.content, amended.is_error, amended.error, result.meta, result.context + amended.context,
-            result.end_turn, call_seq,
-        )
-
     def answer_unknown(self, turn: int, step: int, call: Any, call_seq: int, assistant_seq: int) -> None:
         """Log the result of a call an earlier process started and never answered (outcome unknown)."""
-        result = _CallResult(_UNKNOWN_OUTCOME, is_error=True, error={"name": "Aborted", "code": "aborted_while_running"}, call_seq=call_seq)
+        result = error_result(_UNKNOWN_OUTCOME, "Aborted", "aborted_while_running", call_seq)
         self._commit_result(turn, step, call, result, assistant_seq)
-
-    def _is_waiting(self, call: Any) -> bool:
-        return self._gate is not None and self._gate.book.is_waiting(call["id"])
 
     def take_failure(self) -> dict[str, Any] | None:
         """An error the tools' gate says ends the turn (a retry budget spent), once; else None."""
-        return self._gate.take_failure() if self._gate is not None else None
+        return self._gate.take_failure()
 
-    def _commit_result(self, turn: int, step: int, call: Any, result: _CallResult, assistant_seq: int) -> None:
+    def _commit_result(self, turn: int, step: int, call: Any, result: CallResult, assistant_seq: int) -> None:
         try:
             message = create_tool_result_message(call["id"], result.content, is_error=result.is_error)
         except (TypeError, ValueError) as exc:
             # The tool returned blocks that are not valid content: the model gets the reason.
-            result = _CallResult(
-                f"{type(exc).__name__}: tool returned invalid content: {exc}", is_error=True,
-                error={"name": type(exc).__name__, "code": "invalid_content"}, call_seq=result.call_seq,
+            result = error_result(
+                f"{type(exc).__name__}: tool returned invalid content: {exc}", type(exc).__name__, "invalid_content", result.call_seq
             )
             message = create_tool_result_message(call["id"], result.content, is_error=True)
         data: dict[str, Any] = {"turn": turn, "step": step, "message": message}
@@ -315,12 +241,25 @@ class ToolCallRunner:
             data["meta"] = result.meta
         seqs = (result.call_seq,) if result.call_seq is not None else (assistant_seq,)
         event = self._session.append(TOOL_RESULT, data, source_event_seqs=seqs)
-        if self._gate is not None:
-            self._gate.book.mark_answered(call["id"])
+        self._gate.mark_answered(call["id"])
         if self._inbox.deferred_clear is not None:
             self._inbox.run_deferred_clear()
         if self._hub.maybe_listening:
             self._hub.emit("message", turn=turn, step=step, message=message, event_type=TOOL_RESULT, seq=event.seq)
+
+
+def _handed_back(results: list[CallResult | None]) -> tuple[bool, tuple[Message, ...]]:
+    """Whether a tool asked to end the turn, and the context the tools handed back (model order, each
+    id once: two tools may hand back one message)."""
+    context: dict[str, Message] = {}
+    end_turn = False
+    for result in results:
+        assert result is not None  # every call has its result by now (committed, or answered)
+        if result.end_turn:
+            end_turn = True
+        for message in result.context:
+            context.setdefault(message.id, message)
+    return end_turn, tuple(context.values())
 
 
 _UNKNOWN_OUTCOME = (
@@ -331,34 +270,27 @@ _UNKNOWN_OUTCOME = (
 
 def _answer_every_call(
     token: CancelToken,
-    results: list[_CallResult | None],
-    running: Mapping[asyncio.Future[_CallResult], tuple[int, int]],
-    leave: Callable[[Any], bool] | None = None,
+    results: list[CallResult | None],
+    running: Mapping[asyncio.Future[CallResult], tuple[int, int]],
+    leave: set[int] | None = None,
 ) -> None:
     """Fill in an error result for every call that has none (cancelling bodies still running).
 
-    With `leave` (a suspended turn), a call waiting for a person (`leave(call)`) and a call not
-    started get none: the next process runs them.
+    With `leave` (a suspended turn), a call waiting for a person (its index in `leave`) and a call
+    not started get none: the next process runs them.
     """
     cause = token.cause or "cancelled"
     for task, (index, seq) in running.items():
         if results[index] is None:
             task.cancel()
-            if leave is not None and leave(index):
+            if leave is not None and index in leave:
                 continue
-            results[index] = _CallResult(
-                _UNKNOWN_OUTCOME,
-                is_error=True,
-                error={"name": "Aborted", "code": "aborted_while_running"},
-                call_seq=seq,
-            )
+            results[index] = error_result(_UNKNOWN_OUTCOME, "Aborted", "aborted_while_running", seq)
     for index, result in enumerate(results):
         if result is None and leave is None:
-            results[index] = _CallResult(
-                f"Tool call not run: the turn was aborted ({cause}) before it started. "
-                "Run it again if it is still needed.",
-                is_error=True,
-                error={"name": "Aborted", "code": "aborted_before_dispatch"},
+            results[index] = error_result(
+                f"Tool call not run: the turn was aborted ({cause}) before it started. Run it again if it is still needed.",
+                "Aborted", "aborted_before_dispatch", None,
             )
 
 
@@ -392,7 +324,7 @@ class _BatchWait:
             task.remove_done_callback(self.wake)
         self.wake()
 
-    async def first_done(self, tasks: set[asyncio.Future[_CallResult]]) -> None:
+    async def first_done(self, tasks: set[asyncio.Future[CallResult]]) -> None:
         """Wait until one of `tasks` is done."""
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiter = waiter
@@ -407,13 +339,10 @@ class _BatchWait:
                 task.remove_done_callback(wake)
 
 
-def _task_result(task: asyncio.Future[_CallResult], call_seq: int) -> _CallResult:
+def _task_result(task: asyncio.Future[CallResult], call_seq: int) -> CallResult:
     """The result of a finished tool-call task; a body that raised CancelledError is an error result."""
     if task.cancelled():
-        return _CallResult(
-            "CancelledError: the tool body was cancelled", is_error=True,
-            error={"name": "CancelledError", "code": "tool_error"}, call_seq=call_seq,
-        )
+        return error_result("CancelledError: the tool body was cancelled", "CancelledError", "tool_error", call_seq)
     return task.result()
 
 

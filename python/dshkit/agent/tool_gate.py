@@ -1,68 +1,67 @@
-"""What stands between a model's tool call and the tool's body: validation, hooks, approval,
-the timeout, and the `post_tool` hooks on the way back.
+"""One tool call in one pass, from the model's call to its result: the arguments, the checks, the
+body, the `post_tool` hooks.
 
-The order for one call (docs/decisions/agent-tool-approvals.md): the arguments are checked
-against the tool's schema (invalid: the body does not run, and too many in a turn end it);
-`pre_tool` hooks and the approval policy each give Allow, Ask or Deny and the strictest wins; a
-session-wide remembered policy answers an Ask; an Ask waits for a person. Then the body runs
-(cancelled after its timeout), and `post_tool` hooks may amend the result.
+`ToolGate.run_call` walks the stages in order, each a function that returns to it and never
+calls back (docs/decisions/agent-tool-approvals.md has the order's reasons):
+
+1. `_arguments`: the tool and the parsed arguments (an unknown tool, text that is not a JSON
+   object or nests too deep: an error result, `dshkit.agent.validation.parse_arguments`);
+2. `_checked`: the tool's schema (invalid: the body does not run, and too many in a turn end it),
+   and the arguments frozen for the hooks and the policy (a value dshkit cannot hold, such as an
+   integer past 64 bits, is invalid arguments: the gate never raises);
+3. `_admitted`: `pre_tool` hooks and the approval policy, the session-wide policy and a person's
+   answer, all settled by `ApprovalBook.settle`;
+4. `_run_body`: the body (cancelled after its timeout; a sync one timed in a thread of its own);
+5. `_amended`: the `post_tool` hooks, which may replace the content and the `meta` (a hook that
+   replaces the content drops the `meta` unless it gives one: a redaction covers all that is logged).
+
+A call whose tool needs none of 2, 3 and 5 (`engaged`) goes from 1 straight to the body.
 """
 
 from __future__ import annotations
 
-import asyncio
-import inspect
-from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from dshkit.agent.approvals import ApprovalBook
-from dshkit.agent.calls import call_sync_or_async, is_awaitable
-from dshkit.agent.tool_hooks import (
-    Amend,
-    Ask,
-    Deny,
-    PostToolContext,
-    PreToolContext,
-    ToolHook,
-    pre_tool_decision,
-    strictest,
+from dshkit.agent.calls import NeverStarted, TimedOut, call_sync_or_async, is_awaitable, run_within
+from dshkit.agent.tool_hooks import Amend, PostToolContext, PreToolContext, ToolHook
+from dshkit.agent.tools import Tool, ToolContext, ToolOutput, tool_content
+from dshkit.agent.validation import (
+    ArgumentValidator,
+    InvalidArgumentsText,
+    SchemaError,
+    invalid_arguments_text,
+    parse_arguments,
+    unchecked_arguments_text,
 )
-from dshkit.agent.tools import Tool, ToolContext, tool_content
-from dshkit.agent.validation import ArgumentValidator, SchemaError, invalid_arguments_text
 from dshkit.llm import Message, freeze
 
 RETRIES_EXHAUSTED = "tool_retries_exhausted"
 
 
-class Refusal(NamedTuple):
-    """Why a call's body does not run: the error result's text and its ``error`` mapping."""
-
-    content: str
-    error: Mapping[str, str]
-
-
-class Amended(NamedTuple):
-    """A result after the `post_tool` hooks: content, error flag, error mapping, added context."""
+@dataclass
+class CallResult:
+    """What one call ends with: its content and error, `meta` logged beside it, context for the next
+    step, whether it ends the turn, and the seq of its `tool/call` (None: the call never started)."""
 
     content: Any
-    is_error: bool
-    error: Mapping[str, str] | None
-    context: tuple[Message, ...]
+    is_error: bool = False
+    error: Mapping[str, str] | None = None
+    meta: Mapping[str, Any] | None = None
+    context: tuple[Message, ...] = ()
+    end_turn: bool = False
+    call_seq: int | None = None
 
 
-class TimedOut(Exception):
-    """A tool body ran past its timeout (and was cancelled)."""
-
-    def text(self, seconds: float) -> str:
-        """The error result the model gets."""
-        return (
-            f"Tool call timed out after {seconds:g} s: it was cancelled before it finished, so its effects are "
-            "unknown (it may have done part of its work). Check before running it again."
-        )
+def error_result(content: str, name: str, code: str, call_seq: int | None) -> CallResult:
+    """An error result naming what went wrong (`error = {name, code}`)."""
+    return CallResult(content, is_error=True, error={"name": name, "code": code}, call_seq=call_seq)
 
 
 class ToolGate:
-    """The checks around one agent's tool bodies (see the module doc)."""
+    """The pass of each tool call of one agent (see the module doc)."""
 
     def __init__(
         self,
@@ -70,8 +69,14 @@ class ToolGate:
         pre_tool: Sequence[ToolHook] = (),
         post_tool: Sequence[ToolHook] = (),
         tool_timeout: float | None = None,
+        *,
+        tools: Mapping[str, Tool],
+        knows: Callable[[str], bool],
     ) -> None:
         self.book = book
+        self._tools = tools  # the agent's, by name (a refreshed tool source changes it in place)
+        self.turn_tools: Mapping[str, Tool] = {}  # the running turn's own (a run's final-answer tool)
+        self._knows = knows  # whether a message id is in the session already
         self._pre = tuple(pre_tool)
         self._post = tuple(post_tool)
         self._timeout = tool_timeout
@@ -82,14 +87,40 @@ class ToolGate:
         self._failure: dict[str, Any] | None = None
         self._engaged: dict[str, tuple[Tool, int, bool]] = {}  # tool name -> (tool, book version, engaged)
 
-    def timeout_of(self, tool: Tool) -> float | None:
-        """The seconds a body of `tool` may run (its own timeout, else the agent's), None for no limit."""
-        return tool.timeout if tool.timeout is not None else self._timeout
+    async def run_call(self, call: Mapping[str, Any], ctx: ToolContext, call_seq: int) -> CallResult:
+        """The call's one result: each stage in order, the first that answers ends the pass."""
+        tool, arguments, result = self._arguments(call, call_seq)
+        if result is not None:
+            return result
+        if not self.engaged(tool):
+            return await self._run_body(tool, arguments, ctx, call_seq)
+        frozen, result = await self._checked(tool, call["arguments"], arguments, ctx, call_seq)
+        if result is not None:
+            return result
+        if self._decides(tool):
+            pre = PreToolContext(ctx.call_id, tool.name, frozen, call["arguments"], ctx.turn, ctx.step, ctx.cancel, ctx.session)
+            result = await self._admitted(tool, pre, call_seq)
+            if result is not None:
+                return result
+        result = await self._run_body(tool, arguments, ctx, call_seq)
+        return await self._amended(tool, frozen, ctx, result) if self._post else result
 
-    @property
-    def amends(self) -> bool:
-        """Whether `post_tool` hooks look at results."""
-        return bool(self._post)
+    # -- 1. the arguments ----------------------------------------------------------------------------
+
+    def _arguments(self, call: Mapping[str, Any], call_seq: int) -> tuple[Any, Any, CallResult | None]:
+        """The tool and the arguments object, or the error result that ends the call here."""
+        name = call["name"]
+        tool = self._tools.get(name) or self.turn_tools.get(name)
+        if tool is None:
+            known = ", ".join(self._tools) or "none"
+            return None, None, error_result(f"Unknown tool {name!r} (available: {known}).", "UnknownTool", "unknown_tool", call_seq)
+        try:
+            return tool, parse_arguments(call["arguments"]), None
+        except InvalidArgumentsText as exc:
+            text = f"Invalid arguments for {name}: {exc}. The tool did not run."
+            return tool, None, error_result(text, "InvalidArguments", "invalid_arguments", call_seq)
+
+    # -- 2. the schema, and the arguments as hooks and policies see them ---------------------------
 
     def engaged(self, tool: Tool) -> bool:
         """Whether a call of `tool` needs anything of the gate (else it runs as plainly as before)."""
@@ -97,17 +128,55 @@ class ToolGate:
         if known is not None and known[0] is tool and known[1] == self.book.version:
             return known[2]
         engaged = bool(
-            self._pre or self._post or tool.timeout is not None or self._timeout is not None
-            or self._validator(tool) is not None or self.book.has_session_policy
-            or self.book.may_gate(tool.name, tool.approval)
+            self._post or tool.timeout is not None or self._timeout is not None
+            or self._validator(tool) is not None or self._decides(tool)
         )
         self._engaged[tool.name] = (tool, self.book.version, engaged)  # until a policy is remembered
         return engaged
 
-    def take_failure(self) -> dict[str, Any] | None:
-        """The error that ends the turn (a tool's retry budget spent), once; None when there is none."""
-        failure, self._failure = self._failure, None
-        return failure
+    def _decides(self, tool: Tool) -> bool:
+        """Whether a call of `tool` has a decision to make (a hook to ask, or a policy that may not allow)."""
+        return bool(self._pre) or self.book.has_session_policy or self.book.may_gate(tool.name, tool.approval)
+
+    async def _checked(
+        self, tool: Tool, raw: str, arguments: dict[str, Any], ctx: ToolContext, call_seq: int
+    ) -> tuple[Any, CallResult | None]:
+        """The arguments frozen (None when no hook or policy sees them), or the error result."""
+        validator = self._validator(tool)
+        if isinstance(validator, SchemaError):
+            return None, error_result(f"Tool {tool.name} cannot run: {validator}", "SchemaError", "invalid_schema", call_seq)
+        if validator is not None:
+            try:
+                if validator.off_loop(len(raw)):  # a schema with backtracking patterns, large arguments
+                    outcome, problems = await validator.check_off_loop(raw, arguments, ctx.cancel)
+                    if outcome != "checked":
+                        return None, self._unchecked(tool, outcome, ctx, call_seq)
+                else:
+                    problems = validator.problems(arguments, len(raw))
+            except Exception as exc:  # the validator failed on this input: the call, not the turn, says so
+                text = f"Invalid arguments for {tool.name}: the tool did not run: they could not be checked ({type(exc).__name__}: {exc})."
+                return None, error_result(text, type(exc).__name__, "invalid_arguments", call_seq)
+            if problems:
+                self._count_invalid(tool, ctx.turn)
+                return None, error_result(invalid_arguments_text(tool.name, problems), "InvalidArguments", "invalid_arguments", call_seq)
+        if not (self._post or self._decides(tool)):
+            return None, None
+        try:
+            return freeze(arguments), None
+        except (TypeError, ValueError) as exc:  # e.g. an integer past 64 bits: hooks could not be shown it
+            self._count_invalid(tool, ctx.turn)
+            text = f"Invalid arguments for {tool.name}: the tool did not run: {exc}."
+            return None, error_result(text, "InvalidArguments", "invalid_arguments", call_seq)
+
+    def _unchecked(self, tool: Tool, outcome: str, ctx: ToolContext, call_seq: int) -> CallResult:
+        """The result of a call whose arguments' check ran out of time, or was stopped by a cancel."""
+        if outcome == "cancelled":
+            return error_result(
+                f"Tool call not run: the turn was aborted ({ctx.cancel.cause or 'cancelled'}) while its arguments "
+                "were checked. The tool did not run.", "Aborted", "aborted_before_dispatch", call_seq,
+            )
+        self._count_invalid(tool, ctx.turn)
+        return error_result(unchecked_arguments_text(tool.name), "ValidationTimedOut", "invalid_arguments", call_seq)
 
     def _validator(self, tool: Tool) -> ArgumentValidator | SchemaError | None:
         known = self._validators.get(tool.name)
@@ -125,42 +194,6 @@ class ToolGate:
         self._validators[tool.name] = (tool, validator)
         return validator
 
-    # -- before the body ---------------------------------------------------------------------------
-
-    async def admit(self, tool: Tool, raw_arguments: str, arguments: dict[str, Any], ctx: ToolContext) -> Refusal | None:
-        """None when the body may run, else why not (the call's error result)."""
-        validator = self._validator(tool)
-        if isinstance(validator, SchemaError):
-            return Refusal(f"Tool {tool.name} cannot run: {validator}", {"name": "SchemaError", "code": "invalid_schema"})
-        if validator is not None:
-            problems = validator.problems(arguments)
-            if problems:
-                self._count_invalid(tool, ctx.turn)
-                return Refusal(invalid_arguments_text(tool.name, problems), {"name": "InvalidArguments", "code": "invalid_arguments"})
-        if not (self._pre or self.book.has_session_policy or self.book.may_gate(tool.name, tool.approval)):
-            return None  # allowed by policy, no hook to ask: no decision to make
-        pre = PreToolContext(ctx.call_id, tool.name, freeze(arguments), raw_arguments, ctx.turn, ctx.step, ctx.cancel, ctx.session)
-        decisions = [await self.book.decide(tool.approval, pre)]
-        if self._pre:
-            decisions.append(await pre_tool_decision(self._pre, pre))
-        decision = self.book.session_override(strictest(decisions))
-        if isinstance(decision, Deny):
-            why = f": {decision.reason}" if decision.reason else " by its approval policy"
-            return Refusal(f"Tool call denied{why}. The tool did not run.", {"name": "Denied", "code": "denied"})
-        if isinstance(decision, Ask):
-            outcome, reason = await self.book.ask(pre, decision.reason)
-            if outcome == "rejected":
-                why = f": {reason}" if reason else ""
-                return Refusal(f"Tool call denied by the user{why}. The tool did not run.", {"name": "Denied", "code": "denied"})
-            if outcome == "cancelled":
-                return Refusal(
-                    f"Tool call not run: the turn was aborted ({reason or 'cancelled'}) while it waited for approval.",
-                    {"name": "Aborted", "code": "approval_cancelled"},
-                )
-            if outcome != "allowed_once":
-                return Refusal(f"Tool call not run: approval {outcome}.", {"name": "Denied", "code": "denied"})
-        return None
-
     def _count_invalid(self, tool: Tool, turn: int) -> None:
         key = (turn, tool.name)
         count = self._invalid.get(key, 0) + 1
@@ -175,58 +208,117 @@ class ToolGate:
                 f"(retries={tool.retries})",
             }
 
-    # -- the body ----------------------------------------------------------------------------------
+    def take_failure(self) -> dict[str, Any] | None:
+        """The error that ends the turn (a tool's retry budget spent), once; None when there is none."""
+        failure, self._failure = self._failure, None
+        return failure
 
-    async def run_body(self, tool: Tool, arguments: dict[str, Any], ctx: ToolContext) -> Any:
-        """The body's output; `TimedOut` when it ran past its timeout (its task then cancelled).
+    # -- 3. hooks, policy, a person ------------------------------------------------------------------
 
-        A sync body with a timeout runs in a worker thread, so that the wait can end: the thread
-        itself cannot be stopped and finishes on its own (its outcome is then ignored).
-        """
-        timeout = self.timeout_of(tool)
-        output: Any
-        if timeout is None:
-            output = tool.run(arguments, ctx)
-            return await output if is_awaitable(output) else output
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        if inspect.iscoroutinefunction(tool.run) or inspect.iscoroutinefunction(getattr(tool.run, "__call__", None)):
-            output = tool.run(arguments, ctx)
-        else:
-            output = await _within(loop.run_in_executor(None, tool.run, arguments, ctx), deadline, loop)
-        if is_awaitable(output):
-            output = await _within(output, deadline, loop)
-        return output
+    async def _admitted(self, tool: Tool, pre: PreToolContext, call_seq: int) -> CallResult | None:
+        """None when the body may run, else the refusal (the call's error result)."""
+        outcome, reason = await self.book.settle(tool.approval, pre, self._pre)
+        if outcome in ("allowed", "allowed_once"):
+            return None
+        if outcome == "denied":
+            why = f": {reason}" if reason else " by its approval policy"
+            return error_result(f"Tool call denied{why}. The tool did not run.", "Denied", "denied", call_seq)
+        if outcome == "rejected":
+            why = f": {reason}" if reason else ""
+            return error_result(f"Tool call denied by the user{why}. The tool did not run.", "Denied", "denied", call_seq)
+        if outcome == "cancelled":
+            return error_result(
+                f"Tool call not run: the turn was aborted ({reason or 'cancelled'}) while it waited for approval.",
+                "Aborted", "approval_cancelled", call_seq,
+            )
+        return error_result(f"Tool call not run: approval {outcome}.", "Denied", "denied", call_seq)
 
-    # -- after the body ----------------------------------------------------------------------------
+    def is_waiting(self, call_id: str) -> bool:
+        """Whether call `call_id` waits for a person right now."""
+        return self.book.is_waiting(call_id)
 
-    async def amend(
-        self, tool: Tool, arguments: dict[str, Any], ctx: ToolContext, content: Any, is_error: bool, error: Mapping[str, str] | None
-    ) -> Amended:
-        """The result after the `post_tool` hooks (in order); a failing hook withholds the content."""
-        context: list[Message] = []
+    def mark_answered(self, call_id: str) -> None:
+        """The call's result is logged: its ask, if any, is settled."""
+        self.book.mark_answered(call_id)
+
+    # -- 4. the body ---------------------------------------------------------------------------------
+
+    def timeout_of(self, tool: Tool) -> float | None:
+        """The seconds a body of `tool` may run (its own timeout, else the agent's), None for no limit."""
+        return tool.timeout if tool.timeout is not None else self._timeout
+
+    async def _run_body(self, tool: Tool, arguments: dict[str, Any], ctx: ToolContext, call_seq: int) -> CallResult:
+        """The body's output as the call's result; what it raised, its timeout, as an error result."""
+        try:
+            timeout = tool.timeout if tool.timeout is not None else self._timeout
+            if timeout is None:
+                output = tool.run(arguments, ctx)
+                if is_awaitable(output):  # `call_sync_or_async` inline: one coroutine less per call
+                    output = await output
+            else:
+                output = await run_within(tool.run, arguments, ctx, timeout)
+            return self._output_result(output, call_seq)
+        except TimedOut as exc:
+            return error_result(exc.text(self.timeout_of(tool) or 0.0), "TimedOut", "timeout", call_seq)
+        except NeverStarted as exc:
+            return error_result(exc.text(), "NeverStarted", "not_started", call_seq)
+        except Exception as exc:
+            return error_result(f"{type(exc).__name__}: {exc}", type(exc).__name__, "tool_error", call_seq)
+
+    def _output_result(self, output: Any, call_seq: int) -> CallResult:
+        """A body's returned value as the call's result (a `ToolOutput`, or plain content)."""
+        if type(output) is not ToolOutput and not isinstance(output, ToolOutput):
+            return CallResult(tool_content(output), call_seq=call_seq)
+        for index, message in enumerate(output.context):
+            if self._knows(message.id):
+                raise ValueError(f"ToolOutput context[{index}]: message id {message.id} is not new to the session")
+        meta = output.meta
+        if meta is not None:
+            try:
+                meta = freeze(meta)
+            except (TypeError, ValueError) as exc:
+                return error_result(f"{type(exc).__name__}: tool returned invalid meta: {exc}", type(exc).__name__, "invalid_meta", call_seq)
+        return CallResult(tool_content(output.content), output.is_error, None, meta, output.context, output.end_turn, call_seq)
+
+    # -- 5. after the body ---------------------------------------------------------------------------
+
+    async def _amended(self, tool: Tool, frozen: Any, ctx: ToolContext, result: CallResult) -> CallResult:
+        """The result after the `post_tool` hooks (in order); a failing hook withholds the content and meta."""
+        content, meta, context = result.content, result.meta, list(result.context)
         for index, hook in enumerate(self._post):
-            post = PostToolContext(ctx.call_id, tool.name, freeze(arguments), content, is_error, ctx.turn, ctx.step, ctx.session)
+            post = PostToolContext(ctx.call_id, tool.name, frozen, content, result.is_error, ctx.turn, ctx.step, ctx.session, meta)
             try:
                 answer = await call_sync_or_async(hook, post)
                 if answer is not None and not isinstance(answer, Amend):
                     raise TypeError(f"post_tool hook {index}: expected Amend(...) or None, got {type(answer).__name__}")
             except Exception as exc:
-                return Amended(
-                    f"The tool ran, but its result was withheld: a post_tool hook failed ({type(exc).__name__}: {exc}).",
-                    True, {"name": type(exc).__name__, "code": "post_tool_failed"}, tuple(context),
-                )
-            if answer is not None:
-                if answer.replaces:
-                    try:
-                        content = tool_content(answer.content)
-                    except (TypeError, ValueError) as exc:
-                        return Amended(
-                            f"The tool ran, but its result was withheld: a post_tool hook gave content that is not "
-                            f"JSON ({exc}).", True, {"name": type(exc).__name__, "code": "post_tool_failed"}, tuple(context),
-                        )
-                context.extend(answer.context)
-        return Amended(content, is_error, error, tuple(context))
+                return _withheld(f"a post_tool hook failed ({type(exc).__name__}: {exc})", type(exc).__name__, context, result)
+            if answer is None:
+                continue
+            try:
+                content, meta = _apply(answer, content, meta)
+            except (TypeError, ValueError) as exc:
+                return _withheld(f"a post_tool hook gave content or meta that is not JSON ({exc})", type(exc).__name__, context, result)
+            context.extend(answer.context)
+        return CallResult(content, result.is_error, result.error, meta, tuple(context), result.end_turn, result.call_seq)
+
+
+def _apply(answer: Amend, content: Any, meta: Any) -> tuple[Any, Any]:
+    """Content and meta after one `Amend`: a replaced content drops the meta unless the hook gave one."""
+    if answer.replaces:
+        content = tool_content(answer.content)
+        if not answer.sets_meta:
+            meta = None  # derived from what was just redacted: it goes too
+    if answer.sets_meta:
+        meta = freeze(answer.meta) if answer.meta is not None else None
+    return content, meta
+
+
+def _withheld(why: str, name: str, context: list[Message], result: CallResult) -> CallResult:
+    return CallResult(
+        f"The tool ran, but its result was withheld: {why}.", True, {"name": name, "code": "post_tool_failed"}, None,
+        tuple(context), result.end_turn, result.call_seq,
+    )
 
 
 _NO_CONSTRAINT = frozenset({"type", "properties", "additionalProperties", "required", "$schema", "title", "description"})
@@ -243,25 +335,4 @@ def _accepts_any_object(schema: Mapping[str, Any]) -> bool:
     )
 
 
-async def _within(awaitable: Any, deadline: float, loop: asyncio.AbstractEventLoop) -> Any:
-    """`awaitable`'s result, or `TimedOut` (cancelling it) once `deadline` passed."""
-    task = asyncio.ensure_future(awaitable)
-    try:
-        done, _ = await asyncio.wait((task,), timeout=max(0.0, deadline - loop.time()))
-    except BaseException:  # the agent's own task is cancelled: the body goes with it
-        task.cancel()
-        task.add_done_callback(_retrieve)
-        raise
-    if not done:
-        task.cancel()
-        task.add_done_callback(_retrieve)  # a body that ends in an error later: no "never retrieved" noise
-        raise TimedOut
-    return task.result()
-
-
-def _retrieve(task: asyncio.Future[Any]) -> None:
-    if not task.cancelled():
-        task.exception()
-
-
-__all__ = ["RETRIES_EXHAUSTED", "Amended", "Refusal", "TimedOut", "ToolGate"]
+__all__ = ["RETRIES_EXHAUSTED", "CallResult", "NeverStarted", "TimedOut", "ToolGate", "error_result"]

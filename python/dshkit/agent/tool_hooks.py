@@ -7,7 +7,10 @@
 - ``post_tool(ctx: PostToolContext) -> Amend(...) | None``: called after the body, in order, each
   seeing the content as the hooks before it left it; `Amend(content=...)` replaces the content the
   model gets (e.g. redacts a secret), `Amend(context=[...])` queues user messages for the next step.
-  A hook that raises withholds the content (an error result says so): the tool did run.
+  ``ctx.meta`` is the result's `meta` (logged beside it, never shown to the model): `Amend(meta=...)`
+  replaces it, and an `Amend` that replaces the content drops it unless it gives one
+  (``Amend(text, meta=ctx.meta)`` keeps it), so a redaction covers everything that is logged.
+  A hook that raises withholds the content and the meta (an error result says so): the tool did run.
 
 Hooks see the arguments frozen: they are never rewritten, so the `tool/call` in the log, the
 audit of an approval and what the body runs agree.
@@ -16,7 +19,7 @@ audit of an approval and what the body runs agree.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Union
 
@@ -93,19 +96,31 @@ def strictest(decisions: Iterable[Decision]) -> Decision:
     return chosen
 
 
+_KEEP = object()  # `Amend(meta=...)` not given
+
+
 class Amend:
-    """`post_tool` answer: replace the result's content and/or add context for the next step."""
+    """`post_tool` answer: replace the result's content and/or meta, and/or add context for the next step.
 
-    __slots__ = ("content", "context", "replaces")
+    A replaced content drops the result's `meta` unless `meta` is given (see the module doc).
+    """
 
-    def __init__(self, content: Any = None, *, context: Iterable[Message] = (), replace: bool | None = None) -> None:
+    __slots__ = ("content", "context", "meta", "replaces", "sets_meta")
+
+    def __init__(
+        self, content: Any = None, *, context: Iterable[Message] = (), replace: bool | None = None, meta: Any = _KEEP
+    ) -> None:
         # `content=None` alone means "keep the content"; `replace=True` replaces it with None ("").
         self.replaces = content is not None if replace is None else bool(replace)
         self.content = content
         self.context = check_message_batch(context, "Amend context")
+        self.sets_meta = meta is not _KEEP
+        if self.sets_meta and meta is not None and not isinstance(meta, Mapping):
+            raise TypeError(f"Amend meta: expected a mapping or None, got {type(meta).__name__}")
+        self.meta = meta if self.sets_meta else None
 
     def __repr__(self) -> str:
-        return f"Amend(replaces={self.replaces}, context={len(self.context)})"
+        return f"Amend(replaces={self.replaces}, sets_meta={self.sets_meta}, context={len(self.context)})"
 
 
 @dataclass(frozen=True)
@@ -124,7 +139,7 @@ class PreToolContext:
 
 @dataclass(frozen=True)
 class PostToolContext:
-    """What `post_tool` sees: the call and its result's content so far."""
+    """What `post_tool` sees: the call and its result's content (and meta) so far."""
 
     call_id: str
     name: str
@@ -134,6 +149,7 @@ class PostToolContext:
     turn: int
     step: int
     session: Session
+    meta: Any = None  # the result's meta (frozen), logged beside it; None when it has none
 
 
 ToolHook = Callable[[Any], Union[Any, Awaitable[Any]]]

@@ -201,7 +201,12 @@ def tool_from_function(
     model = pydantic.create_model(f"{tool_name}_arguments", __config__=pydantic.ConfigDict(extra="forbid"), **fields)
     schema = _without_titles(model.model_json_schema())
     text = description if description is not None else inspect.getdoc(fn) or ""
-    names = tuple(fields)
+    run = _typed_body(fn, model, tuple(fields), context_parameter)
+    return Tool(tool_name, text, schema, run, parallel=parallel, timeout=timeout, approval=approval, retries=retries)
+
+
+def _typed_body(fn: Callable[..., Any], model: Any, names: tuple[str, ...], context_parameter: str | None) -> ToolBody:
+    """A tool body calling `fn` with the arguments converted by the pydantic `model` (sync or async as `fn`)."""
 
     def keyword_arguments(arguments: Mapping[str, Any], ctx: ToolContext) -> dict[str, Any]:
         checked = model.model_validate(arguments)
@@ -215,14 +220,12 @@ def tool_from_function(
         async def run_async(arguments: Mapping[str, Any], ctx: ToolContext) -> Any:
             return await fn(**keyword_arguments(arguments, ctx))
 
-        run: Callable[..., Any] = run_async
-    else:
+        return run_async
 
-        def run_sync(arguments: Mapping[str, Any], ctx: ToolContext) -> Any:
-            return fn(**keyword_arguments(arguments, ctx))
+    def run_sync(arguments: Mapping[str, Any], ctx: ToolContext) -> Any:
+        return fn(**keyword_arguments(arguments, ctx))
 
-        run = run_sync
-    return Tool(tool_name, text, schema, run, parallel=parallel, timeout=timeout, approval=approval, retries=retries)
+    return run_sync
 
 
 @overload
