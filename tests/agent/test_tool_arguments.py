@@ -14,6 +14,7 @@ from dshkit.models import ScriptedModel
 from dshkit.models.anthropic.model import AnthropicModel
 from dshkit.models.chat.model import OpenAICompatibleModel
 from dshkit.models.responses.model import OpenAIResponsesModel
+from dshkit.models.provider import Provider
 from dshkit.session import project_request
 
 BAD_NUMBERS = {
@@ -71,9 +72,9 @@ def text(data: Any) -> str:
 def assert_every_projection_builds(session: Any) -> None:
     request = project_request(session)
     models = [
-        AnthropicModel("claude-test", api_key="k", max_tokens=64),
-        OpenAICompatibleModel("gpt-test", base_url="http://127.0.0.1:9/v1", api_key="k"),
-        OpenAIResponsesModel("gpt-test", api_key="k"),
+        AnthropicModel("claude-test", Provider("http://127.0.0.1:9", api_key="k"), settings={"max_tokens": 64}),
+        OpenAICompatibleModel("gpt-test", Provider("http://127.0.0.1:9/v1", api_key="k")),
+        OpenAIResponsesModel("gpt-test", Provider("http://127.0.0.1:9/v1", api_key="k")),
     ]
     for model in models:
         assert model.request_body(request), type(model).__name__
