@@ -37,13 +37,10 @@ pub(crate) unsafe fn str_utf8<'a>(text: *mut ffi::PyObject) -> Option<&'a [u8]> 
 
 /// Whether a `str` holds a lone surrogate (a code point in U+D800..U+DFFF, which has no UTF-8
 /// form: what `os.listdir` returns for a file name that is not UTF-8). Free for ASCII and
-/// Latin-1 text (no such code point fits in one byte); a scan of the code points otherwise.
+/// Latin-1 text (one byte per code point: no surrogate fits), a scan of the code points otherwise.
 #[inline(always)]
 pub(crate) unsafe fn holds_surrogate(text: *mut ffi::PyObject) -> bool {
-    if compact_ascii(text).is_some() {
-        return false;
-    }
-    scan_for_surrogate(text)
+    ffi::PyUnicode_KIND(text) != ffi::PyUnicode_1BYTE_KIND && scan_for_surrogate(text)
 }
 
 #[inline(never)]
@@ -51,15 +48,21 @@ unsafe fn scan_for_surrogate(text: *mut ffi::PyObject) -> bool {
     let length = ffi::PyUnicode_GET_LENGTH(text) as usize;
     let data = ffi::PyUnicode_DATA(text);
     match ffi::PyUnicode_KIND(text) {
-        ffi::PyUnicode_1BYTE_KIND => false,
-        ffi::PyUnicode_2BYTE_KIND => {
-            std::slice::from_raw_parts(data as *const u16, length).iter().any(|&unit| is_surrogate(unit as u32))
-        }
-        ffi::PyUnicode_4BYTE_KIND => {
-            std::slice::from_raw_parts(data as *const u32, length).iter().any(|&point| is_surrogate(point))
-        }
+        ffi::PyUnicode_2BYTE_KIND => any_surrogate(std::slice::from_raw_parts(data as *const u16, length), |unit| {
+            (unit & 0xF800) == 0xD800
+        }),
+        ffi::PyUnicode_4BYTE_KIND => any_surrogate(std::slice::from_raw_parts(data as *const u32, length), |point| {
+            (point & 0xFFFF_F800) == 0xD800
+        }),
         _ => utf8_of_str(text).is_none(), // a legacy (not "ready") str of Python < 3.12
     }
+}
+
+/// Whether any code unit is a surrogate: in blocks the compiler can vectorise (no branch per
+/// unit), stopping after the first block that has one.
+#[inline(always)]
+fn any_surrogate<T: Copy>(units: &[T], is_surrogate: impl Fn(T) -> bool) -> bool {
+    units.chunks(64).any(|block| block.iter().fold(false, |found, &unit| found | is_surrogate(unit)))
 }
 
 #[inline(always)]

@@ -206,6 +206,8 @@ def test_a_lone_surrogate_in_a_message_is_replaced_so_it_can_always_be_written()
     assert Message.from_json(message.to_json()) == message
     assert freeze("caf\xe9 \U0001f600 \ud83d\ude00") == "caf\xe9 \U0001f600 \ufffd\ufffd"  # a pair of halves is two lone ones
     assert freeze({"a\udcff": 1, "a\udcfe": 2}) == {"a\ufffd": 2}  # keys that differ only there: the last wins, as dict does
+    for wide in ("\u4e2d" * 100, "\U0001f600" * 70):  # 2- and 4-byte text, past the first block scanned
+        assert freeze(wide + "\udfff" + wide) == wide + "\ufffd" + wide
     plain = "no surrogate \u4e2d"
     assert freeze(plain) is plain
 
