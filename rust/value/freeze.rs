@@ -263,7 +263,7 @@ pub(crate) fn freeze_at<'py>(obj: &Bound<'py, PyAny>, root: &str) -> PyResult<Bo
     freeze_below(obj, root, 0).map(|frozen| frozen.value)
 }
 
-/// Deep-freeze and detach a JSON-like tree.
+/// Deep-freeze and detach a JSON-like tree (a lone surrogate in a `str` becomes U+FFFD).
 #[pyfunction]
 #[pyo3(signature = (value, /))]
 pub(crate) fn freeze<'py>(value: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
