@@ -193,7 +193,7 @@ def set_plain_rules(rules: dict[str, tuple[tuple[str, ...], tuple[str, ...], boo
     second, different table."""
 
 def freeze(value: object, /) -> _JSONValue:
-    """Deep-freeze and detach a JSON-like tree."""
+    """Deep-freeze and detach a JSON-like tree (a lone surrogate in a str becomes U+FFFD)."""
 
 def thaw(value: object, /) -> Any:
     """A plain, mutable, detached `dict`/`list` tree."""

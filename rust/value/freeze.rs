@@ -5,7 +5,9 @@
 //! Parts that are already frozen are returned as they are, so re-freezing a frozen tree
 //! allocates nothing. A `Message` inside a tree is kept as it is (it is frozen by construction).
 //! Subclasses of `str`/`int`/`float` become the plain type: a subclass could
-//! carry mutable state or change how it serialises.
+//! carry mutable state or change how it serialises. A `str` (value or key) holding a lone
+//! surrogate, which has no UTF-8 form, gets U+FFFD in its place (`strs::replace_surrogates`): a
+//! frozen value can always be logged, read back and sent to a model.
 
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -15,6 +17,7 @@ use pyo3::Borrowed;
 use crate::value::errors::PathError;
 use crate::value::frozendict::{EntriesBuilder, FrozenDict};
 use crate::value::message::Message;
+use crate::value::strs::{holds_surrogate, plain_text};
 use crate::value::walk::{check_float, check_int, is_mapping, key_error, key_text, mapping_pairs, not_json, untrack, Walk};
 
 /// A frozen value and its nesting depth (0 for a leaf, 1 for a container of leaves, ...).
@@ -43,10 +46,10 @@ fn reuse<'py>(walk: &Walk, value: &Bound<'py, PyAny>, depth: usize) -> FreezeRes
 #[inline(always)]
 fn is_kept_leaf(obj: &Bound<'_, PyAny>) -> Result<bool, PathError> {
     let ty = obj.get_type_ptr();
-    if ty == std::ptr::addr_of_mut!(ffi::PyUnicode_Type)
-        || ty == std::ptr::addr_of_mut!(ffi::PyBool_Type)
-        || obj.is_none()
-    {
+    if ty == std::ptr::addr_of_mut!(ffi::PyUnicode_Type) {
+        return Ok(!unsafe { holds_surrogate(obj.as_ptr()) });
+    }
+    if ty == std::ptr::addr_of_mut!(ffi::PyBool_Type) || obj.is_none() {
         return Ok(true);
     }
     if ty == std::ptr::addr_of_mut!(ffi::PyLong_Type) {
@@ -94,8 +97,8 @@ fn freeze_uncommon<'py>(py: Python<'py>, obj: &Bound<'py, PyAny>, walk: &mut Wal
     unsafe {
         let ptr = obj.as_ptr();
         if ffi::PyUnicode_Check(ptr) != 0 {
-            // A str subclass: keep only the characters.
-            let copy = ffi::PyUnicode_FromObject(ptr);
+            // A str subclass (keep only the characters) or a str holding a lone surrogate.
+            let copy = plain_text(ptr);
             return Bound::from_owned_ptr_or_err(py, copy).map(Frozen::leaf).map_err(PathError::raised);
         }
         if ffi::PyLong_Check(ptr) != 0 {
@@ -130,7 +133,7 @@ fn freeze_dict<'py>(dict: &Bound<'py, PyDict>, walk: &mut Walk) -> FreezeResult<
     let py = dict.py();
     walk.within(dict.as_any(), |walk| {
         let mut entries = EntriesBuilder::with_capacity(dict.len());
-        let mut str_subclass_keys = false;
+        let mut keys_to_copy = false; // a str subclass, or a key holding a lone surrogate
         let mut pos: ffi::Py_ssize_t = 0;
         let mut key_ptr: *mut ffi::PyObject = std::ptr::null_mut();
         let mut value_ptr: *mut ffi::PyObject = std::ptr::null_mut();
@@ -140,7 +143,9 @@ fn freeze_dict<'py>(dict: &Bound<'py, PyDict>, walk: &mut Walk) -> FreezeResult<
                 if !key.is_instance_of::<PyString>() {
                     return Err(key_error(&key));
                 }
-                str_subclass_keys = true;
+                keys_to_copy = true;
+            } else if unsafe { holds_surrogate(key_ptr) } {
+                keys_to_copy = true;
             }
             entries.push(key.to_owned(), unsafe { Borrowed::from_ptr(py, value_ptr) }.to_owned());
         }
@@ -157,13 +162,13 @@ fn freeze_dict<'py>(dict: &Bound<'py, PyDict>, walk: &mut Walk) -> FreezeResult<
                 entries.set_value(index, frozen.value);
             }
         }
-        if str_subclass_keys {
-            // Plain keys may now collide (a subclass can make equal text hash apart): a dict
-            // settles it the way `dict` would.
+        if keys_to_copy {
+            // Plain keys may now collide (a subclass can make equal text hash apart, two keys
+            // may differ only in their surrogates): a dict settles it the way `dict` would.
             let plain = PyDict::new(py);
             for index in 0..entries.len() {
                 let key = entries.key(py, index);
-                let key = unsafe { Bound::from_owned_ptr(py, ffi::PyUnicode_FromObject(key.as_ptr())) };
+                let key = unsafe { Bound::from_owned_ptr_or_err(py, plain_text(key.as_ptr())) }.map_err(PathError::raised)?;
                 plain.set_item(key, entries.value(py, index)).map_err(PathError::raised)?;
             }
             return Ok(Frozen { value: FrozenDict::wrap(py, plain, depth + 1).into_any(), depth: depth + 1 });
@@ -182,10 +187,10 @@ fn freeze_mapping_items<'py>(obj: &Bound<'py, PyAny>, walk: &mut Walk) -> Freeze
             return Err(key_error(&key));
         }
         let key_text = key_text(&key);
-        let key = if key.is_exact_instance_of::<PyString>() {
+        let key = if key.is_exact_instance_of::<PyString>() && !unsafe { holds_surrogate(key.as_ptr()) } {
             key
         } else {
-            unsafe { Bound::from_owned_ptr(py, ffi::PyUnicode_FromObject(key.as_ptr())) }
+            unsafe { Bound::from_owned_ptr_or_err(py, plain_text(key.as_ptr())) }.map_err(PathError::raised)?
         };
         let frozen = freeze_value(&value, walk).map_err(|e| e.at_key(&key_text))?;
         depth = depth.max(frozen.depth);
@@ -258,7 +263,7 @@ pub(crate) fn freeze_at<'py>(obj: &Bound<'py, PyAny>, root: &str) -> PyResult<Bo
     freeze_below(obj, root, 0).map(|frozen| frozen.value)
 }
 
-/// Deep-freeze and detach a JSON-like tree.
+/// Deep-freeze and detach a JSON-like tree (a lone surrogate in a `str` becomes U+FFFD).
 #[pyfunction]
 #[pyo3(signature = (value, /))]
 pub(crate) fn freeze<'py>(value: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -93,3 +94,35 @@ def kit() -> type[Kit]:
 @pytest.fixture
 def user_message() -> Callable[[str], dshkit.Message]:
     return user
+
+
+class LogPlace(NamedTuple):
+    """Where a test's log lives: a file path, or a PostgreSQL URL with the session's id."""
+
+    location: str
+    session_id: str
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """The URL of a database in a private PostgreSQL cluster started for this test run."""
+    from postgres_server import ServerUnavailable, start_server
+
+    server = start_server()
+    try:
+        url = server.__enter__()
+    except ServerUnavailable as error:
+        pytest.skip(f"no PostgreSQL server: {error}")
+    try:
+        yield url
+    finally:
+        server.__exit__(None, None, None)
+
+
+@pytest.fixture(params=["jsonl", "sqlite", "postgres"])
+def log_place(request: pytest.FixtureRequest, tmp_path: Path) -> LogPlace:
+    """A log not yet created, in each store that ships (PostgreSQL: a private server)."""
+    session_id = dshkit.new_message_id()
+    if request.param == "postgres":
+        return LogPlace(request.getfixturevalue("postgres_url"), session_id)
+    return LogPlace(str(tmp_path / f"session.{request.param}"), session_id)

@@ -104,9 +104,43 @@ def test_the_child_has_its_own_tools_and_a_failure_returns_its_partial_text(tmp_
     text = result_text(result)
     assert result["message"].content[0]["is_error"] is True
     assert "did not finish: it failed (network: connection reset)" in text and "outcome unknown" in text
+    assert text.endswith("Its output so far:\nHalf an answer")  # streamed, never a complete message
     assert result["meta"]["subagent"]["outcome"] == "error"
     assert lookups == [result["meta"]["subagent"]["session_id"]]  # the child's tool ran in the child's log
     assert [tool["name"] for tool in child_model.requests[0].tools] == ["lookup"]
+    parent.close()
+
+
+def test_a_child_dropped_mid_stream_returns_its_earlier_messages_and_the_streamed_prefix(tmp_path: Path) -> None:
+    lookup = Tool("lookup", "Look up.", {"type": "object"}, lambda arguments, ctx: "found")
+    child_model = ScriptedModel([
+        [{"type": "text_delta", "text": "Looking it up."}, *call("k1", "lookup", "{}")],
+        [{"type": "text_delta", "text": "The answer "}, {"type": "text_delta", "text": "is 4"}, ModelError("reset", code="network")],
+    ])
+    research = subagent_tool("research", "Research.", child_model, tools=[lookup])
+    parent = Session.create(tmp_path / "parent.jsonl")
+    drive(Agent(ScriptedModel([ask("dig"), "Sorry."]), session=parent, tools=[research]), user("Dig."))
+
+    (result,) = results(parent)
+    assert result["message"].content[0]["is_error"] is True
+    assert result_text(result).endswith("Its output so far:\nLooking it up.\nThe answer is 4")
+    with open_child(tmp_path, result["meta"]["subagent"]["session_id"]) as child:
+        assert [m.text for m in child.messages() if m.role == "assistant"] == ["Looking it up."]  # the prefix is only chunks
+    parent.close()
+
+
+def test_a_parent_whose_subagent_header_is_malformed_starts_no_child(tmp_path: Path) -> None:
+    child_model = ScriptedModel(["never asked"])
+    research = subagent_tool("research", "Research.", child_model, max_depth=2)
+    fields = {"origin": "subagent", "parent_id": "01PARENT", "parent_call_id": "c0", "seed_length": 0, "delegation_depth": -1000}
+    parent = Session.create(tmp_path / "parent.jsonl", header_fields=fields)
+    drive(Agent(ScriptedModel([ask("dig"), "Sorry."]), session=parent, tools=[research]), user("Dig."))
+
+    (result,) = results(parent)
+    assert result["message"].content[0]["is_error"] is True
+    assert "'delegation_depth' must be an int >= 1, not -1000" in result_text(result)
+    assert not child_model.requests and children_of(parent) == {}
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["parent.jsonl"]
     parent.close()
 
 

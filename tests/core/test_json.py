@@ -197,12 +197,19 @@ def test_a_lone_surrogate_in_a_key_is_refused() -> None:
         to_json({"k\ud800": 1})
 
 
-def test_a_lone_surrogate_in_a_message_names_the_message_path() -> None:
-    """Pinned: freezing keeps any str; writing JSON refuses the lone surrogate with its path."""
-    message = create_user_message("bad \ud800", source=USER)
-    with pytest.raises(ValueError) as caught:
-        message.to_json()
-    assert "['content'][0]['text']" in str(caught.value)
+def test_a_lone_surrogate_in_a_message_is_replaced_so_it_can_always_be_written() -> None:
+    """Pinned: freezing replaces each lone surrogate (text with no UTF-8 form, such as a file name
+    `os.listdir` decoded with surrogateescape) by U+FFFD, in values and keys; plain trees that
+    were never frozen are still refused by the writer, naming the path."""
+    message = create_user_message("bad \ud800 name-\udcff", source={**USER, "k\udc80": ["\udfff"]})
+    assert message.text == "bad \ufffd name-\ufffd" and message.source["k\ufffd"] == ("\ufffd",)
+    assert Message.from_json(message.to_json()) == message
+    assert freeze("caf\xe9 \U0001f600 \ud83d\ude00") == "caf\xe9 \U0001f600 \ufffd\ufffd"  # a pair of halves is two lone ones
+    assert freeze({"a\udcff": 1, "a\udcfe": 2}) == {"a\ufffd": 2}  # keys that differ only there: the last wins, as dict does
+    for wide in ("\u4e2d" * 100, "\U0001f600" * 70):  # 2- and 4-byte text, past the first block scanned
+        assert freeze(wide + "\udfff" + wide) == wide + "\ufffd" + wide
+    plain = "no surrogate \u4e2d"
+    assert freeze(plain) is plain
 
 
 # --- from_json -------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from dshkit.session import Session, children_of, create_child_session, delegation_depth, delegation_of, list_sessions
+from dshkit.session.errors import SessionCorruptError
 from dshkit.session.transcript import render
 
 
@@ -72,3 +73,27 @@ def test_a_child_of_a_postgres_log_is_in_the_same_database(fresh_database: str) 
         assert delegation_of(reopened) == (parent.id, "c1", 1)
     infos = {info.id: info for info in list_sessions(fresh_database)}
     assert infos[child.id].parent_id == parent.id
+
+
+@pytest.mark.parametrize(
+    ("fields", "problem"),
+    [
+        ({"parent_call_id": "c1", "delegation_depth": -1000}, "'delegation_depth' must be an int >= 1, not -1000"),
+        ({"parent_call_id": "c1"}, "'delegation_depth' must be an int >= 1, not None"),
+        ({"parent_call_id": "c1", "delegation_depth": 0}, "'delegation_depth' must be an int >= 1, not 0"),
+        ({"parent_call_id": "c1", "delegation_depth": True}, "'delegation_depth' must be an int >= 1, not True"),
+        ({"parent_call_id": "c1", "delegation_depth": "2"}, "'delegation_depth' must be an int >= 1, not '2'"),
+        ({"delegation_depth": 1}, "'parent_call_id' must be a non-empty str, not None"),
+        ({"parent_call_id": "", "delegation_depth": 1}, "'parent_call_id' must be a non-empty str, not ''"),
+    ],
+)
+def test_a_malformed_subagent_header_is_refused_naming_the_log_and_the_field(
+    tmp_path: Path, fields: dict[str, object], problem: str
+) -> None:
+    path = tmp_path / "child.jsonl"
+    Session.create(path, header_fields={"origin": "subagent", "parent_id": "01PARENT", "seed_length": 0, **fields}).close()
+    with Session.open(path) as child:  # the log opens: only its delegation is unreadable
+        for read in (delegation_of, delegation_depth):
+            with pytest.raises(SessionCorruptError) as caught:
+                read(child)
+            assert str(caught.value) == f"{path}: line 1: a subagent log's header: {problem}"

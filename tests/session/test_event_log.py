@@ -156,9 +156,9 @@ def test_an_agents_events_come_back_exactly_once_moved_into_the_columns():
         _same(event, original)
 
 
-def test_an_event_that_cannot_be_written_as_json_is_kept_whole_when_moved():
-    """A session without a store accepts a str holding a lone surrogate (only JSON refuses it):
-    moving the event out of the hot window must neither fail nor lose it, nor any event after it."""
+def test_a_lone_surrogate_is_replaced_on_append_so_every_event_moves():
+    """A str holding a lone surrogate (no UTF-8 form) is frozen with U+FFFD in its place, so the
+    event can be written as JSON and moves out of the hot window like any other."""
     session = Session()
     odd = "bad \ud800 text"
     appended = [session.append("turn/start", {"turn": 1, "note": odd})]
@@ -170,16 +170,29 @@ def test_an_event_that_cannot_be_written_as_json_is_kept_whole_when_moved():
     appended.append(session.append("assistant/message", {"turn": 1, "step": 1, "message": reply, "usage": {odd: 1}}))
     call = session.append("tool/call", {"turn": 1, "step": 1, "call_id": call_id, "name": "f", "arguments": "{}"})
     appended.append(call)
-    result = dshkit.create_tool_result_message(call_id, odd)  # the message itself is held as an object
+    result = dshkit.create_tool_result_message(call_id, odd)
     appended.append(session.append("tool/result", {"turn": 1, "step": 1, "message": result}, source_event_seqs=[call.seq]))
     appended += _fill(session, 2 * HOT // 9 + 1)
     events = session._events
     assert events._cold > appended.index(call) + 1 and len(events) == len(appended)
-    assert sorted(events._kept) == [0, appended.index(call) - 1]  # the two whose JSON fails, no other
+    assert events._kept == {}
     for event, original in zip(events, appended):
         _same(event, original)
-    assert events[0].data["note"] == odd
-    assert session.message(result.id) is result
+    assert events[0].data["note"] == "bad \ufffd text"
+    assert events[appended.index(call) - 1].data["usage"] == {"bad \ufffd text": 1}
+    assert session.message(result.id) is result and result.content[0]["content"][0]["text"] == "bad \ufffd text"
+
+
+def test_an_event_that_cannot_be_written_as_json_is_kept_whole_when_moved():
+    """An event built by hand around data never frozen (so holding a lone surrogate) cannot be
+    written as JSON: moving it neither fails nor loses it, nor any event after it."""
+    from dshkit._core import compact_events
+    from dshkit.session.events import Event
+
+    good = Session().append("turn/start", {"turn": 1})
+    odd = Event("turn/start", 1, good.time, {"turn": 2, "note": "bad \ud800 text"})
+    types, _times, _messages, _blob, _ends, _ops, kept = compact_events([good, odd, good], 3, 0)
+    assert types == ["turn/start"] * 3 and dict(kept) == {1: odd}
 
 
 def test_compact_events_names_what_it_cannot_move():

@@ -82,6 +82,35 @@ def test_a_given_session_id_is_used_and_never_reused(postgres_url):
         Session.open(postgres_url, session_id="nope")
 
 
+def test_creating_an_id_whose_writer_is_open_or_racing_is_a_file_exists_error(postgres_url):
+    import threading
+
+    with Session.create(postgres_url, session_id="worker-8/task-1"):
+        with pytest.raises(FileExistsError, match="worker-8/task-1 already exists"):
+            Session.create(postgres_url, session_id="worker-8/task-1")
+    for round_ in range(10):
+        session_id = f"race-{round_}"
+        barrier = threading.Barrier(4)
+        outcomes: list[str] = []
+
+        def create() -> None:
+            barrier.wait()
+            try:
+                Session.create(postgres_url, session_id=session_id).close()
+                outcomes.append("created")
+            except FileExistsError:
+                outcomes.append("exists")
+            except Exception as error:
+                outcomes.append(f"{type(error).__name__}: {error}")
+
+        threads = [threading.Thread(target=create) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert sorted(outcomes) == ["created"] + ["exists"] * 3, outcomes
+
+
 def test_bad_urls_and_a_missing_session_id_are_clear(postgres_url, tmp_path):
     with pytest.raises(ValueError, match="pass session_id="):
         Session.open(postgres_url)

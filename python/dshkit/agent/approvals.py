@@ -10,7 +10,9 @@ the original harness's `approval/policy`) then answers the asks: ``"never"`` den
 
 `ApprovalBook` writes ``approval/asked`` before a call waits, ``approval/decided`` when the person
 (or a cancel) answers, ``approval/policy`` when an answer is remembered, and reads all three back
-from the log when an agent starts on it, so an ask survives a restart of the process.
+from the log when an agent starts on it, so an ask survives a restart of the process. The ask is
+made durable before the call waits, and the decision before the call runs, in every store and
+durability mode (a durability point, as before a model call).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal, Union
 from uuid import uuid4
 
-from dshkit.agent.calls import call_sync_or_async
+from dshkit.agent.calls import call_sync_or_async, durability_point
 from dshkit.agent.notifications import NotificationHub
 from dshkit.agent.tool_hooks import Allow, Ask, Decision, Deny, PreToolContext, as_decision, pre_tool_decision, strictest
 from dshkit.session import Session
@@ -195,11 +197,14 @@ class ApprovalBook:
     async def ask(self, ctx: PreToolContext, reason: str | None) -> tuple[str, str | None]:
         """Wait for the decision on one call (logging its ask first, unless the log has it); returns
         the outcome (``allowed_once``, ``rejected``, ``cancelled``) and the decision's reason."""
-        record = self.prior_ask(ctx.call_id, ctx.turn, ctx.step)
-        if record is None:
+        if self.prior_ask(ctx.call_id, ctx.turn, ctx.step) is None:
             self._log_ask(ctx, reason)
-            record = self._asks[ctx.call_id]  # a subscriber may have decided at once
+            # Durability point: the ask is stored before the call waits (a store that holds
+            # appends until `sync`, PostgreSQL's default, would lose it with the process).
+            await self._durable(ctx.call_id)
+        record = self._asks[ctx.call_id]  # a subscriber (or a person, during the sync) may have decided
         if record.outcome is not None:
+            await self._durable(ctx.call_id)  # the decision is stored before the call runs
             return record.outcome, self._decided_here.get(record.id)
         future: asyncio.Future[tuple[str, str | None]] = asyncio.get_running_loop().create_future()
         self._waiters[record.call_id] = future
@@ -220,8 +225,21 @@ class ApprovalBook:
             self._waiters.pop(record.call_id, None)
         if outcome == "cancelled":
             self._log_decision(record.call_id, "cancelled", why)
+        # Durability point: the decision is stored before the call runs (or is answered).
+        await self._durable(record.call_id)
         self._on_change()
         return outcome, why
+
+    async def _durable(self, call_id: str) -> None:
+        """Make the log durable (`durability_point`); cancelled meanwhile, the ask stays open for the next process."""
+        synced = durability_point(self._session)
+        if synced is None:
+            return
+        try:
+            await synced
+        except asyncio.CancelledError:
+            self._abandoned.add(call_id)
+            raise
 
     def decide_pending(self, call_id: str, outcome: str, reason: str | None) -> None:
         """A person's decision on a pending ask: logged, then the waiting call (if any) resumes."""

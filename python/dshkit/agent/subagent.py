@@ -27,7 +27,7 @@ from dshkit.llm import Message, create_user_message
 from dshkit.models.protocol import Model
 from dshkit.session import Session
 from dshkit.session.delegation import SUBAGENT_STARTED, create_child_session, delegation_depth
-from dshkit.session.events import ASSISTANT_MESSAGE, TURN_END, TURN_START
+from dshkit.session.events import ASSISTANT_CHUNK, ASSISTANT_MESSAGE, TURN_END, TURN_START
 
 DEFAULT_MAX_DEPTH = 3
 TASK_PARAMETERS: Mapping[str, Any] = {
@@ -134,16 +134,27 @@ async def _run_child(
 
 
 def _outcome(child: Session) -> tuple[Mapping[str, Any], Message | None, str]:
-    """The child's last turn: its end reason, its last complete assistant message, and all its text."""
+    """The child's last turn: its end reason, its last complete assistant message, and all its text.
+
+    The text is every assistant message's, then what the model streamed after the last one and
+    never completed (a response that failed mid-stream is logged only as chunks).
+    """
     events = child.events
     reason: Mapping[str, Any] = {"kind": "unknown"}
     texts: list[str] = []
+    unfinished: list[str] = []  # text deltas after the last assistant message, newest first
     answer: Message | None = None
+    after_last_message = True
     for seq in range(len(events) - 1, -1, -1):
         event = events[seq]
         if event.type == TURN_END and reason.get("kind") == "unknown":
             reason = event.data["reason"]
+        elif event.type == ASSISTANT_CHUNK and after_last_message:
+            chunk = event.data["chunk"]
+            if chunk.get("type") == "text_delta":
+                unfinished.append(chunk["text"])
         elif event.type == ASSISTANT_MESSAGE:
+            after_last_message = False
             message = event.data["message"]
             if message.text:
                 texts.append(message.text)
@@ -151,7 +162,10 @@ def _outcome(child: Session) -> tuple[Mapping[str, Any], Message | None, str]:
                 answer = message
         elif event.type == TURN_START:
             break
-    return reason, answer, "\n".join(reversed(texts))
+    texts.reverse()
+    if unfinished:
+        texts.append("".join(reversed(unfinished)))
+    return reason, answer, "\n".join(texts)
 
 
 def _ending(reason: Mapping[str, Any]) -> str:

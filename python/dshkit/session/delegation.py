@@ -2,7 +2,8 @@
 
 A child's header names its parent (`parent_id`, as a fork's does, with `seed_length` 0: nothing
 is copied), `origin: "subagent"`, the parent's tool call that started it (`parent_call_id`) and
-its `delegation_depth` (1 for a child of a top-level session). The parent's log records the
+its `delegation_depth` (1 for a child of a top-level session; `delegation_of` refuses a header
+whose fields are missing or malformed). The parent's log records the
 other direction: an ignorable `agent/subagent/started` event per child, naming the call and the
 child's session id. Both survive a restart, so a re-opened log knows its depth and its links.
 """
@@ -14,6 +15,7 @@ from typing import Any, NamedTuple
 
 from dshkit import new_message_id
 
+from dshkit.session.errors import SessionCorruptError
 from dshkit.session.session import Session
 from dshkit.session.stores import in_folder, sibling_location
 
@@ -30,11 +32,27 @@ class Delegation(NamedTuple):
 
 
 def delegation_of(session: Session) -> Delegation | None:
-    """The delegation a subagent's log header records (`None` for a log that is no subagent's)."""
+    """The delegation a subagent's log header records (`None` for a log that is no subagent's).
+
+    `SessionCorruptError` naming the log and the field if the header says `origin: "subagent"`
+    without a non-empty `parent_id` and `parent_call_id` and an int `delegation_depth` >= 1: a
+    depth limit must never be met by a depth that is missing, negative or not a number.
+    """
     header = session.stored_header
     if header is None or header.get("origin") != SUBAGENT_ORIGIN:
         return None
-    return Delegation(header["parent_id"], header["parent_call_id"], header["delegation_depth"])
+    parent_id, call_id, depth = header.get("parent_id"), header.get("parent_call_id"), header.get("delegation_depth")
+    problem = None
+    if not isinstance(parent_id, str) or not parent_id:
+        problem = f"'parent_id' must be a non-empty str, not {parent_id!r}"
+    elif not isinstance(call_id, str) or not call_id:
+        problem = f"'parent_call_id' must be a non-empty str, not {call_id!r}"
+    elif isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
+        problem = f"'delegation_depth' must be an int >= 1, not {depth!r}"
+    if problem is not None:
+        where = session.store.describe(-1) if session.store is not None else f"session {session.id}"
+        raise SessionCorruptError(f"{where}: a subagent log's header: {problem}")
+    return Delegation(parent_id, call_id, depth)
 
 
 def delegation_depth(session: Session) -> int:

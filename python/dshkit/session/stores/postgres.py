@@ -223,8 +223,14 @@ class PostgresStore(SessionStore):
             self.session_id = fields["id"]
         elif fields["id"] != self.session_id:
             raise ValueError(f"header id {fields['id']} is not the store's session_id {self.session_id}")
-        connection = self._open_connection(lock=True)
+        connection = self._open_connection(lock=False)
         try:
+            try:
+                self._take_lock(connection)
+            except SessionError:  # its writer (or another `create` of this id) holds it
+                raise FileExistsError(
+                    f"session {self.session_id} already exists in {redact(self.url)} or another writer is creating it"
+                ) from None
             created = connection.execute(
                 CREATE_SESSION, (self.session_id, header, checksum(header), fields["created_at"], fields.get("parent_id"))
             ).fetchone()

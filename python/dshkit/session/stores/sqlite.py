@@ -9,14 +9,20 @@ its own transaction, so a crash never leaves half an event. Durability maps onto
 `synchronous=NORMAL` plus an fsync of the WAL file at `sync()`, `"none"` is `synchronous=OFF`.
 
 One writer per log, as with JSON Lines: a writer holds an exclusive `flock` on the side file
-`<path>-lock` (not on the database file: closing any descriptor of a file drops the process's
-POSIX locks on it, SQLite's own included), taken before anything is written. `create` builds
-the database aside and links it into place, so a crash inside `create` leaves no half-made log.
+`<real path>-lock` (not on the database file: closing any descriptor of a file drops the
+process's POSIX locks on it, SQLite's own included), taken before anything is written. The
+side file is named after the file's real path, with symbolic links resolved, as SQLite names
+its `-wal` and `-shm`: every name of one file meets the same lock. A database with more than
+one hard link is refused for writing: SQLite finds the write-ahead log by name, so each name
+would have a WAL of its own and appends through one would be lost to the other
+(docs/decisions/session-sqlite-writer-lock.md). `create` builds the database aside and links
+it into place, so a crash inside `create` leaves no half-made log.
 """
 
 from __future__ import annotations
 
 import errno
+import glob
 import os
 import secrets
 import sqlite3
@@ -74,16 +80,42 @@ class SqliteStore(SessionStore):
         db.execute(f"PRAGMA synchronous={_SYNCHRONOUS[durability]}")
 
     def _lock(self) -> None:
-        """Take the writer lock (`<path>-lock`); `SessionError` if another writer holds it."""
+        """Take the writer lock (`<real path>-lock`); `SessionError` if another writer holds it."""
         if fcntl is None:
             return
-        fd = os.open(f"{self.path}-lock", os.O_RDWR | os.O_CREAT | _CLOEXEC, 0o644)
+        fd = os.open(f"{os.path.realpath(self.path)}-lock", os.O_RDWR | os.O_CREAT | _CLOEXEC, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
             raise SessionError(f"{self.path} is already open for writing (by this or another process)") from None
         self._lock_fd = fd
+
+    def _check_single_name(self) -> None:
+        """`SessionError` if the database file has other hard links (SQLite keeps a WAL per name).
+
+        A `create` killed between its link and the removal of its side name leaves that name
+        linked to the log: it is removed here (under the writer lock, so no `create` of this
+        path is running), as no one else ever opens it.
+        """
+        real = Path(os.path.realpath(self.path))
+        own = os.stat(real)
+        if own.st_nlink > 1:
+            for side in real.parent.glob(f".{glob.escape(real.name)}.*.creating"):
+                try:
+                    found = os.stat(side)
+                except FileNotFoundError:
+                    continue
+                if (found.st_dev, found.st_ino) == (own.st_dev, own.st_ino):
+                    side.unlink(missing_ok=True)
+        links = os.stat(real).st_nlink
+        if links > 1:
+            raise SessionError(
+                f"{self.path} has {links} hard links: SQLite finds a database's write-ahead log by the "
+                "name it is opened with, so writers through two names would each keep their own and "
+                "lose each other's appends; open it for writing through one name only (remove the "
+                "other links, or copy the file)"
+            )
 
     def _unlock(self) -> None:
         fd, self._lock_fd = self._lock_fd, None
@@ -101,6 +133,14 @@ class SqliteStore(SessionStore):
             raise FileExistsError(errno.EEXIST, "a session log already exists", str(self.path))
         aside = self.path.with_name(f".{self.path.name}.{secrets.token_hex(6)}.creating")
         try:
+            # Only a writer holds the lock of a path that does not exist yet: another `create`
+            # (its log about to appear), or the writer of a log removed from under it.
+            try:
+                self._lock()
+            except SessionError:
+                raise FileExistsError(
+                    errno.EEXIST, "a session log already exists or another writer is creating it", str(self.path)
+                ) from None
             os.close(os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _CLOEXEC, 0o644))
             build = sqlite3.connect(aside, isolation_level=None)
             try:
@@ -118,7 +158,6 @@ class SqliteStore(SessionStore):
                     os.fsync(fd)
                 finally:
                     os.close(fd)
-            self._lock()
             os.link(aside, self.path)
         except BaseException:
             self._unlock()
@@ -152,6 +191,8 @@ class SqliteStore(SessionStore):
             self._lock()
         db = None
         try:
+            if not read_only:
+                self._check_single_name()
             db = self._connect("ro" if read_only else "rw")
             if not read_only:
                 self._configure(db, durability)
