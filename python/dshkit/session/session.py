@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from dshkit import Message, freeze, new_message_id
-from dshkit._core import vouch_plain_append
+from dshkit._core import new_event, vouch_plain_append
 from dshkit.session.attachments import attach as _attach, session_attachments
 from dshkit.session.errors import SessionClosedError
 from dshkit.session.event_log import EventLog
@@ -28,7 +28,8 @@ from dshkit.session.surface import Surface
 logger = logging.getLogger("dshkit.session")
 
 Observer = Callable[[Event], object]
-_new_event = tuple.__new__  # builds an Event without NamedTuple.__new__'s keyword handling
+# builds an Event without NamedTuple.__new__'s keyword handling, out of the cyclic GC (issue 37)
+_new_event = new_event
 
 
 def _now_ms() -> int:
