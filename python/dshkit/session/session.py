@@ -28,8 +28,7 @@ from dshkit.session.surface import Surface
 logger = logging.getLogger("dshkit.session")
 
 Observer = Callable[[Event], object]
-# builds an Event without NamedTuple.__new__'s keyword handling, out of the cyclic GC (issue 37)
-_new_event = new_event
+_new_event = new_event  # tuple.__new__ (no NamedTuple.__new__ keyword handling), out of the cyclic GC
 
 
 def _now_ms() -> int:
@@ -465,7 +464,7 @@ class Session:
 
     def sync(self) -> None:
         """Make every event appended so far durable (the `"checkpoint"` durability point)."""
-        self._lock.acquire()  # not `with`: see `append` (an agent syncs twice a step)
+        self._lock.acquire()  # not `with`: see `append` (an agent syncs once a step)
         try:
             if self._closed:
                 raise SessionClosedError("the session is closed")
