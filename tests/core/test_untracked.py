@@ -22,8 +22,18 @@ from dshkit import FrozenDict, freeze, freeze_message, from_json
 TREE = {"rows": [{"id": 1, "tags": ["x", "y"], "nested": {"deep": [[1, 2], {"k": None}]}}], "text": "é"}
 
 
+def referents(obj: object) -> list[object]:
+    """What `obj` holds. The native types have no `tp_traverse` (the GC never walks into them), so
+    their contents are read through their API: exactly the references the native object owns."""
+    if type(obj) is FrozenDict:
+        return [item for pair in obj.items() for item in pair]
+    if type(obj) is dshkit.Message:
+        return [obj.id, obj.role, obj.content, obj.source]
+    return gc.get_referents(obj)
+
+
 def reachable(value: object) -> list[object]:
-    """Every object reachable from `value` (by `gc.get_referents`), `value` first."""
+    """Every object reachable from `value`, `value` first."""
     seen: dict[int, object] = {}
     stack = [value]
     while stack:
@@ -31,7 +41,7 @@ def reachable(value: object) -> list[object]:
         if id(obj) in seen or isinstance(obj, type):
             continue  # a type is shared by every instance; it never refers back to an instance
         seen[id(obj)] = obj
-        stack.extend(gc.get_referents(obj))
+        stack.extend(referents(obj))
     return list(seen.values())
 
 
@@ -70,6 +80,13 @@ def test_every_way_of_getting_a_frozen_value_gives_an_untracked_closed_value(way
     value = WAYS[way]()
     assert isinstance(value, (FrozenDict, tuple, dshkit.Message))
     assert_closed_and_untracked(value)
+
+
+def test_the_walk_reaches_inside_native_values() -> None:
+    # Without reading native contents the walk would prove nothing: it must see the deepest value.
+    deep = freeze({"a": [{"b": ["needle"]}]})
+    assert "needle" in reachable(deep)
+    assert "needle" in reachable(dshkit.create_user_message("needle", source={"kind": "user"}))
 
 
 def test_a_mutable_container_put_into_a_frozen_value_is_copied_not_referenced() -> None:
