@@ -37,6 +37,7 @@ fn settle_untracked(obj: &Bound<'_, PyAny>) -> bool {
 
 /// `tuple.__new__(cls, fields)`, untracked when every field is (see the module comment).
 #[pyfunction]
+#[pyo3(signature = (cls, fields, /))]
 fn new_event<'py>(cls: &Bound<'py, PyType>, fields: &Bound<'py, PyTuple>) -> PyResult<Bound<'py, PyAny>> {
     let type_ptr = cls.as_type_ptr();
     unsafe {
