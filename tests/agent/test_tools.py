@@ -119,6 +119,28 @@ def test_the_log_is_fsynced_off_the_loop_once_a_step_before_each_tool_body_and_a
     assert len(fsyncs) == 3  # nothing left to sync at close
 
 
+def test_a_failed_fsync_at_turn_end_is_raised_by_when_idle_and_the_turn_is_not_acknowledged(
+    tmp_path: Path, kit: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    session = Session.create(tmp_path / "log.jsonl")
+
+    def failing_fsync(fd: int) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(os, "fsync", failing_fsync)
+    agent = Agent(kit.RecordingModel(["done"]), session=session)
+    ended: list[Any] = []
+    agent.subscribe(lambda event: ended.append(event) if event.type == "turn_end" else None)
+    with pytest.raises(OSError, match="Input/output error"):
+        drive(agent, kit.user("go"))
+    assert kit.of_type(session, "turn/end")  # logged, written, but not on disk: so not acknowledged
+    assert ended == []
+    monkeypatch.undo()
+    with pytest.raises(Exception, match="fsync failed"):
+        session.append("turn/start", {"turn": 2})  # the store refuses appends after a failed fsync
+    session.close()
+
+
 def test_a_raising_tool_gives_an_error_result_with_type_and_message(kit: Any) -> None:
     async def broken(arguments: Any, ctx: Any) -> str:
         raise FileNotFoundError(f"no such file: {arguments['path']}")
