@@ -9,14 +9,15 @@ a program pays for the collections its allocations trigger.
 
 `dshkit_scaling` runs 100 and 1,000 agents in alternation and records the median of the paired
 rounds' ratio (1,000 over 100), so a busy spell on the shared machine hits both sides alike.
-The pydantic-ai row (`FunctionModel` scripted the same way, a no-op tool) is skipped without it.
+The pydantic-ai row (`FunctionModel` scripted the same way, a no-op tool) and the OpenAI Agents
+SDK row (`Runner.run` with a scripted `Model`, a no-op function tool) are skipped without them.
 
 `agent-step-durable`: the same turn on a JSON Lines session with the default durability
 ("checkpoint"), one agent and 100 at once: `fsyncs_per_step` (counted over the turns, log
 creation excluded), `disk_fsync_ms` (this disk's fsync after a one-line append, printed beside
 each row: the ratio targets of issue 37 hold only where it is <= 1 ms), and pydantic-ai's
-in-memory throughput with as many agents, measured in the same test
-(`speedup_vs_pydantic_ai_in_memory`).
+and the OpenAI Agents SDK's in-memory throughput with as many agents, measured in the same test
+(`speedup_vs_best_peer_in_memory`).
 """
 
 from __future__ import annotations
@@ -166,6 +167,69 @@ def test_pydantic_ai_concurrent(benchmark: Any) -> None:
     benchmark.extra_info["steps_per_s"] = round(statistics.median(results))
 
 
+
+def _openai_agents_runs(count: int) -> list[Any]:
+    """`count` coroutines, each one OpenAI Agents SDK `Runner.run` of the same script (a no-op
+    function tool per step, text at the last), in memory, tracing off."""
+    import agents
+    from agents.items import ModelResponse
+    from agents.models.interface import Model
+    from agents.usage import Usage
+    from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
+
+    class Scripted(Model):
+        def __init__(self) -> None:
+            self.step = 0
+
+        async def get_response(self, *args: Any, **kwargs: Any) -> ModelResponse:
+            self.step += 1
+            if self.step < STEPS:
+                call_id = f"call-{self.step}"
+                output: Any = ResponseFunctionToolCall(
+                    id=f"fc_{self.step}", call_id=call_id, name="noop", arguments="{}", type="function_call", status="completed"
+                )
+            else:
+                output = ResponseOutputMessage(
+                    id="msg_done", role="assistant", status="completed", type="message",
+                    content=[ResponseOutputText(type="output_text", text="Done: every step ran.", annotations=[])],
+                )
+            return ModelResponse(output=[output], usage=Usage(), response_id=None)
+
+        def stream_response(self, *args: Any, **kwargs: Any) -> Any:
+            raise NotImplementedError
+
+    @agents.function_tool
+    async def noop() -> str:
+        """does nothing"""
+        return "ok"
+
+    config = agents.RunConfig(tracing_disabled=True)
+    return [
+        agents.Runner.run(agents.Agent(name="bench", instructions="bench", model=Scripted(), tools=[noop]), "run the steps", run_config=config, max_turns=STEPS + 1)
+        for _ in range(count)
+    ]
+
+
+def run_openai_agents(count: int) -> float:
+    async def all_turns() -> list[Any]:
+        return await asyncio.gather(*_openai_agents_runs(count))
+
+    start = time.perf_counter()
+    results = asyncio.run(all_turns())
+    wall = time.perf_counter() - start
+    assert all(result.final_output == "Done: every step ran." for result in results)
+    return count * STEPS / wall
+
+
+@pytest.mark.benchmark(group=GROUP)
+def test_openai_agents_concurrent(benchmark: Any) -> None:
+    pytest.importorskip("agents")
+    run_openai_agents(1)  # the SDK's first run imports and builds what later runs reuse (~10 s)
+    results: list[float] = []
+    benchmark.pedantic(lambda: results.append(run_openai_agents(PEER_AGENTS)), rounds=3, warmup_rounds=0)
+    benchmark.extra_info["agents"] = PEER_AGENTS
+    benchmark.extra_info["steps_per_s"] = round(statistics.median(results))
+
 # --- durable steps: the default JSON Lines session ("checkpoint") on disk -------------------------
 
 DURABLE_GROUP = "agent-step-durable"
@@ -267,11 +331,18 @@ def _durable_row(benchmark: Any, folder: Path, count: int, peer_agents: int) -> 
     benchmark.extra_info["steps_per_s"] = round(statistics.median(r[0] for r in results))
     benchmark.extra_info["fsyncs_per_step"] = round(statistics.median(r[1] for r in results), 3)
     benchmark.extra_info["disk_fsync_ms"] = disk_fsync_ms(folder)
+    # The peers' in-memory throughput with as many agents, measured in this run beside it.
+    peers = {}
     if importlib.util.find_spec("pydantic_ai") is not None:
-        # The peer's in-memory throughput with as many agents, measured in this run beside it.
-        peer = run_pydantic_ai_agents(peer_agents)
-        benchmark.extra_info["pydantic_ai_in_memory_steps_per_s"] = round(peer)
-        benchmark.extra_info["speedup_vs_pydantic_ai_in_memory"] = round(statistics.median(r[0] for r in results) / peer, 2)
+        peers["pydantic_ai"] = run_pydantic_ai_agents(peer_agents)
+    if importlib.util.find_spec("agents") is not None:
+        run_openai_agents(1)  # its first run imports and builds what later runs reuse
+        peers["openai_agents"] = run_openai_agents(peer_agents)
+    for name, peer in peers.items():
+        benchmark.extra_info[f"{name}_in_memory_steps_per_s"] = round(peer)
+    if peers:
+        best = max(peers.values())
+        benchmark.extra_info["speedup_vs_best_peer_in_memory"] = round(statistics.median(r[0] for r in results) / best, 2)
 
 
 @pytest.mark.benchmark(group=DURABLE_GROUP)
