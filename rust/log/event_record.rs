@@ -48,10 +48,16 @@ fn new_event<'py>(cls: &Bound<'py, PyType>, fields: &Bound<'py, PyTuple>) -> PyR
             )));
         }
     }
+    // What `tuple.__new__(cls, fields)` does for an exact tuple, without its argument tuple: an
+    // instance of the subclass (the class's own allocator) holding the same items.
+    let count = fields.len();
     let event = unsafe {
-        let new = ffi::PyTuple_Type.tp_new.expect("tuple has tp_new");
-        let args = PyTuple::new(cls.py(), [fields])?;
-        Bound::from_owned_ptr_or_err(cls.py(), new(type_ptr, args.as_ptr(), std::ptr::null_mut()))?
+        let alloc = (*type_ptr).tp_alloc.unwrap_or(ffi::PyType_GenericAlloc);
+        let event = Bound::from_owned_ptr_or_err(cls.py(), alloc(type_ptr, count as ffi::Py_ssize_t))?;
+        for (index, field) in fields.iter().enumerate() {
+            ffi::PyTuple_SET_ITEM(event.as_ptr(), index as ffi::Py_ssize_t, field.into_ptr());
+        }
+        event
     };
     if fields.iter().all(|field| settle_untracked(&field)) {
         unsafe { ffi::PyObject_GC_UnTrack(event.as_ptr().cast()) };
