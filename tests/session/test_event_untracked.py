@@ -5,6 +5,7 @@ can lead back to it, and `new_event` untracks it; one holding anything tracked s
 from __future__ import annotations
 
 import gc
+import sys
 import weakref
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -98,3 +99,13 @@ def test_new_event_refuses_a_class_that_is_no_tuple_or_has_a_dict(cls: type) -> 
 
 def test_new_event_builds_any_named_tuple_like_tuple_new() -> None:
     assert new_event(Plain, (5,)) == tuple.__new__(Plain, (5,)) and type(new_event(Plain, (5,))) is Plain
+
+
+def test_new_event_holds_each_field_once_and_releases_it_with_the_event() -> None:
+    data = dshkit.freeze({"turn": 1})
+    fields = ("x/y", 10_000, 20_000, data, None, (1, 2))
+    counts = [sys.getrefcount(field) for field in fields]
+    events = [new_event(Event, fields) for _ in range(1000)]
+    assert sys.getrefcount(data) == counts[3] + 1000
+    del events
+    assert [sys.getrefcount(field) for field in fields] == counts
