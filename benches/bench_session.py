@@ -64,7 +64,7 @@ TARGETS = [
             "extra_info": "paired_ratio_vs_sqlite_session",
             "max_value": 0.5,
         }
-        for row in ("dshkit", "dshkit_jsonl_to_write", "dshkit_sqlite_read_only", "dshkit_sqlite_to_write")
+        for row in ("dshkit", "dshkit_jsonl_to_write", "dshkit_sqlite_read_only", "dshkit_sqlite_to_write", "dshkit_no_turns_to_write")
     ],
     {
         "name": "messages() after one more append (100,000 events) does not re-derive: <= 0.1x a full re-derivation",
@@ -329,7 +329,18 @@ def reopen_logs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     with Session.open(path, read_only=True) as source, Session.create(sqlite_path, durability="none") as copy:
         for event in source.events:
             copy.append(event.type, event.data, surface_op=event.surface_op, source_event_seqs=event.source_event_seqs)
-    logs: dict[str, Any] = {"jsonl": path, "sqlite": sqlite_path}
+    # The same messages with no turn, step or chunk events (as an OpenAI Agents session logs them):
+    # the crash-repair scans walk back through the whole log looking for a turn boundary.
+    no_turns = folder / "no-turns.jsonl"
+    with Session.create(no_turns, durability="none") as flat:
+        for message in messages:
+            if message.role == "assistant":
+                flat.append("assistant/message", {"message": message})
+            elif message.source["kind"] == "tool":
+                flat.append("tool/result", {"message": message})
+            else:
+                flat.append("user/message", message)
+    logs: dict[str, Any] = {"jsonl": path, "sqlite": sqlite_path, "no_turns": no_turns}
     try:
         from agents import SQLiteSession
     except ImportError:
@@ -355,6 +366,7 @@ REOPEN_ROWS = {
     "dshkit_jsonl_to_write": ("jsonl", False),
     "dshkit_sqlite_read_only": ("sqlite", True),
     "dshkit_sqlite_to_write": ("sqlite", False),
+    "dshkit_no_turns_to_write": ("no_turns", False),
 }
 
 
