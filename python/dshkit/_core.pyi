@@ -135,6 +135,11 @@ def compact_events(
     `(types, times, messages, blob, ends, ops, kept)`; `ops` and `kept` are `(seq, surface_op)` and
     `(seq, event)` of the events whose operation is not "append" and of those kept whole."""
 
+def new_event(cls: type[_T], fields: tuple[Any, ...], /) -> _T:
+    """`tuple.__new__(cls, fields)` for a tuple subclass without `__dict__`, untracked by the
+    cyclic GC when every field is (exact tuples among them untracked first); `TypeError` for any
+    other class."""
+
 def vouch_new_append(
     event_type: object, data: object, surface_op: object, source_seqs: object, seq: int, /
 ) -> tuple[Any, Message, Any] | None:

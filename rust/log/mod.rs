@@ -2,11 +2,12 @@
 //! `records`), the strict scan of plain records on open (`record_scan`, `record_scanner`), the
 //! one table of plain event types (`plain_rules`), message records read in one pass
 //! (`message_record`), appends vouched for natively (`plain_vouch`, `message_vouch`), the fold of
-//! vouched appends (`surface_fold`) and the event columns (`event_columns`). Uses every folder
-//! below it; none uses it.
+//! vouched appends (`surface_fold`), the event columns (`event_columns`) and untracked `Event`s
+//! (`event_record`). Uses every folder below it; none uses it.
 
 pub(crate) mod checksum;
 pub(crate) mod event_columns;
+pub(crate) mod event_record;
 pub(crate) mod message_record;
 pub(crate) mod message_vouch;
 pub(crate) mod plain_rules;
@@ -24,6 +25,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     checksum::register(m)?;
     records::register(m)?;
     event_columns::register(m)?;
+    event_record::register(m)?;
     message_vouch::register(m)?;
     plain_rules::register(m)?;
     plain_vouch::register(m)?;

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -81,33 +83,61 @@ def test_tool_call_is_logged_when_each_call_starts_and_exclusive_tools_run_alone
     ]
 
 
-def test_the_log_is_synced_before_each_tool_body_and_each_model_call(tmp_path: Path, kit: Any) -> None:
-    class CountingSession(Session):
-        syncs: list[int]
+def test_the_log_is_fsynced_off_the_loop_once_a_step_before_each_tool_body_and_at_turn_end(
+    tmp_path: Path, kit: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 37: one durability point a step (before its tools run; the last step's is the turn's
+    # end, before the turn is acknowledged), none before a model call, the fsync on a worker thread.
+    session = Session.create(tmp_path / "log.jsonl")
+    fsyncs: list[tuple[int, int]] = []  # (events appended when the fsync ran, its thread)
+    real_fsync = os.fsync
 
-        def sync(self) -> None:
-            self.syncs.append(len(self.events))
-            super().sync()
+    def counting_fsync(fd: int) -> None:
+        fsyncs.append((len(session.events), threading.get_ident()))
+        real_fsync(fd)
 
-    session = CountingSession.create(tmp_path / "log.jsonl")
-    session.syncs = []
+    monkeypatch.setattr(os, "fsync", counting_fsync)
     on_disk_at_call: list[bool] = []
 
     async def body(arguments: Any, ctx: Any) -> str:
-        # The tool/call event is in the store before the body runs.
+        # The tool/call event is in the store and an fsync covered it before the body runs.
+        call_seq = kit.of_type(session, "tool/call")[-1].seq
         lines = (tmp_path / "log.jsonl").read_text().splitlines()
-        on_disk_at_call.append(any(json.loads(line).get("data", {}).get("call_id") == ctx.call_id for line in lines[1:]))
+        logged = any(json.loads(line).get("data", {}).get("call_id") == ctx.call_id for line in lines[1:])
+        on_disk_at_call.append(logged and any(appended > call_seq for appended, _ in fsyncs))
         return "ok"
 
-    model = kit.RecordingModel([kit.calls_response(("c1", "t", "{}")), "done"])
+    model = kit.RecordingModel([kit.calls_response(("c1", "t", "{}")), kit.calls_response(("c2", "t", "{}")), "done"])
     agent = Agent(model, session=session, tools=[Tool("t", "t", {"type": "object"}, body)])
     model.session = session
     drive(agent, kit.user("go"))
-    call_seq = kit.of_type(session, "tool/call")[0].seq
-    assert on_disk_at_call == [True]
-    assert call_seq + 1 in session.syncs  # synced right after the tool/call was logged
-    for length in model.prefix_lengths:
-        assert length in session.syncs  # synced with exactly the prefix the model was given
+    assert on_disk_at_call == [True, True]
+    assert len(fsyncs) == len(kit.of_type(session, "step/start")) == 3
+    assert fsyncs[-1][0] == len(session.events)  # the turn's end is on disk once when_idle returns
+    assert threading.get_ident() not in {thread for _, thread in fsyncs}  # drive's loop runs on this thread
+    session.close()
+    assert len(fsyncs) == 3  # nothing left to sync at close
+
+
+def test_a_failed_fsync_at_turn_end_is_raised_by_when_idle_and_the_turn_is_not_acknowledged(
+    tmp_path: Path, kit: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    session = Session.create(tmp_path / "log.jsonl")
+
+    def failing_fsync(fd: int) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(os, "fsync", failing_fsync)
+    agent = Agent(kit.RecordingModel(["done"]), session=session)
+    ended: list[Any] = []
+    agent.subscribe(lambda event: ended.append(event) if event.type == "turn_end" else None)
+    with pytest.raises(OSError, match="Input/output error"):
+        drive(agent, kit.user("go"))
+    assert kit.of_type(session, "turn/end")  # logged, written, but not on disk: so not acknowledged
+    assert ended == []
+    monkeypatch.undo()
+    with pytest.raises(Exception, match="fsync failed"):
+        session.append("turn/start", {"turn": 2})  # the store refuses appends after a failed fsync
     session.close()
 
 

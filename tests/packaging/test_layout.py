@@ -152,7 +152,7 @@ RUST_FOLDERS = {
     "json": {"scan", "text", "read/fields", "read/keys", "read/parse", "read/strings"}
     | {"write/leaves", "write/message", "write/tree"},
     "message": {"content", "creation", "methods"},
-    "log": {"checksum", "event_columns", "message_record", "message_vouch", "plain_rules", "plain_vouch"}
+    "log": {"checksum", "event_columns", "event_record", "message_record", "message_vouch", "plain_rules", "plain_vouch"}
     | {"record_scan", "record_scan_reference", "record_scan_tests", "record_scanner", "records", "surface_fold"},
 }
 RUST_ORDER = list(RUST_FOLDERS)

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from dshkit.agent.assembly import StreamAssembler
-from dshkit.agent.calls import call_sync_or_async, durability_point
+from dshkit.agent.calls import call_sync_or_async, durability_point, request_durability_point
 from dshkit.agent.cancel import CancelToken
 from dshkit.agent.checks import check_rewrite, check_user_message
 from dshkit.agent.compaction import Compactor
@@ -132,9 +132,19 @@ class TurnRunner:
                 turn.reason = {"kind": "aborted", "cause": token.cause}
             ended = self._append(TURN_END, {"turn": turn.number, "reason": turn.reason})
             self.last_end = (turn.number, ended.seq) if ended is not None else self.last_end
+        # Durability point: a turn is acknowledged (`turn_end`, `when_idle`, a run's result) once its
+        # end is on disk; a run whose turn end could not be made durable raises the driver's failure.
+        acknowledged = ended
+        try:
+            if failure is None and (synced := durability_point(self._session)) is not None:
+                await synced
+        except BaseException:
+            acknowledged = None
+            raise
+        finally:
             if turn.run is not None:
-                turn.run.ended(ended, turn.reason, self._tool_calls)
-            self._hub.emit("turn_end", turn=turn.number, reason=turn.reason)
+                turn.run.ended(acknowledged, turn.reason, self._tool_calls)
+        self._hub.emit("turn_end", turn=turn.number, reason=turn.reason)
         if failure is not None:
             raise failure
         kind = turn.reason["kind"]
@@ -337,8 +347,8 @@ class TurnRunner:
             self._log_header(config, specs)
             if self._compactor is not None:
                 await self._compactor.before_request(turn.number, token)  # a cancel cuts the stream below
-            # Durability point: the log is on disk before the model sees the request.
-            if (synced := durability_point(self._session)) is not None:
+            # No durability point for a file store: a step's is before its tools run (issue 37).
+            if (synced := request_durability_point(self._session)) is not None:
                 await synced
             request = project_request(self._session)
             if self._hub.maybe_listening:

@@ -19,7 +19,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any, overload
 
 from dshkit import Message, freeze, freeze_message, from_json
-from dshkit._core import compact_events
+from dshkit._core import compact_events, new_event
 
 from dshkit.session.events import INBOX_SPLICED, SURFACE_APPEND, USER_MESSAGE, Event
 
@@ -32,7 +32,7 @@ _MESSAGE = 0x4D  # b"M": a message event: JSON [envelope without the message or 
 _USER = 0x55  # b"U": a user/message appended at the end of the surface, citing nothing
 _KEPT = 0x45  # b"E": an event whose data cannot be written as JSON, kept whole in `_kept`
 _MESSAGE_RECORD = 0x53  # b"S": the stored JSON record of a message event, its message kept aside (null or whole in the text)
-_new_event = tuple.__new__
+_new_event = new_event  # tuple.__new__, the event untracked by the cyclic GC (rust/log/event_record.rs)
 
 
 class EventLog(Sequence[Event]):

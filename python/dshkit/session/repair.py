@@ -24,7 +24,7 @@ log to continue once the person decides.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from dshkit import Message, create_tool_result_message, freeze_message
@@ -74,10 +74,19 @@ def closer_message(call_id: str, seq: int, code: str) -> Message:
     return freeze_message({**template.to_dict(), "id": closer_message_id(call_id, seq)})
 
 
+def event_type_reader(events: Sequence[Event]) -> Callable[[int], str]:
+    """A function giving the type of event `index` (>= 0) of `events`: `EventLog.type_at` for a
+    session's log, which reads it without rebuilding the event (the backward scans below would
+    otherwise decode every event of a log without turns, issue 37), else `events[index].type`."""
+    type_at: Callable[[int], str] | None = getattr(events, "type_at", None)
+    return type_at if type_at is not None else lambda index: events[index].type
+
+
 def open_turn_start(events: Sequence[Event]) -> int | None:
     """Index of the `turn/start` of a turn left without `turn/end`, if the log ends inside one."""
+    type_at = event_type_reader(events)
     for index in range(len(events) - 1, -1, -1):
-        event_type = events[index].type
+        event_type = type_at(index)
         if event_type == TURN_END:
             return None
         if event_type == TURN_START:
@@ -93,12 +102,13 @@ def compaction_closer(events: Sequence[Event]) -> tuple[str, Any, tuple[int, ...
 
     A compaction never crosses a turn boundary, so the search stops at the latest one.
     """
+    type_at = event_type_reader(events)
     for index in range(len(events) - 1, -1, -1):
-        event = events[index]
-        event_type = event.type
+        event_type = type_at(index)
         if event_type == COMPACTION_END or event_type == TURN_START or event_type == TURN_END:
             return None
         if event_type == COMPACTION_START:
+            event = events[index]
             data = event.data
             closer = {key: data[key] for key in ("compaction_id", "turn") if key in data}
             if "compaction_id" not in data:

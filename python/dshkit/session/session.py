@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from dshkit import FrozenDict, Message, new_message_id
-from dshkit._core import vouch_plain_append
+from dshkit._core import new_event, vouch_plain_append
 from dshkit.session.attachments import Attachments
 from dshkit.session.errors import SessionClosedError
 from dshkit.session.event_log import EventLog
@@ -29,7 +29,7 @@ from dshkit.session.stores import open_store, resolve_store
 from dshkit.session.stores.protocol import SessionStore, check_durability, log_format_of
 from dshkit.session.surface import Surface
 
-_new_event = tuple.__new__  # builds an Event without NamedTuple.__new__'s keyword handling
+_new_event = new_event  # tuple.__new__ (no NamedTuple.__new__ keyword handling), out of the cyclic GC
 
 
 def _now_ms() -> int:
@@ -423,7 +423,7 @@ class Session:
 
     def sync(self) -> None:
         """Make every event appended so far durable (the `"checkpoint"` durability point)."""
-        self._lock.acquire()  # not `with`: see `append` (an agent syncs twice a step)
+        self._lock.acquire()  # not `with`: see `append` (an agent syncs once a step)
         try:
             if self._closed:
                 raise SessionClosedError("the session is closed")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import errno
 import os
 import secrets
+import threading
 import warnings
 from pathlib import Path
 
@@ -91,6 +92,9 @@ class JsonlStore(SessionStore):
     """A session log in a JSON Lines file."""
 
     path: Path  # a file store always has one (the protocol's default is None)
+    syncs_beside_appends = True
+    """`sync()` may run on another thread while appends go on (the agent fsyncs off its loop):
+    it covers every line written before it was called, and `close` waits for it."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
@@ -98,6 +102,7 @@ class JsonlStore(SessionStore):
         self._durability = "checkpoint"
         self._size = 0  # bytes of complete lines: where a failed append is cut back to
         self._dirty = False
+        self._sync_lock = threading.Lock()  # a sync on a worker thread and `close` never overlap
         self._broken: str | None = None
         self._sealed = True  # records carry checksums (format version 2); False for a version 1 log
 
@@ -271,21 +276,34 @@ class JsonlStore(SessionStore):
             raise SessionError(f"{self.path}: store is closed")
         return self._fd
 
+    @property
+    def pending_sync(self) -> bool:
+        """Whether lines were appended since the last sync (a `sync()` now would fsync)."""
+        return self._dirty and self._fd is not None
+
     def sync(self) -> None:
-        """fsync the file if anything was appended since the last sync."""
-        if not self._dirty or self._fd is None:
-            return
-        try:
-            os.fsync(self._fd)
-        except OSError as error:
-            # After a failed fsync the kernel may have dropped the pages: nothing later can be trusted.
-            self._broken = f"fsync failed ({error!r})"
-            raise
-        self._dirty = False
+        """fsync the file if anything was appended since the last sync.
+
+        Safe on another thread while appends go on: the flag is cleared before the fsync, so a
+        line written meanwhile either is in this fsync or leaves the flag set for the next one.
+        """
+        with self._sync_lock:
+            fd = self._fd
+            if not self._dirty or fd is None:
+                return
+            self._dirty = False
+            try:
+                os.fsync(fd)
+            except OSError as error:
+                # After a failed fsync the kernel may have dropped the pages: nothing later can be trusted.
+                self._broken = f"fsync failed ({error!r})"
+                self._dirty = True
+                raise
 
     def close(self) -> None:
-        """Close the file (releasing its lock); idempotent."""
-        fd, self._fd = self._fd, None
+        """Close the file (releasing its lock); idempotent. Waits for a sync under way on another thread."""
+        with self._sync_lock:
+            fd, self._fd = self._fd, None
         if fd is not None:
             os.close(fd)
 

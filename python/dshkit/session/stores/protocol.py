@@ -69,6 +69,16 @@ class SessionStore(Protocol):
     waits_on_network: bool = False
     """True when `sync()` waits on a server (PostgreSQL): the agent syncs it off the event loop."""
 
+    syncs_beside_appends: bool = False
+    """True when `sync()` may run on another thread while appends go on (the agent then fsyncs off
+    its loop without holding the session's lock); such a store says whether anything waits for it
+    in `pending_sync`."""
+
+    @property
+    def pending_sync(self) -> bool:
+        """True while an appended event is not yet durable (read only when `syncs_beside_appends`)."""
+        return True
+
     session_id: str | None = None
     """The id of the session it holds, when the store picks it (a database of many); else `None`."""
 
@@ -115,7 +125,10 @@ def log_format_of(store: SessionStore | None) -> LogFormat:
 
 
 REQUIRED_MEMBERS = ("create", "load", "describe", "append", "sync", "close")
-OPTIONAL_MEMBERS = ("log_format", "read_only", "waits_on_network", "session_id", "path", "url", "attachment_backend")
+OPTIONAL_MEMBERS = (
+    "log_format", "read_only", "waits_on_network", "syncs_beside_appends", "pending_sync", "session_id", "path", "url",
+    "attachment_backend",
+)
 
 
 def check_store(store: object) -> SessionStore:
