@@ -25,6 +25,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Union
 
+from dshkit.agent.calls import call_sync_or_async
 from dshkit.agent.cancel import CancelToken
 from dshkit.agent.checks import check_message_batch
 from dshkit.llm import Message
@@ -125,6 +126,17 @@ class RequestErrorContext:
     cancel: CancelToken
 
 
+async def request_hook_config(hook: Hook, ctx: RequestContext) -> Mapping[str, Any]:
+    """The call settings the `request` hook leaves: `ctx.config` as it changed it when it returns
+    None, or the mapping it returns; any other answer is a `TypeError`."""
+    returned = await call_sync_or_async(hook, ctx)
+    if returned is None:
+        return ctx.config
+    if isinstance(returned, Mapping):
+        return returned
+    raise TypeError(f"request hook: expected None or a mapping of call settings, got {type(returned).__name__}")
+
+
 def check_hooks(hooks: Mapping[str, HookEntry] | None) -> dict[str, Any]:
     """Validate a hooks mapping: known names, callable values."""
     if hooks is None:
@@ -158,4 +170,5 @@ __all__ = [
     "RequestErrorContext",
     "TurnStoppingContext",
     "check_hooks",
+    "request_hook_config",
 ]

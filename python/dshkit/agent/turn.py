@@ -30,11 +30,12 @@ from dshkit.agent.hooks import (
     RequestContext,
     RequestErrorContext,
     TurnStoppingContext,
+    request_hook_config,
 )
 from dshkit.agent.inbox import NEXT_STEP, Inbox
 from dshkit.agent.run_state import attach_run, refusing
 from dshkit.agent.tool_calls import ToolCallRunner
-from dshkit.agent.turn_state import Admitted, StepResult, Turn, TurnAborted, FinishStep, error_info
+from dshkit.agent.turn_state import Admitted, StepResult, Turn, TurnAborted, FinishStep, error_info, last_turn_number
 from dshkit.llm import Message, create_assistant_message, freeze
 from dshkit.models.errors import MalformedResponseError
 from dshkit.models.protocol import CONTEXT_WINDOW_EXCEEDED, Model, ModelError
@@ -81,7 +82,7 @@ class TurnRunner:
         self._config = config
         self._last_header: Any = None
         self._logged_config: Any = None
-        self._turn_number = _last_turn_number(session)
+        self._turn_number = last_turn_number(session)
         self._loop_ran = False  # the event loop ran other tasks since the last stream was read
         self._logged_specs: Any = None
         self.runs: dict[str, Any] = {}  # prompt id -> the `RunState` of the `Agent.run` waiting for it
@@ -327,15 +328,7 @@ class TurnRunner:
                     turn.number, turn.step, attempt, self._system, self._tool_specs,
                     tuple(self._session.messages()), token, dict(self._config),
                 )
-                returned = await call_sync_or_async(hook, ctx)
-                if returned is None:
-                    config = ctx.config
-                elif isinstance(returned, Mapping):
-                    config = returned
-                else:
-                    raise TypeError(
-                        f"request hook: expected None or a mapping of call settings, got {type(returned).__name__}"
-                    )
+                config = await request_hook_config(hook, ctx)
             if token.cancelled:
                 return StepResult("aborted")
             specs, run = self._tool_specs, turn.run
@@ -497,13 +490,6 @@ class TurnRunner:
 _INTERRUPTED = object()  # _stream's answer when the cancel token cut the response
 # How a step that ends the turn stopped, as `turn_stopping` is told (ctx.reason).
 _STOPS = {"stop": "completed", "max_tokens": "max_tokens", "tools": "concluded"}
-
-
-def _last_turn_number(session: Session) -> int:
-    """The number of the session's latest turn (0 if none); turns are numbered upwards."""
-    events = session.events
-    numbers = (events[seq].data["turn"] for seq in range(len(events) - 1, -1, -1) if events[seq].type == TURN_START)
-    return next(numbers, 0)
 
 
 __all__ = ["TurnRunner"]

@@ -10,6 +10,8 @@ from typing import Any
 from dshkit.agent.cancel import CancelToken
 from dshkit.llm import Message
 from dshkit.models.protocol import ModelError
+from dshkit.session import Session
+from dshkit.session.events import TURN_START
 
 # One message of an admitted batch, with the seqs of the inbox claims it cites (none for context
 # `pre_step` added).
@@ -53,4 +55,11 @@ def error_info(exc: BaseException) -> dict[str, Any]:
     return {"code": "exception", "name": type(exc).__name__, "message": str(exc)}
 
 
-__all__ = ["Admitted", "FinishStep", "StepResult", "Turn", "TurnAborted", "error_info"]
+def last_turn_number(session: Session) -> int:
+    """The number of the session's latest turn (0 if none); turns are numbered upwards."""
+    events = session.events
+    numbers = (events[seq].data["turn"] for seq in range(len(events) - 1, -1, -1) if events[seq].type == TURN_START)
+    return next(numbers, 0)
+
+
+__all__ = ["Admitted", "FinishStep", "StepResult", "Turn", "TurnAborted", "error_info", "last_turn_number"]
