@@ -102,6 +102,39 @@ def test_calls_of_the_same_step_that_need_no_approval_still_run(kit: Any) -> Non
     assert [item for item in order if item in ("c1", "c2", "c3", "approval/decided")] == ["c2", "c3", "approval/decided", "c1"]
 
 
+@pytest.mark.parametrize("durable", [False, True])
+def test_a_result_ready_before_a_later_ask_is_logged_while_that_call_waits(kit: Any, tmp_path: Path, durable: bool) -> None:
+    # c2 ends before c1 reaches its ask (c1's pre_tool hook takes a while; on a durable log the ask
+    # also waits for the disk): c2's result is logged while c1 waits all the same.
+    ran: list[str] = []
+
+    async def slow_ask(ctx: Any) -> Any:
+        if ctx.name == "rm":
+            await asyncio.sleep(0.05)
+            return Ask("check first")
+        return None
+
+    session = Session.create(tmp_path / "log.jsonl") if durable else None
+    model = ScriptedModel([kit.calls_response(("c1", "rm", "{}"), ("c2", "ls", "{}")), "ok"])
+    agent = Agent(model, session=session, tools=tools(ran, rm=None, ls=None), hooks={"pre_tool": slow_ask})
+
+    async def main() -> None:
+        agent.followup(kit.user("go"))
+        await until_asked(agent)
+        for _ in range(500):
+            if events(agent.session, "tool/result"):
+                break
+            await asyncio.sleep(0.01)
+        assert [e.data["message"].source["call_id"] for e in events(agent.session, "tool/result")] == ["c2"]
+        agent.approve("c1")
+        await agent.when_idle()
+
+    asyncio.run(main())
+    assert ran == ["c2", "c1"]
+    if session is not None:
+        session.close()
+
+
 def test_never_denies_without_asking_and_the_agent_policy_applies_to_tools_without_one(kit: Any) -> None:
     ran: list[str] = []
     model = ScriptedModel([kit.calls_response(("c1", "rm", "{}"), ("c2", "ls", "{}")), "ok"])

@@ -86,6 +86,9 @@ class ApprovalBook:
         # by the agent's cancel: their asks stay open in the log for the next process.
         self._abandoned: set[str] = set()
         self.version = 0  # counts remembered policies: what a cached view of the policies checks
+        # Told when a call starts waiting for a person: the batch running it then logs the results
+        # after it (a call that finished while this one was still on its way to the ask included).
+        self.on_wait: Callable[[], None] | None = None
 
     # -- policy -----------------------------------------------------------------------------------
 
@@ -215,6 +218,8 @@ class ApprovalBook:
 
         unregister = ctx.cancel.on_cancel(on_cancel)
         self._on_change()
+        if self.on_wait is not None:
+            self.on_wait()
         try:
             outcome, why = await future
         except asyncio.CancelledError:

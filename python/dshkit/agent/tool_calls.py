@@ -115,6 +115,17 @@ class ToolCallRunner:
         for index, seq in zip(segment, call_seqs):
             running[start_eagerly(self._run_call(batch.turn, batch.step, token, calls[index], seq, batch_wait.body_ended))] = (index, seq)
         pending = set(running)
+        self._gate.listen_for_waits(batch_wait.wake)  # a call starting to wait may free results after it
+        try:
+            await self._wait_for_bodies(batch, running, pending, batch_wait)
+        finally:
+            self._gate.listen_for_waits(None)
+
+    async def _wait_for_bodies(
+        self, batch: _Batch, running: dict[Any, tuple[int, int]], pending: set[Any], batch_wait: _BatchWait
+    ) -> None:
+        """Log the segment's results as its bodies end, in model order (`_commit_ready`)."""
+        calls = batch.calls
         while pending:
             if any(map(_is_done, pending)):
                 # What asyncio.wait would do for a finished body, without its callbacks:

@@ -237,6 +237,10 @@ class ToolGate:
         """Whether call `call_id` waits for a person right now."""
         return self.book.is_waiting(call_id)
 
+    def listen_for_waits(self, listener: Callable[[], None] | None) -> None:
+        """Call `listener` whenever a call starts waiting for a person (None: stop)."""
+        self.book.on_wait = listener
+
     def mark_answered(self, call_id: str) -> None:
         """The call's result is logged: its ask, if any, is settled."""
         self.book.mark_answered(call_id)
