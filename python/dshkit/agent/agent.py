@@ -27,6 +27,7 @@ from dshkit.agent.inbox import NEXT_STEP, NEXT_TURN, Inbox
 from dshkit.agent.result import RunResult
 from dshkit.agent.resume import finish_suspended_step, suspended_turn
 from dshkit.agent.run import Runs
+from dshkit.agent.run_state import RunState
 from dshkit.agent.tool_calls import ToolCallRunner
 from dshkit.agent.tool_gate import ToolGate
 from dshkit.agent.tools import Tool, check_timeout
@@ -171,6 +172,11 @@ class Agent(Runs):
     def model(self) -> Model:
         """The model this agent calls."""
         return self._model
+
+    @property
+    def runs(self) -> dict[str, RunState]:
+        """The runs (`run`, `run_stream`) whose prompts wait for their turns, by prompt id."""
+        return self._turns.runs
 
     @property
     def tools(self) -> tuple[Tool, ...]:

@@ -12,13 +12,14 @@ The model's failures are also `dshkit.models.ModelError`s (and an HTTP status al
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from dshkit.models.errors import ModelHTTPError as _ModelHTTPStatus
 from dshkit.models.protocol import CONTEXT_WINDOW_EXCEEDED, ModelError
 
-if TYPE_CHECKING:
-    from dshkit.agent.result import RunResult
+# `result` is the run's partial `dshkit.agent.result.RunResult`, typed `Any` here: result.py builds
+# these errors (`run_error`), and the two modules would otherwise import each other.
+PartialResult = Any
 
 TOOL_RETRIES_EXHAUSTED = "tool_retries_exhausted"
 OUTPUT_VALIDATION_FAILED = "output_validation_failed"
@@ -28,7 +29,7 @@ USAGE_LIMIT_EXCEEDED = "usage_limit_exceeded"
 class RunError(Exception):
     """A run whose turn ended in error, was aborted or blocked; `result` is what it did until then."""
 
-    def __init__(self, message: str, *, result: RunResult[Any] | None = None, code: str = "error", info: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, message: str, *, result: PartialResult | None = None, code: str = "error", info: Mapping[str, Any] | None = None) -> None:
         Exception.__init__(self, message)
         self.message = message
         self.result = result
@@ -42,7 +43,7 @@ class RunError(Exception):
 class ModelCallFailed(RunError, ModelError):
     """The model call failed (connection, timeout, a dropped stream, a malformed answer, ...)."""
 
-    def __init__(self, message: str, *, result: RunResult[Any] | None = None, code: str = "model_error", info: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, message: str, *, result: PartialResult | None = None, code: str = "model_error", info: Mapping[str, Any] | None = None) -> None:
         RunError.__init__(self, message, result=result, code=code, info=info)
         info = self.info
         self.status: int | None = info.get("status")
@@ -53,7 +54,7 @@ class ModelCallFailed(RunError, ModelError):
 class ModelHTTPError(ModelCallFailed, _ModelHTTPStatus):
     """The model's endpoint answered with an HTTP error status (`status`: 401, 429, 500, ...)."""
 
-    def __init__(self, message: str, *, result: RunResult[Any] | None = None, code: str = "http_error", info: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, message: str, *, result: PartialResult | None = None, code: str = "http_error", info: Mapping[str, Any] | None = None) -> None:
         ModelCallFailed.__init__(self, message, result=result, code=code, info=info)
         self.body = ""
         self.retry_after = None
@@ -71,7 +72,7 @@ class ContextWindowExceeded(ModelCallFailed):
 class ToolRetriesExhausted(RunError):
     """A tool was called with invalid arguments more often than its `retries` allow; `tool` names it."""
 
-    def __init__(self, message: str, *, result: RunResult[Any] | None = None, code: str = TOOL_RETRIES_EXHAUSTED, info: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, message: str, *, result: PartialResult | None = None, code: str = TOOL_RETRIES_EXHAUSTED, info: Mapping[str, Any] | None = None) -> None:
         super().__init__(message, result=result, code=code, info=info)
         self.tool: str | None = self.info.get("tool")
 
@@ -82,7 +83,7 @@ class OutputValidationError(RunError):
     `problems` lists each failing path of the last attempt (``"/city: Field required"``).
     """
 
-    def __init__(self, message: str, *, result: RunResult[Any] | None = None, code: str = OUTPUT_VALIDATION_FAILED, info: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, message: str, *, result: PartialResult | None = None, code: str = OUTPUT_VALIDATION_FAILED, info: Mapping[str, Any] | None = None) -> None:
         super().__init__(message, result=result, code=code, info=info)
         self.problems: tuple[str, ...] = tuple(self.info.get("problems", ()))
 
@@ -90,7 +91,7 @@ class OutputValidationError(RunError):
 class UsageLimitExceeded(RunError):
     """A `UsageLimits` bound would have been passed; `limit` names it (``"requests"``, ...)."""
 
-    def __init__(self, message: str, *, result: RunResult[Any] | None = None, code: str = USAGE_LIMIT_EXCEEDED, info: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, message: str, *, result: PartialResult | None = None, code: str = USAGE_LIMIT_EXCEEDED, info: Mapping[str, Any] | None = None) -> None:
         super().__init__(message, result=result, code=code, info=info)
         self.limit: str | None = self.info.get("limit")
 
@@ -98,7 +99,7 @@ class UsageLimitExceeded(RunError):
 class RunCancelled(RunError):
     """The run's turn was aborted (`cause`: ``"user"``, ``"disposed"``, ...)."""
 
-    def __init__(self, message: str, *, result: RunResult[Any] | None = None, code: str = "aborted", info: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, message: str, *, result: PartialResult | None = None, code: str = "aborted", info: Mapping[str, Any] | None = None) -> None:
         super().__init__(message, result=result, code=code, info=info)
         self.cause: str | None = self.info.get("cause")
 
@@ -111,7 +112,7 @@ class RunFailed(RunError):
     """Any other failure of the turn (a hook or the loop raised); `info["name"]` is the exception's class."""
 
 
-def run_error(reason: Mapping[str, Any], result: RunResult[Any] | None) -> RunError | None:
+def run_error(reason: Mapping[str, Any], result: PartialResult | None) -> RunError | None:
     """The exception for a logged turn end `reason`; None for a turn that succeeded."""
     kind = reason.get("kind")
     if kind == "aborted":

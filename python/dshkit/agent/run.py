@@ -13,7 +13,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
 
 from dshkit.agent.errors import OUTPUT_VALIDATION_FAILED, OutputValidationError, RunCancelled, RunError
 from dshkit.agent.limits import UsageLimits
@@ -24,11 +25,33 @@ from dshkit.llm import Message, create_user_message
 from dshkit.models.protocol import supports_native_output
 
 if TYPE_CHECKING:
-    from dshkit.agent.agent import Agent
+    from dshkit.agent.inbox import Inbox
     from dshkit.agent.notifications import AgentEvent
+    from dshkit.models.protocol import Model
+    from dshkit.session import Session
 
 _SUCCEEDED = ("completed", "max_tokens")
 OutputT = TypeVar("OutputT")
+
+
+class RunHost(Protocol):
+    """What a run needs of its `dshkit.agent.Agent` (this module is one of Agent's bases, so it
+    names the members it uses instead of importing the class)."""
+
+    @property
+    def model(self) -> Model: ...
+    @property
+    def session(self) -> Session: ...
+    @property
+    def inbox(self) -> Inbox: ...
+    @property
+    def runs(self) -> dict[str, RunState]: ...
+    def followup(self, message: Message) -> None: ...
+    def wake(self) -> bool: ...
+    def cancel(self, cause: str = ..., *, keep_inbox: bool = ...) -> None: ...
+    def subscribe(self, callback: Callable[[AgentEvent], object]) -> Callable[[], None]: ...
+    async def when_idle(self) -> None: ...
+    async def run(self, prompt: str | Message, **options: Any) -> RunResult[Any]: ...
 
 
 class Runs:
@@ -49,7 +72,7 @@ class Runs:
         is cancelled or hits a limit raises its `RunError` (`dshkit.agent.errors`), whose
         `result` holds what the run did.
         """
-        agent: Agent = self  # type: ignore[assignment]
+        agent: RunHost = self  # type: ignore[assignment]
         state, message = new_run(agent, prompt, output_type, limits, output_retries, "Agent.run")
         return await run_turn(agent, state, message)
 
@@ -77,7 +100,7 @@ def prompt_message(prompt: object, where: str) -> Message:
     raise TypeError(f"{where} prompt: expected a str or a user Message, got {type(prompt).__name__}")
 
 
-def new_run(agent: Agent, prompt: object, output_type: Any, limits: UsageLimits | None, output_retries: int, where: str) -> tuple[RunState, Message]:
+def new_run(agent: RunHost, prompt: object, output_type: Any, limits: UsageLimits | None, output_retries: int, where: str) -> tuple[RunState, Message]:
     """Check a run's arguments and make its state (nothing is queued yet)."""
     message = create_user_message(prompt, source={"kind": "user"}) if type(prompt) is str else prompt_message(prompt, where)
     if limits is not None and not isinstance(limits, UsageLimits):
@@ -92,9 +115,9 @@ def new_run(agent: Agent, prompt: object, output_type: Any, limits: UsageLimits 
     return RunState(message.id, spec, limits, native, output_retries, waiter), message
 
 
-async def run_turn(agent: Agent, state: RunState, message: Message) -> RunResult[Any]:
+async def run_turn(agent: RunHost, state: RunState, message: Message) -> RunResult[Any]:
     """Queue the run's prompt, wait for the turn that runs it, and return its result or raise its error."""
-    runs = agent._turns.runs
+    runs = agent.runs
     runs[state.message_id] = state
     try:
         agent.followup(message)
@@ -118,7 +141,7 @@ async def run_turn(agent: Agent, state: RunState, message: Message) -> RunResult
     return finished(agent, state)
 
 
-def finished(agent: Agent, state: RunState) -> RunResult[Any]:
+def finished(agent: RunHost, state: RunState) -> RunResult[Any]:
     """The run's `RunResult`, or its error raised (an output type with no valid output is one)."""
     assert state.end is not None and state.turn is not None
     end_seq, reason = state.end
@@ -132,7 +155,7 @@ def finished(agent: Agent, state: RunState) -> RunResult[Any]:
     return result
 
 
-def _abandon(agent: Agent, state: RunState) -> None:
+def _abandon(agent: RunHost, state: RunState) -> None:
     """The `run` call itself was cancelled: its prompt leaves the inbox, or its turn is aborted."""
     if state.turn is None:
         agent.inbox.remove(state.message_id, cause="run_cancelled")
@@ -140,7 +163,7 @@ def _abandon(agent: Agent, state: RunState) -> None:
         agent.cancel("run_cancelled", keep_inbox=True)
 
 
-def run_sync(agent: Agent, prompt: str | Message, **options: Any) -> RunResult[Any]:
+def run_sync(agent: RunHost, prompt: str | Message, **options: Any) -> RunResult[Any]:
     """`agent.run(...)` on a new event loop; a clear error inside a running one."""
     try:
         asyncio.get_running_loop()
@@ -175,7 +198,7 @@ class RunStream:
     parsed so far from the answer being streamed (validated only at the end, in the result).
     """
 
-    def __init__(self, agent: Agent, prompt: object, output_type: Any, limits: UsageLimits | None, output_retries: int) -> None:
+    def __init__(self, agent: RunHost, prompt: object, output_type: Any, limits: UsageLimits | None, output_retries: int) -> None:
         self._agent = agent
         self._args = (prompt, output_type, limits, output_retries)
         self._queue: asyncio.Queue[RunEvent | None] = asyncio.Queue()

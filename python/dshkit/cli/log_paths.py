@@ -85,7 +85,7 @@ def unwritable_new_log(path: str, *, format: str = "dshkit", files_only: bool = 
     if format == "dsh" and chosen is None:
         return f"{path}: an original-format log is a file ending in .jsonl or .jsonl.zstd"
     if chosen is None or chosen.holds_many:
-        plain = ", ".join(suffix for suffix in known_suffixes() if suffix != ".zstd")
+        plain = ", ".join(known_suffixes(writable=True))
         return f"{path}: a new session log is a file ending in {plain} (the store is chosen by the name)"
     return None
 

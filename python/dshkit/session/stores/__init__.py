@@ -133,9 +133,10 @@ def resolve_store(
     return None if store is None else check_store(store)
 
 
-def known_suffixes() -> tuple[str, ...]:
-    """The file suffixes that select a store (``.jsonl``, ``.sqlite``, ..., the original's ``.zstd``), for messages to users."""
-    return (*_BY_SUFFIX, ".zstd")
+def known_suffixes(*, writable: bool = False) -> tuple[str, ...]:
+    """The file suffixes that select a store (``.jsonl``, ``.sqlite``, ..., the original's ``.zstd``),
+    for messages to users; `writable`: only those a new log can be created with (not ``.zstd``)."""
+    return tuple(_BY_SUFFIX) if writable else (*_BY_SUFFIX, ".zstd")
 
 
 def is_url(location: str | os.PathLike[str]) -> bool:
