@@ -24,7 +24,7 @@ import pytest
 
 import dshkit
 from dshkit.agent import Agent, Compaction, Tool
-from dshkit.agent.summary import SUMMARY_SYSTEM
+from dshkit.agent._compaction.summary import SUMMARY_SYSTEM
 from dshkit.session import Session
 
 STEPS = 2000

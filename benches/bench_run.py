@@ -24,7 +24,7 @@ import pytest
 
 import dshkit
 from dshkit.agent import Agent
-from dshkit.agent.output import output_spec
+from dshkit.agent._run.output import output_spec
 from dshkit.models import ScriptedModel
 from dshkit.session import Session
 

@@ -9,7 +9,7 @@ benchmark that reads it. Floors are the least a program must do for the same wor
 - open: read the file and `json.loads` every line (`orjson.loads` shown beside it);
 - messages after an append: the same append followed by a full re-derivation of the history.
 
-The checksum (format version 2, `dshkit.session.checksums`) has groups of its own: sealing one
+The checksum (format version 2, `dshkit.session._log.checksums`) has groups of its own: sealing one
 event line beside encoding it without a checksum, and checking every line of the 100,000-event
 log beside only splitting it into lines (both inside the open rows above as well).
 
@@ -34,8 +34,8 @@ import pytest
 
 import dshkit
 from dshkit.session import Session, derive_messages
-from dshkit.session.codec import encode_event
-from dshkit.session.checksums import seal_line, unseal_body
+from dshkit.session._log.event_codec import encode_event
+from dshkit.session._log.checksums import seal_line, unseal_body
 
 from paired import paired_ratio
 

@@ -15,7 +15,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from dshkit.agent.validation import ArgumentValidator
+from dshkit.agent._tools.validation import ArgumentValidator
 from dshkit.llm import freeze
 
 GROUP = "tool-arguments-5-fields"

@@ -24,7 +24,7 @@ import pytest
 import dshkit
 from dshkit.cli.viewer import session_page
 from dshkit.session import Session
-from dshkit.session.transcript import render
+from dshkit.session._transcript import render
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from browser import Browser, chromium_binary  # noqa: E402  (tests/ holds the DevTools client)

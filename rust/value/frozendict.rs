@@ -147,6 +147,7 @@ impl EntriesBuilder {
     }
 }
 
+/// An immutable, hashable, insertion-ordered mapping of `str` keys to frozen JSON values.
 #[pyclass(frozen, mapping, freelist = 4096, module = "dshkit._core", name = "FrozenDict")]
 pub(crate) struct FrozenDict {
     entries: Entries,

@@ -18,6 +18,7 @@ pub(crate) struct Content<'py> {
     pub(crate) depth: usize,
 }
 
+/// An identified, immutable message: `id`, `role`, `content` blocks and `source`.
 #[pyclass(frozen, freelist = 1024, module = "dshkit._core", name = "Message")]
 pub(crate) struct Message {
     pub(crate) id: Py<PyString>,

@@ -14,8 +14,8 @@ from typing import Any
 
 from dshkit import to_json
 from dshkit.agent import Tool
-from dshkit.agent.summary import SUMMARY_SYSTEM
-from dshkit.agent.tokens import estimate_header, estimate_message
+from dshkit.agent._compaction.summary import SUMMARY_SYSTEM
+from dshkit.agent._compaction.tokens import estimate_header, estimate_message
 from dshkit.session import ModelRequest, Session
 
 

@@ -336,7 +336,7 @@ def test_a_driver_cancelled_by_loop_shutdown_still_closes_the_turn(kit: Any) -> 
 
 
 def test_a_driver_cancelled_during_tools_still_answers_every_call(kit: Any) -> None:
-    from dshkit.session.verify import check_events
+    from dshkit.session._verify import check_events
 
     running: list[str] = []
 

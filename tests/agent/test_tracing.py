@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from dshkit.agent import Agent, Tool
-from dshkit.agent.tracing import tracer_for
+from dshkit.agent._tracing import tracer_for
 from dshkit.models import ScriptedModel
 
 sdk_trace = pytest.importorskip("opentelemetry.sdk.trace", reason="the test extra installs opentelemetry-sdk")

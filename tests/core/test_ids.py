@@ -20,7 +20,7 @@ import pytest
 import dshkit
 from dshkit import new_message_id
 from dshkit.llm import encode_ulid
-from dshkit.session.repair import closer_message_id
+from dshkit.session._repair import closer_message_id
 
 CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 ULID_PATTERN = re.compile(r"[0-7][0-9A-HJKMNP-TV-Z]{25}")

@@ -26,7 +26,7 @@ from openai.types.responses.response_reasoning_item import Summary  # noqa: E402
 
 from dshkit.interop.openai_agents import DshkitSession  # noqa: E402
 from dshkit.session import Session  # noqa: E402
-from dshkit.session.verify import check_events  # noqa: E402
+from dshkit.session._verify import check_events  # noqa: E402
 
 
 def _text(item_id: str, text: str) -> ResponseOutputMessage:

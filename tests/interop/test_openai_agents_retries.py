@@ -16,7 +16,7 @@ from agents import Agent, Runner  # noqa: E402
 import dshkit.interop.openai_agents as openai_agents  # noqa: E402
 from dshkit.interop.openai_agents import DshkitSession  # noqa: E402
 from dshkit.session import Session  # noqa: E402
-from dshkit.session.verify import check_events  # noqa: E402
+from dshkit.session._verify import check_events  # noqa: E402
 
 from tests.interop.test_openai_agents import ScriptedResponses, _script, add  # noqa: E402
 

@@ -13,14 +13,14 @@ import pytest
 
 from dshkit import create_user_message
 from dshkit.agent import Agent, Compaction, Tool
-from dshkit.agent.summary import SUMMARY_SYSTEM
+from dshkit.agent._compaction.summary import SUMMARY_SYSTEM
 from dshkit.models import Provider
 from dshkit.models.anthropic.model import AnthropicModel
 from dshkit.models.chat.model import OpenAICompatibleModel
 from dshkit.models.protocol import CONTEXT_WINDOW_EXCEEDED
 from dshkit.models.responses.model import OpenAIResponsesModel
 from dshkit.session import Session, project_request
-from dshkit.session.verify import check_events
+from dshkit.session._verify import check_events
 from tests.models.test_agent_over_apis import request_prefixes
 
 LONG = " ".join(["word"] * 800)  # ~1,000 tokens of history to summarize

@@ -4,7 +4,7 @@
   suffix or a URL scheme (`open_store` / `choose_store` do, once; the original's JSONL store, which
   lives with its format in `dshkit.session.dsh`, tells a compressed file by its `.zstd`).
 - No import circle among dshkit's modules even counting imports inside functions (`Session.fork`
-  used to import `dshkit.session.fork`, which imported `Session` back).
+  used to import `dshkit.session._fork`, which imported `Session` back).
 - No module reaches into the private attributes of a class another module defines.
 - No two modules of the package share a name that says different things (`records`, `events`).
 """
@@ -135,7 +135,7 @@ def test_no_module_reaches_into_another_modules_privates() -> None:
 
 
 def test_fork_is_a_method_of_session_and_its_module_takes_public_values() -> None:
-    fork = MODULES["dshkit.session.fork"]
+    fork = MODULES["dshkit.session._fork"]
     assert "dshkit.session.session" not in imported_modules(fork, top_level_only=False)
     session_tree = ast.parse(MODULES["dshkit.session.session"].read_text(encoding="utf-8"))
     session_class = next(node for node in session_tree.body if isinstance(node, ast.ClassDef) and node.name == "Session")

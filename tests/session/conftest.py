@@ -12,7 +12,7 @@ import dshkit
 from dshkit import Message
 from dshkit._core import crc32c
 from dshkit.session import Event, Session
-from dshkit.session.checksums import SUFFIX_LENGTH, seal_line
+from dshkit.session._log.checksums import SUFFIX_LENGTH, seal_line
 
 
 def seal_any(text: str) -> bytes:

@@ -14,7 +14,7 @@ from dshkit import create_user_message
 from dshkit.agent import Agent, Tool
 from dshkit.models import ScriptedModel
 from dshkit.session import Session
-from dshkit.session.approvals import open_turn_asks, remembered_policies, undecided_asks
+from dshkit.session._approval_state import open_turn_asks, remembered_policies, undecided_asks
 from tests.session.conftest import seal_any
 from tests.session.dsh.original_logs import OriginalLog, assistant, user
 
@@ -149,7 +149,7 @@ def test_an_original_record_dshkit_does_not_read_is_kept_as_ignorable(tmp_path: 
 
 
 def test_log_verify_takes_a_turn_waiting_for_a_person_for_sound(tmp_path: Path) -> None:
-    from dshkit.session.verify import check_events
+    from dshkit.session._verify import check_events
 
     path = tmp_path / "log.jsonl"
     _crash_with_an_ask(path)

@@ -29,7 +29,7 @@ from dshkit.models.responses.projection import responses_body
 from dshkit.session import Session, SessionClosedError, project_request
 from dshkit.session import AttachmentError
 
-from tests.session.test_store_contract import StoreUnderTest, writable  # noqa: F401 - the fixture
+from tests.session.stores.test_store_contract import StoreUnderTest, writable  # noqa: F401 - the fixture
 
 PNG = bytes.fromhex("89504e470d0a1a0a") + b"not really a picture"
 

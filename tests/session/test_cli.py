@@ -12,7 +12,7 @@ import pytest
 import dshkit
 from dshkit.cli import main
 from dshkit.session import Session
-from dshkit.session.checksums import seal_line
+from dshkit.session._log.checksums import seal_line
 
 
 @pytest.fixture

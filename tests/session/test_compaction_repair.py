@@ -6,8 +6,8 @@ from pathlib import Path
 
 import dshkit
 from dshkit.session import Session
-from dshkit.session.repair import COMPACTION_INTERRUPTED
-from dshkit.session.verify import check_events
+from dshkit.session._repair import COMPACTION_INTERRUPTED
+from dshkit.session._verify import check_events
 from tests.session.dsh.original_logs import OriginalLog
 from tests.session.dsh.original_logs import user as original_user
 

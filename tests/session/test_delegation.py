@@ -8,7 +8,7 @@ import pytest
 
 from dshkit.session import Session, children_of, create_child_session, delegation_depth, delegation_of, list_sessions
 from dshkit.session.errors import SessionCorruptError
-from dshkit.session.transcript import render
+from dshkit.session._transcript import render
 
 
 def test_a_child_goes_beside_its_parent_with_the_same_store_and_names_it(log_path: Path) -> None:

@@ -9,7 +9,7 @@ import pytest
 import dshkit
 from dshkit.session.compactions import read_compactions
 from dshkit.session import Session, UnknownEventError, replace_op
-from dshkit.session.checksums import seal_line
+from dshkit.session._log.checksums import seal_line
 
 
 def test_messages_hands_out_the_same_frozen_objects_and_caches_them(build):

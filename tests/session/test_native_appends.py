@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 
 from dshkit._core import decode_records
 from dshkit.session import Session, SessionCorruptError, SessionIntegrityWarning
-from dshkit.session.codec import decode_events, decode_record, encode_event
+from dshkit.session._log.event_codec import decode_events, decode_record, encode_event
 from dshkit.session.events import Event, prepare_data, prepare_source_seqs, prepare_surface_op
-from dshkit.session.checksums import seal_line
-from dshkit.session.surface import Surface, _call_ids, is_model_visible
+from dshkit.session._log.checksums import seal_line
+from dshkit.session._surface import Surface, _call_ids, is_model_visible
 
 from tests.session.conftest import Build
 

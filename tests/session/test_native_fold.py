@@ -17,7 +17,7 @@ from dshkit import Message, freeze_message
 from dshkit._core import SurfaceState
 from dshkit.session import Session
 from dshkit.session.events import Event
-from dshkit.session.surface import Surface
+from dshkit.session._surface import Surface
 
 from tests.session.conftest import Build
 

@@ -19,9 +19,9 @@ from dshkit._core import vouch_new_append
 from dshkit.agent import Agent, Tool
 from dshkit.models import ScriptedModel
 from dshkit.session import Session
-from dshkit.session import surface as surface_module
+from dshkit.session import _surface as surface_module
 from dshkit.session.events import Event, prepare_data, prepare_source_seqs, prepare_surface_op
-from dshkit.session.surface import Surface, _call_ids, is_model_visible
+from dshkit.session._surface import Surface, _call_ids, is_model_visible
 
 from tests.session.test_native_appends import GOOD_SOURCES, ROLES, STEPS, blocks, envelope_values, sources, step_record, surface_state
 

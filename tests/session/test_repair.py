@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from dshkit.session import Session, closer_message_id, project_request
-from dshkit.session.verify import check_events
+from dshkit.session._verify import check_events
 
 
 def crash_mid_tools(session: Session, build) -> dict[str, int]:

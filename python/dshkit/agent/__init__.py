@@ -7,13 +7,15 @@ input (`followup`, `steer`, `inject`), lets the `pre_step` hook `Enter` or `Reje
 builds each request from the log, streams the model, runs `Tool`s and honours `cancel`.
 Tool calls are validated against their schemas and pass `pre_tool` hooks and approval policies
 (`Allow` / `Ask` / `Deny`; `approve`, `deny`, `pending_approvals`) before their bodies run.
+
+The modules named here are the public face; the engine behind them lives in `_`-named modules and
+folders (`_turn/`, `_tools/`, `_input/`, `_compaction/`, `_run/`), which may change at any time.
 """
 
 from __future__ import annotations
 
 from dshkit.agent.agent import AWAITING_APPROVAL, IDLE, RUNNING, Agent, AgentStatus
 from dshkit.agent.approvals import PendingApproval, Policy
-from dshkit.agent.assembly import StreamAssembler
 from dshkit.agent.cancel import CancelToken
 from dshkit.agent.compaction import Compaction, CompactionFailed
 from dshkit.agent.errors import (
@@ -41,27 +43,20 @@ from dshkit.agent.hooks import (
     RequestErrorContext,
     TurnStoppingContext,
 )
-from dshkit.agent.inbox import NEXT_STEP, NEXT_TURN, Inbox
+from dshkit.agent._input.inbox import NEXT_STEP, NEXT_TURN
 from dshkit.agent.subagent import subagent_tool
-from dshkit.agent.tokens import TokenMeter
 from dshkit.agent.tool_hooks import Allow, Amend, Ask, Deny, PostToolContext, PreToolContext
-from dshkit.agent.tools import Tool, ToolContext, ToolOutput
+from dshkit.agent.tools import Tool, ToolContext, ToolOutput, tool
 from dshkit.agent.toolsets import ToolSource
-from dshkit.agent.tools import tool
 
 __all__ = [
     "AWAITING_APPROVAL",
-    "HOOK_NAMES",
-    "IDLE",
-    "NEXT_STEP",
-    "NEXT_TURN",
-    "RUNNING",
     "Agent",
     "AgentEvent",
+    "AgentStatus",
     "Allow",
     "Amend",
     "Ask",
-    "AgentStatus",
     "CancelToken",
     "Compaction",
     "CompactionFailed",
@@ -69,15 +64,19 @@ __all__ = [
     "Deny",
     "Enter",
     "EventStream",
-    "Inbox",
+    "HOOK_NAMES",
+    "IDLE",
     "ModelCallFailed",
     "ModelHTTPError",
+    "NEXT_STEP",
+    "NEXT_TURN",
     "OutputValidationError",
     "PendingApproval",
     "Policy",
     "PostToolContext",
     "PreStepContext",
     "PreToolContext",
+    "RUNNING",
     "Reject",
     "RequestContext",
     "RequestErrorContext",
@@ -89,8 +88,6 @@ __all__ = [
     "RunResult",
     "RunStream",
     "RunUsage",
-    "StreamAssembler",
-    "TokenMeter",
     "Tool",
     "ToolContext",
     "ToolOutput",

@@ -6,7 +6,7 @@ log prefix that preceded it. Identity is the caller's: the loop never mints or c
 input it receives; it creates (and so mints ids for) only the assistant messages and tool results.
 
 Input is queued here (`followup` for a turn of its own, `steer`/`inject` for the next step
-boundary); turns and steps run in `dshkit.agent.turn`, tool calls in `dshkit.agent.tool_calls`.
+boundary); turns and steps run in `dshkit.agent._turn.turn`, tool calls in `dshkit.agent._tools.runner`.
 """
 
 from __future__ import annotations
@@ -18,23 +18,23 @@ from collections.abc import Awaitable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Callable, Final, Literal
 
 from dshkit.agent.approvals import ApprovalBook, PendingApproval, Policy, check_policy
-from dshkit.agent.calls import call_sync_or_async
+from dshkit.agent._user_code import call_sync_or_async
 from dshkit.agent.cancel import CancelToken
 from dshkit.agent.compaction import Compaction, Compactor
 from dshkit.agent.hooks import Hook, HookEntry, check_hooks
 from dshkit.agent.notifications import AgentEvent, EventStream, NotificationHub
-from dshkit.agent.inbox import NEXT_STEP, NEXT_TURN, Inbox
+from dshkit.agent._input.inbox import NEXT_STEP, NEXT_TURN, Inbox
 from dshkit.agent.result import RunResult
-from dshkit.agent.resume import finish_suspended_step, suspended_turn
+from dshkit.agent._turn.resume import finish_suspended_step, suspended_turn
 from dshkit.agent.run import Runs
-from dshkit.agent.run_state import RunState
-from dshkit.agent.tool_calls import ToolCallRunner
-from dshkit.agent.tool_gate import ToolGate
+from dshkit.agent._run.state import RunState
+from dshkit.agent._tools.runner import ToolCallRunner
+from dshkit.agent._tools.gate import ToolGate
 from dshkit.agent.tools import Tool, check_timeout
 from dshkit.agent.toolsets import Toolbox, ToolSource
-from dshkit.agent.tracing import trace_agent
-from dshkit.agent.turn import TurnRunner
-from dshkit.agent.turn_state import StepResult, Turn
+from dshkit.agent._tracing import trace_agent
+from dshkit.agent._turn.turn import TurnRunner
+from dshkit.agent._turn.state import StepResult, Turn
 from dshkit.llm import Message, freeze
 from dshkit.models.protocol import Model
 from dshkit.models.selection import infer_model
@@ -67,7 +67,7 @@ class Agent(Runs):
     `tools` are `Tool`s and `ToolSource`s (an MCP server, say), whose lists are refreshed before
     each request. `model` may be a name, ``"openai:gpt-4.1-mini"`` (`dshkit.models.infer_model`).
     `tracer` (an OpenTelemetry `Tracer`) gets spans of turns, steps, model and tool calls; by
-    default the global tracer provider's when one is installed, else none (`dshkit.agent.tracing`).
+    default the global tracer provider's when one is installed, else none (`dshkit.agent._tracing`).
     """
 
     def __init__(
@@ -112,7 +112,7 @@ class Agent(Runs):
         self._hub = NotificationHub()
         self._inbox = Inbox(self._session, self._hub)
         self._compactor = Compactor(compaction, model, self._session)
-        # Approvals, tool hooks, validation and timeouts (dshkit.agent.tool_gate); the book reads the log's asks.
+        # Approvals, tool hooks, validation and timeouts (dshkit.agent._tools.gate); the book reads the log's asks.
         self._approvals = ApprovalBook(
             self._session, self._hub, check_policy(approval, "Agent approval"), _weak_call(self._notify_state_change)
         )
@@ -185,7 +185,7 @@ class Agent(Runs):
 
     @property
     def tokens(self) -> int:
-        """The size of the next request in tokens, by the token meter (`dshkit.agent.tokens`)."""
+        """The size of the next request in tokens, by the token meter (`dshkit.agent._compaction.tokens`)."""
         return self._compactor.meter.reading()
 
     @property

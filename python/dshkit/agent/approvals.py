@@ -23,11 +23,11 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal, Union
 from uuid import uuid4
 
-from dshkit.agent.calls import call_sync_or_async, durability_point
+from dshkit.agent._user_code import call_sync_or_async, durability_point
 from dshkit.agent.notifications import NotificationHub
 from dshkit.agent.tool_hooks import Allow, Ask, Decision, Deny, PreToolContext, as_decision, pre_tool_decision, strictest
 from dshkit.session import Session
-from dshkit.session.approvals import AskRecord, open_turn_asks, remembered_policies
+from dshkit.session._approval_state import AskRecord, open_turn_asks, remembered_policies
 from dshkit.session.events import APPROVAL_ASKED, APPROVAL_DECIDED, APPROVAL_POLICY
 
 PolicyName = Literal["always", "ask", "never"]

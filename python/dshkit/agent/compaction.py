@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from dshkit import Message, new_message_id
-from dshkit.agent.assembly import StreamAssembler
+from dshkit.agent._turn.assembly import StreamAssembler
 from dshkit.agent.cancel import CancelToken
-from dshkit.agent.compaction_range import choose_summary_range, prunable_results
-from dshkit.agent.cut import read_until_cut
-from dshkit.agent.summary import (
+from dshkit.agent._compaction.range import choose_summary_range, prunable_results
+from dshkit.agent._turn.stream_cut import read_until_cut
+from dshkit.agent._compaction.summary import (
     first_user_request,
     is_summary,
     keep_head_and_tail,
@@ -33,7 +33,7 @@ from dshkit.agent.summary import (
     summary_request,
     transcript_parts,
 )
-from dshkit.agent.tokens import CHARS_PER_TOKEN, TokenMeter, estimate_message, usage_tokens
+from dshkit.agent._compaction.tokens import CHARS_PER_TOKEN, TokenMeter, estimate_message, usage_tokens
 from dshkit.models.protocol import Model, ModelError
 from dshkit.session import Session
 from dshkit.session.compactions import end_record, start_record, summary_record

@@ -25,9 +25,9 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Union
 
-from dshkit.agent.calls import call_sync_or_async
+from dshkit.agent._user_code import call_sync_or_async
 from dshkit.agent.cancel import CancelToken
-from dshkit.agent.checks import check_message_batch
+from dshkit.agent._input.checks import check_message_batch
 from dshkit.llm import Message
 
 if TYPE_CHECKING:

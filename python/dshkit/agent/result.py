@@ -15,8 +15,8 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from dshkit.agent.errors import RunError, run_error
-from dshkit.agent.output import OutputSpec, output_spec
-from dshkit.agent.run_state import ACCEPTED, MISSING
+from dshkit.agent._run.output import OutputSpec, output_spec
+from dshkit.agent._run.state import ACCEPTED, MISSING
 from dshkit.llm import Message
 from dshkit.models.stream_translation import usage_summary
 from dshkit.session.events import ASSISTANT_MESSAGE, REQUEST_HEADER, TOOL_CALL, TOOL_RESULT, TURN_END, TURN_START

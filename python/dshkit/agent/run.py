@@ -18,14 +18,14 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
 
 from dshkit.agent.errors import OUTPUT_VALIDATION_FAILED, OutputValidationError, RunCancelled, RunError
 from dshkit.agent.limits import UsageLimits
-from dshkit.agent.output import output_spec
+from dshkit.agent._run.output import output_spec
 from dshkit.agent.result import RunResult
-from dshkit.agent.run_state import MISSING, RunState
+from dshkit.agent._run.state import MISSING, RunState
 from dshkit.llm import Message, create_user_message
 from dshkit.models.protocol import supports_native_output
 
 if TYPE_CHECKING:
-    from dshkit.agent.inbox import Inbox
+    from dshkit.agent._input.inbox import Inbox
     from dshkit.agent.notifications import AgentEvent
     from dshkit.models.protocol import Model
     from dshkit.session import Session

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, get_type_hints, overload
 
 from dshkit.agent.approvals import Policy, check_policy
 from dshkit.agent.cancel import CancelToken
-from dshkit.agent.checks import check_message_batch
+from dshkit.agent._input.checks import check_message_batch
 from dshkit.llm import Message, freeze, to_json
 
 if TYPE_CHECKING:

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from dshkit.agent import Agent, Compaction
-from dshkit.agent.tokens import meter_label
+from dshkit.agent._compaction.tokens import meter_label
 from dshkit.cli.chat_approvals import PROMPT, apply_reply, describe_call
 from dshkit.cli.log_paths import unreadable_log, unwritable_new_log
 from dshkit.cli.terminal import LineEditor, colour_enabled, state_dir, warnings_as_lines

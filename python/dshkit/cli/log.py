@@ -18,8 +18,8 @@ from dshkit.session.dsh.convert import convert_log
 from dshkit.session.errors import SessionError, SessionIntegrityWarning, SessionRecoveryWarning
 from dshkit.session.session import Session
 from dshkit.session.stores import choose_store, is_url
-from dshkit.session.transcript import render
-from dshkit.session.verify import check_attachments, check_events, format_problems
+from dshkit.session._transcript import render
+from dshkit.session._verify import check_attachments, check_events, format_problems
 
 
 def _open(path: str, problems: list[str], session_id: str | None) -> Session:
@@ -181,7 +181,7 @@ def run(
 
 def _meter_line(session: Session) -> str:
     """What the token meter reads for the log's next request (provider usage plus the estimate)."""
-    from dshkit.agent.tokens import TokenMeter, format_tokens
+    from dshkit.agent._compaction.tokens import TokenMeter, format_tokens
 
     try:
         meter = TokenMeter(session)

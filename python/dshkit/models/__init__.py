@@ -62,10 +62,10 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "FINISH_REASONS",
     "AnthropicModel",
     "CancelSignal",
     "Chunk",
+    "FINISH_REASONS",
     "FallbackModel",
     "FinishChunk",
     "FinishReason",

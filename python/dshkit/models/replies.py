@@ -28,7 +28,7 @@ _CHUNK_TYPES = ("text_delta", "reasoning_delta", "tool_call_delta", "usage", "fi
 # Words with their trailing whitespace: a str answer streams in several deltas, so a test (or the
 # demo) can cancel it half way and see a real prefix.
 _WORD = re.compile(r"\s*\S+\s*|\s+")
-_WRAPPED_KEY = "response"  # how the agent asks for a non-object output (dshkit.agent.output)
+_WRAPPED_KEY = "response"  # how the agent asks for a non-object output (dshkit.agent._run.output)
 
 
 class Call:

@@ -30,9 +30,9 @@ from dshkit.session.events import (
     replace_op,
 )
 from dshkit.session.history import History
-from dshkit.session.repair import closer_message_id
+from dshkit.session._repair import closer_message_id
 from dshkit.session.request import ModelRequest, derive_messages, project_request
-from dshkit.session.events_view import EventsView
+from dshkit.session._log.events_view import EventsView
 from dshkit.session.session import Session
 from dshkit.session.stores import DURABILITY_MODES, SessionStore, open_store
 from dshkit.session.stores.jsonl import JsonlStore
@@ -43,23 +43,17 @@ from dshkit.session.stores.sqlite import SqliteStore
 __all__ = [
     "AttachmentError",
     "Attachments",
-    "convert_log",
-    "list_original_sessions",
     "DURABILITY_MODES",
     "Delegation",
-    "children_of",
-    "create_child_session",
-    "delegation_depth",
-    "delegation_of",
-    "KNOWN_EVENT_TYPES",
-    "MESSAGE_EVENT_TYPES",
     "Event",
     "EventsView",
     "History",
     "JsonlStore",
+    "KNOWN_EVENT_TYPES",
+    "MESSAGE_EVENT_TYPES",
     "ModelRequest",
-    "Session",
     "PostgresStore",
+    "Session",
     "SessionClosedError",
     "SessionConflictError",
     "SessionCorruptError",
@@ -70,9 +64,15 @@ __all__ = [
     "SessionStore",
     "SqliteStore",
     "UnknownEventError",
+    "children_of",
     "closer_message_id",
+    "convert_log",
+    "create_child_session",
+    "delegation_depth",
+    "delegation_of",
     "derive_messages",
     "is_ignorable",
+    "list_original_sessions",
     "list_sessions",
     "open_store",
     "project_request",

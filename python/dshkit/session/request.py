@@ -9,7 +9,7 @@ from dshkit import FrozenDict, Message, freeze, thaw
 
 from dshkit.session.events import Event, latest_header
 from dshkit.session.history import History
-from dshkit.session.surface import Surface
+from dshkit.session._surface import Surface
 
 if TYPE_CHECKING:
     from dshkit.session.attachments import Attachments

@@ -16,18 +16,18 @@ from dshkit import FrozenDict, Message, new_message_id
 from dshkit._core import new_event, vouch_plain_append
 from dshkit.session.attachments import Attachments
 from dshkit.session.errors import SessionClosedError
-from dshkit.session.event_log import EventLog
+from dshkit.session._log.event_log import EventLog
 from dshkit.session.history import History
-from dshkit.session.events_view import EventsView
+from dshkit.session._log.events_view import EventsView
 from dshkit.session.events import COMPACTION_END, COMPACTION_START, REQUEST_HEADER, Event
 from dshkit.session.compactions import compaction_id_of, end_record, open_turn, start_record
-from dshkit.session.fork import fork_records, fork_seed, write_seed
-from dshkit.session.loading import load_log
-from dshkit.session.log_format import LogFormat
-from dshkit.session.observers import ErrorHandler, Observer, Observers
+from dshkit.session._fork import fork_records, fork_seed, write_seed
+from dshkit.session._log.loading import load_log
+from dshkit.session._log.formats import LogFormat
+from dshkit.session._observers import ErrorHandler, Observer, Observers
 from dshkit.session.stores import open_store, resolve_store
 from dshkit.session.stores.protocol import SessionStore, check_durability, log_format_of
-from dshkit.session.surface import Surface
+from dshkit.session._surface import Surface
 
 _new_event = new_event  # tuple.__new__ (no NamedTuple.__new__ keyword handling), out of the cyclic GC
 

@@ -13,11 +13,11 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
 from dshkit import FrozenDict, from_json, thaw, to_json
-from dshkit.session.codec import StoredRecords
+from dshkit.session._log.event_codec import StoredRecords
 from dshkit.session.errors import SessionCorruptError
-from dshkit.session.event_log import EventLog
+from dshkit.session._log.event_log import EventLog
 from dshkit.session.events import MESSAGE_EVENT_TYPES, REQUEST_HEADER, USER_MESSAGE, Event, replace_op
-from dshkit.session.surface import Surface, is_model_visible
+from dshkit.session._surface import Surface, is_model_visible
 from dshkit.session.dsh.chunk_rows import ROW_TYPES, expand_row
 from dshkit.session.dsh.detect import is_original_header
 from dshkit.session.dsh.vocabulary import ORIGINAL_EVENT_TYPES, VERBATIM_TYPES, data_to_dshkit, data_to_original

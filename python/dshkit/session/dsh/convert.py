@@ -17,14 +17,14 @@ from typing import Any
 
 from dshkit import thaw, to_json
 from dshkit.session.attachments import Attachments, copy_attachments
-from dshkit.session.codec import FORMAT_VERSION as DSHKIT_VERSION
-from dshkit.session.codec import encode_event as encode_dshkit_event
+from dshkit.session._log.event_codec import FORMAT_VERSION as DSHKIT_VERSION
+from dshkit.session._log.event_codec import encode_event as encode_dshkit_event
 from dshkit.session.events import MESSAGE_EVENT_TYPES, Event
-from dshkit.session.surface import Surface
+from dshkit.session._surface import Surface
 from dshkit.session.dsh.chunk_rows import pack_runs
 from dshkit.session.dsh.codec import encode_record, new_header
 from dshkit.session.dsh.zstd_frames import compress_frame
-from dshkit.session.checksums import seal_line
+from dshkit.session._log.checksums import seal_line
 from dshkit.session.session import Session
 from dshkit.session.stores import open_store
 from dshkit.session.dsh.jsonl_store import DshJsonlStore

@@ -7,11 +7,11 @@ from typing import Any
 
 from dshkit import FrozenDict, to_json
 from dshkit.session.dsh import codec, repair
-from dshkit.session.codec import StoredRecords
-from dshkit.session.event_log import EventLog
+from dshkit.session._log.event_codec import StoredRecords
+from dshkit.session._log.event_log import EventLog
 from dshkit.session.events import Event
-from dshkit.session.log_format import Closer, LogFormat
-from dshkit.session.surface import Surface
+from dshkit.session._log.formats import Closer, LogFormat
+from dshkit.session._surface import Surface
 
 
 class OriginalFormat:

@@ -17,7 +17,7 @@ from typing import Any
 
 from dshkit import freeze_message
 from dshkit.session.events import Event
-from dshkit.session.repair import compaction_closer
+from dshkit.session._repair import compaction_closer
 
 TOOL_NOT_STARTED = "TOOL_NOT_STARTED"
 TOOL_OUTCOME_UNKNOWN = "TOOL_OUTCOME_UNKNOWN"

@@ -4,7 +4,7 @@ Each store lives in a module of its own and is imported only when a location sel
 module imports none of them: a store module imports `dshkit.session.stores.protocol` (and a
 backend's own optional dependency, lazily) without any import circle. A new store joins by
 adding its module and one entry to `_BY_SUFFIX` (a file suffix) or `_BY_SCHEME` (a URL scheme),
-and by passing the contract suite `tests/session/test_store_contract.py`. Nothing outside this
+and by passing the contract suite `tests/session/stores/test_store_contract.py`. Nothing outside this
 package tests a location's suffix or scheme (`tests/packaging/test_layout.py` checks it).
 
 An existing file is also recognised by its first bytes: a log of the original TypeScript harness

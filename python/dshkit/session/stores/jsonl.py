@@ -2,7 +2,7 @@
 
 Line 1 is the header, then one event per line, each written with a single `write` on a file
 opened with `O_APPEND`; since format version 2 every line ends with its record's checksum
-(`dshkit.session.checksums`). A writer holds an exclusive `flock` on the file, so two processes (or
+(`dshkit.session._log.checksums`). A writer holds an exclusive `flock` on the file, so two processes (or
 two sessions in one process) never interleave appends. `create` builds the header in a side file
 and links it into place, so a crash inside `create` leaves either no log or a complete one.
 
@@ -23,8 +23,8 @@ from pathlib import Path
 
 from dshkit import from_json
 from dshkit._core import Records, split_records
-from dshkit.session.codec import decode_header
-from dshkit.session.checksums import (
+from dshkit.session._log.event_codec import decode_header
+from dshkit.session._log.checksums import (
     SUFFIX_LENGTH,
     VOID_SUFFIX,
     check_header,

@@ -11,7 +11,7 @@ Durability: `"always"` writes each append in its own transaction; `"checkpoint"`
 and writes them at `sync()` in one statement (one round trip); `"none"` does the same with
 `synchronous_commit=off`. psycopg 3 is imported on first use (the `dshkit[postgres]` extra).
 
-Every record carries its CRC-32C in column `crc` (`dshkit.session.checksums`), checked on load; a
+Every record carries its CRC-32C in column `crc` (`dshkit.session._log.checksums`), checked on load; a
 session whose header row has none is a format version 1 log (written before schema version 2)
 and stays one: read unchecked, appended to without checksums.
 """
@@ -24,10 +24,10 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from dshkit.session.codec import decode_header
+from dshkit.session._log.event_codec import decode_header
 from dshkit.session.errors import SessionConflictError, SessionCorruptError, SessionError
 from dshkit.session.events import MESSAGE_EVENT_TYPES, SURFACE_APPEND, USER_MESSAGE, Event
-from dshkit.session.checksums import check_header, checksum, verified
+from dshkit.session._log.checksums import check_header, checksum, verified
 from dshkit.session.stores.postgres_schema import (
     CONFLICT_SQLSTATE,
     CREATE_SESSION,

@@ -6,7 +6,7 @@ one round trip and one transaction; it is idempotent on `(session_id, seq)`: a r
 holding the identical record counts as written, a different one aborts the whole batch with
 SQLSTATE `DK001` (the store's `SessionConflictError`).
 
-Since schema version 2 every record carries its checksum (`dshkit.session.checksums`): column
+Since schema version 2 every record carries its checksum (`dshkit.session._log.checksums`): column
 `crc` beside `header` and beside `body`. Migration 1 -> 2 only adds the columns (no rewrite of
 the table): rows written before it keep `crc` NULL, and a session whose header row has a NULL
 `crc` is a format version 1 log, read unchecked and appended to without checksums (no mixed

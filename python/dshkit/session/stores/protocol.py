@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Protocol
 
 
-from dshkit.session.codec import StoredRecords
+from dshkit.session._log.event_codec import StoredRecords
 from dshkit.session.events import Event
-from dshkit.session.log_format import DSHKIT_FORMAT, LogFormat
+from dshkit.session._log.formats import DSHKIT_FORMAT, LogFormat
 
 DURABILITY_MODES = ("always", "checkpoint", "none")
 
@@ -53,7 +53,7 @@ class AttachmentBackend(Protocol):
 class SessionStore(Protocol):
     """Persistence of one session log (JSON Lines, SQLite and PostgreSQL ship; anything else may implement it).
 
-    Every store passes the contract suite `tests/session/test_store_contract.py`. Subclass it to
+    Every store passes the contract suite `tests/session/stores/test_store_contract.py`. Subclass it to
     inherit the optional members' defaults (the shipped stores do); a store that does not must
     define them all (`check_store`).
     """

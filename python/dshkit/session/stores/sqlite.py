@@ -2,7 +2,7 @@
 
 Tables `dshkit_session` (one row: the header record and its checksum) and `dshkit_events` (`seq`
 primary key, `type`, `time`, `body`: the same JSON record the JSON Lines store writes, `crc`: its
-checksum, `dshkit.session.checksums`; a version 1 database has no `crc` columns), and, once
+checksum, `dshkit.session._log.checksums`; a version 1 database has no `crc` columns), and, once
 something is attached, `dshkit_attachments` (`digest`, `data`: the bytes attachment blocks refer to). Every append is
 its own transaction, so a crash never leaves half an event. Durability maps onto SQLite's own:
 `"always"` is `synchronous=FULL` (the WAL is fsynced at every commit), `"checkpoint"` is
@@ -29,7 +29,7 @@ import sqlite3
 from pathlib import Path
 
 from dshkit.session.errors import SessionCorruptError, SessionError
-from dshkit.session.checksums import check_header, checksum, verified
+from dshkit.session._log.checksums import check_header, checksum, verified
 from dshkit.session.events import Event
 from dshkit.session.stores.protocol import SessionStore, check_durability
 

@@ -1,0 +1,112 @@
+"""A session's events stay out of the cyclic GC (issue 37): an `Event` holds only untracked
+values (str, int, frozen data, a frozen surface operation, a tuple of seqs), so nothing it reaches
+can lead back to it, and `new_event` untracks it; one holding anything tracked stays tracked."""
+
+from __future__ import annotations
+
+import gc
+import sys
+import weakref
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import pytest
+
+import dshkit
+from dshkit._core import new_event
+from dshkit.session import Session
+from dshkit.session._log.event_log import HOT
+from dshkit.session.events import Event
+
+from tests.core.test_untracked import assert_closed_and_untracked
+
+
+def _turn(session: Session, turn: int) -> None:
+    session.append("turn/start", {"turn": turn})
+    session.append("step/start", {"turn": turn, "step": 1})
+    prompt = session.append("user/message", dshkit.create_user_message(f"q{turn}", source={"kind": "user"}))
+    call = {"type": "tool_call", "id": f"c{turn}", "name": "f", "arguments": "{}"}
+    reply = dshkit.create_assistant_message([call], provider="p", model="m")
+    session.append("assistant/message", {"turn": turn, "step": 1, "message": reply}, source_event_seqs=[prompt.seq])
+    result = dshkit.create_tool_result_message(f"c{turn}", "ok")
+    session.append("tool/result", {"turn": turn, "step": 1, "message": result})
+    session.append("turn/end", {"turn": turn, "reason": {"kind": "done", "detail": [1, 2]}})
+
+
+def test_appended_events_of_every_kind_are_untracked_and_reach_nothing_tracked() -> None:
+    session = Session()
+    _turn(session, 1)
+    rewritten = session.messages()[0].with_content("q1 again")
+    session.replace(rewritten)
+    assert {event.type for event in session.events} >= {"user/message", "assistant/message", "tool/result", "turn/end"}
+    assert any(event.source_event_seqs for event in session.events)
+    assert any(event.surface_op not in (None, "append") for event in session.events)
+    for event in session.events:
+        assert not gc.is_tracked(event), event.type
+        assert_closed_and_untracked(event)
+
+
+def test_events_rebuilt_from_the_columns_and_from_a_reopened_log_are_untracked(tmp_path: Path) -> None:
+    path = tmp_path / "log.jsonl"
+    session = Session.create(path, durability="none")
+    for turn in range(1, 2 * HOT // 6 + 20):  # past 2 * HOT events: the oldest move into columns
+        _turn(session, turn)
+    in_memory = list(session.events)
+    session.close()
+    reopened = Session.open(path, read_only=True)
+    for event in [*in_memory, *reopened.events]:
+        assert not gc.is_tracked(event), (event.seq, event.type)
+        assert_closed_and_untracked(event)
+    reopened.close()
+
+
+class Box:
+    event: Any = None
+
+
+def test_an_event_holding_a_tracked_object_stays_tracked_and_its_cycle_is_collected() -> None:
+    box = Box()
+    holder = [box]
+    event = new_event(Event, ("x/y", 0, 0, holder, None, ()))
+    assert gc.is_tracked(event)
+    box.event = event  # box -> event -> holder -> box: a cycle only the GC can free
+    alive = weakref.ref(box)
+    del box, holder, event
+    gc.collect()
+    assert alive() is None
+
+
+def test_a_tuple_of_seqs_is_untracked_with_its_event_and_a_mutable_one_keeps_it_tracked() -> None:
+    seqs = tuple([1, 2, 3])  # a new tuple: tracked until the GC or new_event looks at it
+    assert new_event(Event, ("x/y", 0, 0, None, None, seqs)) == ("x/y", 0, 0, None, None, (1, 2, 3))
+    assert not gc.is_tracked(seqs)
+    assert gc.is_tracked(new_event(Event, ("x/y", 0, 0, None, None, ([1],))))
+
+
+class WithDict(tuple):  # type: ignore[type-arg]
+    pass
+
+
+class Plain(NamedTuple):
+    a: int
+
+
+@pytest.mark.parametrize("cls", [dict, WithDict, object])
+def test_new_event_refuses_a_class_that_is_no_tuple_or_has_a_dict(cls: type) -> None:
+    with pytest.raises(TypeError, match="tuple subclass without a __dict__"):
+        new_event(cls, (1,))
+
+
+def test_new_event_builds_any_named_tuple_like_tuple_new() -> None:
+    assert new_event(Plain, (5,)) == tuple.__new__(Plain, (5,)) and type(new_event(Plain, (5,))) is Plain
+
+
+def test_new_event_holds_each_field_once_and_releases_it_with_the_event() -> None:
+    data = dshkit.freeze({"turn": 1})
+    fields = ("x/y", 10_000, 20_000, data, "append", (1, 2))  # no None: its count moves with everything
+    counts = [sys.getrefcount(field) for field in fields]
+    held = sys.getrefcount(data)
+    events = [new_event(Event, fields) for _ in range(1000)]
+    assert sys.getrefcount(data) == held + 1000
+    del events
+    assert [sys.getrefcount(field) for field in fields] == counts
