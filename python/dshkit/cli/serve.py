@@ -30,6 +30,7 @@ def add_serve_commands(commands: Any) -> None:
     serve.add_argument("--host", default="127.0.0.1", help="the address to listen on (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8000, help="the port (default 8000; 0 picks a free one)")
     serve.add_argument("--no-worker", action="store_true", help="only serve the API: turns run in `dshkit worker` processes")
+    serve.add_argument("--static", metavar="DIR", default=None, help="a folder served at / (a chat page)")
     serve.add_argument("--auth", metavar="MODULE:ATTR", default=None, help="a callable request -> principal (default: bearer tokens from DSHKIT_SERVE_TOKENS=token=principal,...)")
 
 
@@ -72,7 +73,7 @@ def main(args: argparse.Namespace) -> int:
         if args.command == "worker":
             return _run_worker(serve, agents, args)
         app = serve.create_app(agents, store=args.store, engine=args.engine, auth=_auth(args.auth),
-                               worker=not args.no_worker, executor_id=args.executor_id)
+                               worker=not args.no_worker, executor_id=args.executor_id, static=args.static)
     except (ValueError, TypeError) as exc:
         print(f"dshkit {args.command}: {exc}", file=sys.stderr)
         return 2
@@ -86,7 +87,7 @@ def _run_http(app: Any, host: str, port: int) -> int:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
     bound = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=2))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=2, timeout_keep_alive=30))
     original = server.startup
 
     async def announce(sockets: Any = None) -> None:

@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import socket
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.routing import Route
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
 
 import dshkit.serve.routes as routes
 from dshkit.serve.auth import Auth
@@ -32,13 +34,15 @@ def create_app(
     executor_id: str | None = None,
     limits: Limits | None = None,
     poll_interval: float = 0.05,
+    static: str | os.PathLike[str] | None = None,
 ) -> Starlette:
     """The app serving `agents` (name -> `factory(session) -> Agent`) over HTTP and AG-UI.
 
     `store`: a directory (one SQLite log per session) or a `postgresql://` URL. `engine`: the DBOS
     system database URL (default: beside the store, see `engine_url`). `auth(request)` returns the
     caller's principal or None (401). `worker=False` only enqueues: turns then run in `dshkit
-    worker` processes. DBOS starts with the app (its lifespan) and stops with it.
+    worker` processes. `static`: a folder served at `/` (a chat page). DBOS starts with the app
+    (its lifespan) and stops with it.
     """
     if not agents or not all(isinstance(name, str) and callable(factory) for name, factory in agents.items()):
         raise TypeError("create_app agents: expected a non-empty mapping of name -> factory(session) -> Agent")
@@ -63,12 +67,13 @@ def create_app(
             served.watcher.close()
             await asyncio.to_thread(served.engine.destroy)
 
-    app = Starlette(routes=_routes(), lifespan=lifespan, exception_handlers=_handlers())
+    pages: list[Any] = [] if static is None else [Mount("/", app=StaticFiles(directory=os.fspath(static), html=True))]
+    app = Starlette(routes=_routes() + pages, lifespan=lifespan, exception_handlers=_handlers())
     app.state.dshkit_served = served
     return app
 
 
-def _routes() -> list[Route]:
+def _routes() -> list[Any]:
     s = "/sessions/{session_id}"
     return [
         Route("/sessions", routes.create_session, methods=["POST"]),
@@ -87,9 +92,10 @@ def _handlers() -> dict[Any, Any]:
 
 def run_worker(agents: Mapping[str, AgentFactory], *, store: str, engine: str | None = None, executor_id: str | None = None) -> Engine:
     """Start a worker in this process (no HTTP): DBOS dequeues and recovers session work until
-    `engine.destroy()`. `executor_id` lets a restarted worker recover the work it left unfinished."""
+    `engine.destroy()`. `executor_id` (default: the host's name) lets a restarted worker recover
+    the work it left unfinished: give each worker of a host its own, and keep it across restarts."""
     place = SessionPlace(store)
     configure_runtime(agents, place)
-    worker = Engine(engine_url(place.location, engine), work=True, executor_id=executor_id)
+    worker = Engine(engine_url(place.location, engine), work=True, executor_id=executor_id or socket.gethostname())
     worker.launch()
     return worker

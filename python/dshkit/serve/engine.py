@@ -37,6 +37,14 @@ def engine_url(store: str, engine: str | None) -> str:
     return f"sqlite:///{Path(store).absolute() / 'dbos.sqlite'}"
 
 
+def worker_concurrency() -> int:
+    """How many sessions one worker runs at once (each holds a store connection while it runs)."""
+    text = os.environ.get("DSHKIT_SERVE_WORKER_CONCURRENCY", "8")
+    if not text.isdigit() or int(text) < 1:
+        raise ValueError(f"DSHKIT_SERVE_WORKER_CONCURRENCY: expected a positive integer, got {text!r}")
+    return int(text)
+
+
 def workflow_id(session_id: str, kind: str, request_id: str) -> str:
     """The DBOS workflow id of one request on one session: the engine's deduplication key."""
     return f"{session_id}:{kind}:{request_id}"
@@ -64,12 +72,15 @@ class Engine:
 
         if self.url.startswith("sqlite:///"):
             Path(self.url[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
-        executor = self.executor_id or ("worker-" if self.work else "api-") + uuid.uuid4().hex[:12]
+        # A worker's default id is "local" (one machine: the restarted process recovers its work);
+        # a process that only enqueues runs no workflow, so any fresh id will do.
+        executor = self.executor_id or ("local" if self.work else "api-" + uuid.uuid4().hex[:12])
         DBOS(config=dbos_config(self.url, executor))  # type: ignore[arg-type]
         DBOS.listen_queues([QUEUE_NAME] if self.work else [])
         DBOS.launch()
         self._queue = DBOS.register_queue(
-            QUEUE_NAME, partition_concurrency=1, polling_interval_sec=POLLING_INTERVAL_SEC
+            QUEUE_NAME, partition_concurrency=1, polling_interval_sec=POLLING_INTERVAL_SEC,
+            worker_concurrency=worker_concurrency(),
         )
 
     def enqueue(self, session_id: str, kind: str, request_id: str, action: dict[str, Any]) -> str:
@@ -105,6 +116,7 @@ def dbos_config(url: str, executor_id: str | None) -> dict[str, Any]:
         "application_version": APP_VERSION,
         "log_level": os.environ.get("DSHKIT_SERVE_DBOS_LOG_LEVEL", "WARNING"),
         "run_admin_server": False,
+        "sys_db_pool_size": 10,
         "notification_listener_polling_interval_sec": 0.05,
     }
     if executor_id is not None:
