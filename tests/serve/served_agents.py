@@ -2,7 +2,7 @@
 
 `EchoModel` answers from the request alone, so any worker, after any crash, answers alike: a user
 message "approve: X" makes it call the approval-gated tool `publish` with X; a tool result makes it
-say what the tool returned; anything else is echoed. `DSHKIT_TEST_MODEL_DELAY` (seconds between
+say what the tool returned; anything else is echoed ("slow: X" slowly: 40 chunks, half a second apart). `DSHKIT_TEST_MODEL_DELAY` (seconds between
 chunks) makes turns long enough for a SIGKILL to land inside them.
 """
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import time
 from typing import Any
 
 from dshkit.agent import Agent, Tool
@@ -40,9 +41,10 @@ class EchoModel:
                           {"type": "finish", "reason": "tool_calls"}]
             else:
                 chunks = [{"type": "text_delta", "text": piece} for piece in ("echo: ", said)]
-        for chunk in chunks:
-            if self.delay:
-                await asyncio.sleep(self.delay)
+        delay = 0.5 if _last_user_text(messages).startswith("slow: ") else self.delay
+        for chunk in chunks * (20 if delay == 0.5 and chunks[0]["type"] == "text_delta" else 1):
+            if delay:
+                await asyncio.sleep(delay)
             yield chunk
 
 
@@ -64,3 +66,23 @@ def echo_agent(session: Session) -> Agent:
 
 
 AGENTS = {"echo": echo_agent}
+
+
+class ClockModel:
+    """Answers with the wall-clock time at which its request arrived (the serve bench's probe)."""
+
+    provider = "clock"
+    model = "clock-1"
+
+    def stream(self, request: Any, cancel: Any = None) -> Any:
+        return self._answer(time.time())
+
+    async def _answer(self, arrived: float) -> Any:
+        yield {"type": "text_delta", "text": f"request at {arrived:.6f}"}
+
+
+def clock_agent(session: Session) -> Agent:
+    return Agent(ClockModel(), session=session)
+
+
+AGENTS["clock"] = clock_agent

@@ -162,3 +162,29 @@ def _can_open(http: httpx.Client, session_id: str) -> bool:
         return response.status_code == 200
     finally:
         response.close()
+
+
+def test_a_server_killed_inside_a_turn_answers_the_message_once_after_its_restart(tmp_path: Path) -> None:
+    store = tmp_path / "sessions"
+    server = serve(str(store), tmp_path / "serve.log")
+    try:
+        with client(server.url or "") as http:
+            session_id = new_session(http)
+            assert http.post(f"/sessions/{session_id}/messages", json={"text": "slow: take your time", "id": "s1"}).status_code == 202
+            wait_for(lambda: any(e["type"] == "assistant/chunk" for e in log_events(http, session_id)), "the slow answer to start")
+        port = (server.url or "").rsplit(":", 1)[1]
+        server.kill()  # inside the model's answer: the turn is cut, its workflow left PENDING
+        server = serve(str(store), tmp_path / "serve.log", "--port", port)
+        with client(server.url or "") as http:
+            read_sse(http, f"/sessions/{session_id}/events",
+                     lambda events: any(e["type"] == "RUN_FINISHED" and e["metadata"]["dshkit_reason"]["kind"] == "completed" for _, e in events))
+            events = log_events(http, session_id)
+    finally:
+        server.stop()
+    ends = [e["data"]["reason"]["kind"] for e in events if e["type"] == "turn/end"]
+    assert ends == ["interrupted", "completed"]
+    assert answers_of(events) == {"s1": ["echo: slow: take your time" * 20]}
+    continuation = [e["data"]["message"] for e in events if e["type"] == "user/message"][1]
+    assert continuation["source"]["kind"] == "plugin" and continuation["id"].startswith("serve-continue-")
+    with Session.open(store / f"{session_id}.sqlite", read_only=True) as session:
+        assert check_events(list(session.events)) == []
