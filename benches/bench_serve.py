@@ -9,7 +9,10 @@ of a message is that time minus the time the client sent the POST.
 - `serve-post-to-first-request`: `SESSIONS` sessions (default 200) post `TURNS` messages each
   (one after the other's answer) concurrently; p50 / p99 of post -> first model request, on SQLite
   and on PostgreSQL (2 workers), beside `in_process_agent` (the same agent in this process,
-  `followup` -> first request: the floor without HTTP, a queue or another process).
+  `followup` -> first request: the floor without HTTP, a queue or another process). `no_think`:
+  each session posts the moment its answer arrives (the closed loop at full speed: latency is the
+  queue's length over the throughput); `paced`: a person's pause before each message, uniform in
+  0..2 x `THINK` s (default 10).
 - `serve-turns-per-second`: the same load on PostgreSQL with 1, 2 and 4 workers; turns per second.
 
 The timed value of each row is the whole run (one round); the numbers are in extra_info.
@@ -20,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import random
 import statistics
 import sys
 import tempfile
@@ -41,18 +45,19 @@ from tests.serve.serving import Process, child_env, serve, worker  # noqa: E402
 
 SESSIONS = int(os.environ.get("DSHKIT_BENCH_SERVE_SESSIONS", "200"))
 TURNS = 3
+THINK = float(os.environ.get("DSHKIT_BENCH_SERVE_THINK", "10"))
 LATENCY = "serve-post-to-first-request"
 THROUGHPUT = "serve-turns-per-second"
 
 TARGETS = [
     {"name": "serve on SQLite: post -> first model request p50 <= 100 ms", "group": LATENCY,
-     "row": "test_sqlite_one_process", "extra_info": "p50_ms", "max_value": 100.0},
+     "row": "test_sqlite_one_process[no_think]", "extra_info": "p50_ms", "max_value": 100.0},
     {"name": "serve on SQLite: post -> first model request p99 <= 1 s", "group": LATENCY,
-     "row": "test_sqlite_one_process", "extra_info": "p99_ms", "max_value": 1000.0},
+     "row": "test_sqlite_one_process[no_think]", "extra_info": "p99_ms", "max_value": 1000.0},
     {"name": "serve on PostgreSQL: post -> first model request p50 <= 100 ms", "group": LATENCY,
-     "row": "test_postgres_two_workers", "extra_info": "p50_ms", "max_value": 100.0},
+     "row": "test_postgres_two_workers[no_think]", "extra_info": "p50_ms", "max_value": 100.0},
     {"name": "serve on PostgreSQL: post -> first model request p99 <= 1 s", "group": LATENCY,
-     "row": "test_postgres_two_workers", "extra_info": "p99_ms", "max_value": 1000.0},
+     "row": "test_postgres_two_workers[no_think]", "extra_info": "p99_ms", "max_value": 1000.0},
 ]
 
 
@@ -60,13 +65,16 @@ def _tokens() -> str:
     return ",".join(f"t-{n}=person-{n}" for n in range(SESSIONS))
 
 
-async def _conversation(http: Any, number: int, latencies: list[float]) -> None:
+async def _conversation(http: Any, number: int, latencies: list[float], think: float) -> None:
+    pause = random.Random(number)
     headers = {"Authorization": f"Bearer t-{number}"}
     created = await http.post("/sessions", json={"agent": "clock"}, headers=headers)
     session_id = created.json()["session_id"]
     async with http.stream("GET", f"/sessions/{session_id}/events", headers=headers) as stream:
         lines = stream.aiter_lines()
         for turn in range(TURNS):
+            if think:
+                await asyncio.sleep(pause.uniform(0, 2 * think))  # a person reads, then types
             sent = time.time()
             posted = await http.post(f"/sessions/{session_id}/messages", json={"text": f"t{turn}", "id": f"m{turn}"}, headers=headers)
             assert posted.status_code == 202, posted.text
@@ -78,12 +86,12 @@ async def _conversation(http: Any, number: int, latencies: list[float]) -> None:
                         break
 
 
-async def _load(url: str) -> tuple[list[float], float]:
+async def _load(url: str, think: float) -> tuple[list[float], float]:
     latencies: list[float] = []
     limits = httpx.Limits(max_connections=3 * SESSIONS + 10)
     async with httpx.AsyncClient(base_url=url, timeout=300.0, limits=limits) as http:
         started = time.perf_counter()
-        await asyncio.gather(*(_conversation(http, n, latencies) for n in range(SESSIONS)))
+        await asyncio.gather(*(_conversation(http, n, latencies, think) for n in range(SESSIONS)))
         elapsed = time.perf_counter() - started
     return latencies, elapsed
 
@@ -98,14 +106,14 @@ def _record(benchmark: Any, latencies: list[float], elapsed: float, **extra: Any
     )
 
 
-def _run(benchmark: Any, url: str, **extra: Any) -> None:
+def _run(benchmark: Any, url: str, think: float = 0.0, **extra: Any) -> None:
     outcome: dict[str, Any] = {}
 
     def once() -> None:
-        outcome["latencies"], outcome["elapsed"] = asyncio.run(_load(url))
+        outcome["latencies"], outcome["elapsed"] = asyncio.run(_load(url, think))
 
     benchmark.pedantic(once, rounds=1, iterations=1)
-    _record(benchmark, outcome["latencies"], outcome["elapsed"], **extra)
+    _record(benchmark, outcome["latencies"], outcome["elapsed"], think_s=think, **extra)
 
 
 @pytest.fixture(scope="module")
@@ -152,27 +160,29 @@ def test_in_process_agent(benchmark: Any) -> None:
 
 
 @pytest.mark.benchmark(group=LATENCY)
-def test_sqlite_one_process(benchmark: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("think", [0.0, THINK], ids=["no_think", "paced"])
+def test_sqlite_one_process(benchmark: Any, tmp_path: Path, think: float) -> None:
     api = serve(str(tmp_path / "sessions"), tmp_path / "serve.log", env=child_env(DSHKIT_SERVE_TOKENS=_tokens()))
     try:
-        _run(benchmark, api.url or "", store="sqlite", workers=1)
+        _run(benchmark, api.url or "", think, store="sqlite", workers=1)
     finally:
         _stop(api)
 
 
-def _postgres(benchmark: Any, pg_url: str, tmp_path: Path, workers: int) -> None:
+def _postgres(benchmark: Any, pg_url: str, tmp_path: Path, workers: int, think: float = 0.0) -> None:
     env = child_env(DSHKIT_SERVE_TOKENS=_tokens())
     started = [worker(pg_url, tmp_path / f"worker-{n}.log", "--executor-id", f"bench-{workers}-{n}", env=env) for n in range(workers)]
     api = serve(pg_url, tmp_path / "api.log", "--no-worker", env=env)
     try:
-        _run(benchmark, api.url or "", store="postgres", workers=workers)
+        _run(benchmark, api.url or "", think, store="postgres", workers=workers)
     finally:
         _stop(api, *started)
 
 
 @pytest.mark.benchmark(group=LATENCY)
-def test_postgres_two_workers(benchmark: Any, pg_url: str, tmp_path: Path) -> None:
-    _postgres(benchmark, pg_url, tmp_path, 2)
+@pytest.mark.parametrize("think", [0.0, THINK], ids=["no_think", "paced"])
+def test_postgres_two_workers(benchmark: Any, pg_url: str, tmp_path: Path, think: float) -> None:
+    _postgres(benchmark, pg_url, tmp_path, 2, think)
 
 
 @pytest.mark.benchmark(group=THROUGHPUT)

@@ -115,6 +115,9 @@ def test_hostile_requests_get_their_clear_errors_and_lose_nothing(alice: httpx.C
     assert error_of(alice.get("/sessions/no-such-session/log")) == (404, "unknown_session")
     assert error_of(alice.get("/sessions/..%2F..%2Fetc/log"))[0] == 404
     assert error_of(alice.get("/sessions/.hidden/log")) == (404, "unknown_session")
+    assert error_of(alice.get("/sessions/.dbos/log")) == (404, "unknown_session")
+    (server[1] / "not-a-log.sqlite").write_bytes(b"SQLite format 3\x00 but not really")
+    assert error_of(alice.get("/sessions/not-a-log/log")) == (404, "unknown_session")
     assert error_of(alice.get("/nowhere")) == (404, "not_found")
     assert error_of(alice.post("/sessions", json={"agent": "nobody"})) == (400, "unknown_agent")
     assert error_of(alice.post(f"{base}/messages", content=b"{not json")) == (400, "malformed_json")

@@ -25,7 +25,7 @@ def add_serve_commands(commands: Any) -> None:
     for parser in (serve, worker):
         parser.add_argument("app", metavar="APP", help="module:attribute naming a dict of agents (name -> factory(session))")
         parser.add_argument("--store", default=DEFAULT_STORE, help=f"a directory of session logs or a postgresql:// URL (default ./{DEFAULT_STORE})")
-        parser.add_argument("--engine", default=None, help="the DBOS system database URL (default: PostgreSQL beside a PostgreSQL store, else <store>/dbos.sqlite)")
+        parser.add_argument("--engine", default=None, help="the DBOS system database URL (default: PostgreSQL beside a PostgreSQL store, else <store>/.dbos.sqlite)")
         parser.add_argument("--executor-id", default=None, help="this worker's DBOS executor id: restarted with the same id, it recovers its unfinished work")
     serve.add_argument("--host", default="127.0.0.1", help="the address to listen on (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8000, help="the port (default 8000; 0 picks a free one)")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Literal
 
 from ag_ui.core import (
     CustomEvent,
@@ -50,7 +50,7 @@ def agui_events(session_id: str, event: Event) -> list[BaseEvent]:
     if kind in ("user/message", "assistant/message"):
         return list(_message(event.message, meta))
     if kind == "tool/result":
-        message = event.message
+        message: Any = event.message
         meta["dshkit_message_id"] = message.id
         call_id = message.source["call_id"]
         return [ToolCallResultEvent(message_id=message.id, tool_call_id=call_id, content=_result_text(message), role="tool", metadata=meta)]
@@ -77,7 +77,7 @@ def _message(message: Any, meta: dict[str, Any]) -> Iterator[BaseEvent]:
     meta = {**meta, "dshkit_message_id": message.id, "dshkit_source": plain_json(message.source)}
     text = "".join(block["text"] for block in message.content if block["type"] == "text")
     if text:
-        role = "user" if message.role == "user" else "assistant"
+        role: Literal["user", "assistant"] = "user" if message.role == "user" else "assistant"
         yield TextMessageStartEvent(message_id=message.id, role=role, metadata=meta)
         yield TextMessageContentEvent(message_id=message.id, delta=text, metadata=meta)
         yield TextMessageEndEvent(message_id=message.id, metadata=meta)

@@ -27,14 +27,14 @@ POLLING_INTERVAL_SEC = 0.02
 
 def engine_url(store: str, engine: str | None) -> str:
     """The DBOS system database: `engine` if given, else PostgreSQL beside a PostgreSQL store,
-    else a SQLite file `dbos.sqlite` in the store's directory."""
+    else a SQLite file `.dbos.sqlite` in the store's directory (a name no session id can take)."""
     if engine is not None:
         if not engine.startswith(("sqlite:///", "postgresql://", "postgres://")):
             raise ValueError(f"engine {engine!r}: expected a sqlite:/// or postgresql:// URL")
         return engine
     if store.startswith(("postgresql://", "postgres://")):
         return store
-    return f"sqlite:///{Path(store).absolute() / 'dbos.sqlite'}"
+    return f"sqlite:///{Path(store).absolute() / '.dbos.sqlite'}"
 
 
 def worker_concurrency() -> int:

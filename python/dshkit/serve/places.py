@@ -8,17 +8,22 @@ session as its one fenced writer.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import sqlite3
+import threading
 from pathlib import Path
 from typing import Any
 
 from dshkit import new_message_id
-from dshkit.session import Session
+from dshkit.session import Session, SessionError
+
+logger = logging.getLogger("dshkit.serve")
 
 _SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 SERVE_HEADER_FIELD = "serve"
+_OWNERS_REMEMBERED = 10_000
 
 
 def is_session_id(text: object) -> bool:
@@ -33,6 +38,8 @@ class SessionPlace:
         text = os.fspath(location)
         self.is_postgres = text.startswith(("postgresql://", "postgres://"))
         self.location = text
+        self._owners: dict[str, dict[str, Any]] = {}
+        self._owners_lock = threading.Lock()
         if not self.is_postgres:
             folder = Path(text)
             if folder.exists() and not folder.is_dir():
@@ -55,17 +62,39 @@ class SessionPlace:
         session_id = new_message_id().lower()
         fields = {SERVE_HEADER_FIELD: {"principal": principal, "agent": agent}}
         Session.create(**self._where(session_id), header_fields=fields, durability="always").close()
+        self._remember(session_id, dict(fields[SERVE_HEADER_FIELD]))
         return session_id
 
     def owner(self, session_id: str) -> dict[str, Any] | None:
-        """The session's `{"principal", "agent"}`, or None when there is no such served session."""
+        """The session's `{"principal", "agent"}`, or None when there is no such served session.
+
+        A header never changes, so a found owner is remembered (a bounded cache): checking who
+        owns a session costs one read of its log the first time only."""
         if not is_session_id(session_id):
             return None
+        known = self._owners.get(session_id)
+        if known is not None:
+            return known
+        found = self._read_owner(session_id)
+        if found is not None:
+            self._remember(session_id, found)
+        return found
+
+    def _remember(self, session_id: str, owner: dict[str, Any]) -> None:
+        with self._owners_lock:
+            if len(self._owners) >= _OWNERS_REMEMBERED:
+                self._owners.pop(next(iter(self._owners)))
+            self._owners[session_id] = owner
+
+    def _read_owner(self, session_id: str) -> dict[str, Any] | None:
         if not self.is_postgres and not self._path(session_id).exists():
             return None
         try:
             session = self.read(session_id)
-        except (FileNotFoundError, KeyError, LookupError):
+        except FileNotFoundError:
+            return None
+        except SessionError as error:  # not a log this app can read: nobody's session
+            logger.warning("session %s cannot be read: %s", session_id, error)
             return None
         with session:
             header = session.stored_header
