@@ -44,6 +44,7 @@ def say(page: Page, text: str) -> None:
     page.click("#send")
 
 
+@pytest.mark.slow
 def test_the_chat_page_chats_approves_and_resumes_after_a_restart(page: Page, tmp_path: Path) -> None:
     server = start(tmp_path / "sessions", tmp_path / "serve.log")
     try:

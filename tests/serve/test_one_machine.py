@@ -51,10 +51,13 @@ def test_turns_stream_and_approval_through_the_api(alice: httpx.Client, server: 
               for n, text in enumerate(["hello", "approve: ship it"])]
     assert [r.status_code for r in posted] == [202, 202]
     pending = wait_for(lambda: alice.get(f"/sessions/{session_id}/approvals").json()["pending"], "the approval ask")
+    # A message posted while a call waits for a person is a turn of its own, after that one.
+    assert alice.post(f"/sessions/{session_id}/messages", json={"text": "bye", "id": "m2"}).status_code == 202
+    wait_for(lambda: any(e["type"] == "agent/inbox/spliced" and '"m2"' in json.dumps(e["data"])
+                         for e in log_events(alice, session_id)), "'bye' queued behind the waiting turn")
     assert [(p["tool"], json.loads(p["arguments"])) for p in pending] == [("publish", {"text": "ship it"})]
     decided = alice.post(f"/sessions/{session_id}/approvals/{pending[0]['call_id']}", json={"decision": "approve"})
     assert decided.status_code == 202, decided.text
-    assert alice.post(f"/sessions/{session_id}/messages", json={"text": "bye", "id": "m2"}).status_code == 202
 
     stream = read_sse(alice, f"/sessions/{session_id}/events", finished_runs(3))
     kinds = [e["type"] for _, e in stream]
