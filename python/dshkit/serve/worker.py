@@ -79,6 +79,8 @@ async def _run(session: Session, factory: AgentFactory, action: dict[str, Any]) 
     _continue_cut_turn(agent, session)
     agent.wake()
     await _until_settled(agent)
+    if not agent.pending_approvals():
+        await agent.when_idle()  # raises a failure of the agent's loop (a log it could not write)
     return {"outcome": outcome, "status": agent.status, "seq": len(session.events) - 1}
 
 
