@@ -18,6 +18,7 @@ from typing import Any
 
 from dshkit import new_message_id
 from dshkit.session import Session, SessionError
+from dshkit.session.stores.postgres import PostgresStore
 
 logger = logging.getLogger("dshkit.serve")
 
@@ -40,6 +41,7 @@ class SessionPlace:
         self.location = text
         self._owners: dict[str, dict[str, Any]] = {}
         self._owners_lock = threading.Lock()
+        self._readers = ReadingPool(text) if self.is_postgres else None
         if not self.is_postgres:
             folder = Path(text)
             if folder.exists() and not folder.is_dir():
@@ -102,7 +104,14 @@ class SessionPlace:
         return dict(served) if served is not None else None
 
     def read(self, session_id: str) -> Session:
-        """The session's log, read-only (never locks, repairs or writes)."""
+        """The session's log, read-only (never locks, repairs or writes).
+
+        On PostgreSQL over a connection of this process's reading pool: an API process reads a
+        log for every stream wake, and a new connection each time (a server process forked per
+        read) cost more than the read itself."""
+        if self.is_postgres:
+            assert self._readers is not None
+            return Session.open(store=PooledReader(self.location, session_id, self._readers), read_only=True)
         return Session.open(**self._where(session_id), read_only=True)
 
     def open_writer(self, session_id: str) -> Session:
@@ -113,14 +122,63 @@ class SessionPlace:
         """The newest seq of each session that has events (one query on PostgreSQL)."""
         if not session_ids:
             return {}
-        if self.is_postgres:
-            return _postgres_latest(self.location, session_ids)
+        if self._readers is not None:
+            return _postgres_latest(self._readers, session_ids)
         found = {}
         for session_id in session_ids:
             seq = _sqlite_latest(self._path(session_id))
             if seq is not None:
                 found[session_id] = seq
         return found
+
+
+class ReadingPool:
+    """Idle read-only PostgreSQL connections, reused (at most `keep` kept)."""
+
+    def __init__(self, url: str, keep: int = 8) -> None:
+        self._url = url
+        self._keep = keep
+        self._idle: list[Any] = []
+        self._lock = threading.Lock()
+
+    def borrow(self) -> Any:
+        """An idle connection, or a new one (autocommit: no transaction outlives a read)."""
+        with self._lock:
+            while self._idle:
+                connection = self._idle.pop()
+                if not connection.closed:
+                    return connection
+        import psycopg
+
+        try:
+            return psycopg.connect(self._url, autocommit=True, connect_timeout=10)
+        except psycopg.OperationalError as error:
+            raise ConnectionError(f"cannot connect to read sessions: {str(error).strip()}") from error
+
+    def give_back(self, connection: Any) -> None:
+        """Keep the connection for the next read (closed when enough are kept, or broken)."""
+        with self._lock:
+            if not connection.closed and not connection.broken and len(self._idle) < self._keep:
+                self._idle.append(connection)
+                return
+        connection.close()
+
+
+class PooledReader(PostgresStore):
+    """A read-only PostgreSQL store whose connection comes from, and goes back to, a `ReadingPool`."""
+
+    def __init__(self, url: str, session_id: str, pool: ReadingPool) -> None:
+        super().__init__(url, session_id)
+        self._pool = pool
+
+    def _connect(self) -> Any:  # the store's one way to a connection; the schema exists already
+        return self._pool.borrow()
+
+    def close(self) -> None:
+        """Give the connection back (held appends: none, it never writes)."""
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            self._pool.give_back(connection)
 
 
 def _sqlite_latest(path: Path) -> int | None:
@@ -135,21 +193,13 @@ def _sqlite_latest(path: Path) -> int | None:
     return None if row is None else row[0]
 
 
-_POSTGRES_CONNECTIONS: dict[str, Any] = {}
-
-
-def _postgres_latest(url: str, session_ids: list[str]) -> dict[str, int]:
-    import psycopg
-
-    connection = _POSTGRES_CONNECTIONS.get(url)
-    if connection is None or connection.closed:
-        connection = _POSTGRES_CONNECTIONS[url] = psycopg.connect(url, autocommit=True)
+def _postgres_latest(pool: ReadingPool, session_ids: list[str]) -> dict[str, int]:
+    connection = pool.borrow()
     try:
         rows = connection.execute(
             "SELECT session_id, max(seq) FROM dshkit_events WHERE session_id = ANY(%s) GROUP BY session_id",
             (session_ids,),
         ).fetchall()
-    except psycopg.OperationalError:
-        _POSTGRES_CONNECTIONS.pop(url, None)
-        raise
+    finally:
+        pool.give_back(connection)
     return {session_id: seq for session_id, seq in rows}
