@@ -2,8 +2,9 @@
 
 `EchoModel` answers from the request alone, so any worker, after any crash, answers alike: a user
 message "approve: X" makes it call the approval-gated tool `publish` with X; a tool result makes it
-say what the tool returned; anything else is echoed ("slow: X" slowly: 40 chunks, half a second apart). `DSHKIT_TEST_MODEL_DELAY` (seconds between
-chunks) makes turns long enough for a SIGKILL to land inside them.
+say what the tool returned; "slow: X" is echoed slowly (40 chunks a quarter of a second apart);
+anything else is echoed. `DSHKIT_TEST_MODEL_DELAY` (seconds between chunks) makes turns long
+enough for a SIGKILL to land inside them.
 """
 
 from __future__ import annotations
@@ -41,8 +42,8 @@ class EchoModel:
                           {"type": "finish", "reason": "tool_calls"}]
             else:
                 chunks = [{"type": "text_delta", "text": piece} for piece in ("echo: ", said)]
-        delay = 0.5 if _last_user_text(messages).startswith("slow: ") else self.delay
-        for chunk in chunks * (20 if delay == 0.5 and chunks[0]["type"] == "text_delta" else 1):
+        delay = 0.25 if _last_user_text(messages).startswith("slow: ") else self.delay
+        for chunk in chunks * (20 if delay == 0.25 and chunks[0]["type"] == "text_delta" else 1):
             if delay:
                 await asyncio.sleep(delay)
             yield chunk
