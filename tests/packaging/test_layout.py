@@ -16,7 +16,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "python" / "dshkit"
 
-LAYERS = {"llm": 0, "session": 1, "models": 2, "agent": 3, "interop": 4, "mcp": 4, "cli": 5}
+LAYERS = {"llm": 0, "session": 1, "models": 2, "agent": 3, "interop": 4, "mcp": 4, "serve": 4, "cli": 5}
 MAX_LINES = 500
 
 

@@ -1,4 +1,4 @@
-"""The `dshkit` command line: `demo`, `log show|verify|messages|html|serve|list|convert`, `chat`, `bench`.
+"""The `dshkit` command line: `demo`, `log show|verify|messages|html|serve|list|convert`, `chat`, `bench`, `serve`, `worker`.
 
 The top layer: each command is a module of this package (`dshkit.cli.demo`, `.log`, `.chat`,
 `.bench`) imported only when used, so that `dshkit log verify` does not import the agent or HTTP
@@ -72,6 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bench.add_argument("files", nargs="*", metavar="FILE.json", help="JSON documents (default: a built-in one)")
     bench.add_argument("--rounds", type=int, default=None, metavar="N", help="timed rounds per measurement")
+    from dshkit.cli.serve import add_serve_commands
+
+    add_serve_commands(commands)
     return parser
 
 
@@ -128,6 +131,10 @@ def _run(args: argparse.Namespace) -> int:
         from dshkit.cli.bench import main as run_bench
 
         return run_bench(args)
+    if args.command in ("serve", "worker"):
+        from dshkit.cli.serve import main as run_serve
+
+        return run_serve(args)
     raise AssertionError(args.command)  # argparse rejects unknown commands
 
 

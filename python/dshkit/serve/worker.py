@@ -1,0 +1,155 @@
+"""The worker's one workflow: open the session as its fenced writer, apply one request, run until settled.
+
+`run_session_workflow(session_id, action)` is the DBOS workflow every request becomes. It has no
+DBOS steps on purpose: the session log is the record of what happened, and every action is made
+idempotent against it, so a workflow DBOS recovers after a crash simply runs again from the top:
+
+- a message is delivered only if its id is in neither the log nor the inbox (exactly once);
+- a decision is applied only while its call still waits; a cancel only while a turn is open;
+- a turn the crash cut (repaired as ``interrupted`` when the session is opened) is continued once,
+  by a continuation message whose id is derived from that turn's end, so the person's message is
+  answered once, whichever worker (or how many recoveries) it takes.
+
+The agent runs until it is idle or waits for a person's approval; then its loop is closed, which
+leaves a waiting turn open in the log (suspended, as the agent documents), and the session closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from dbos import DBOS
+
+from dshkit import Message, create_user_message
+from dshkit.agent import Agent
+from dshkit.serve.engine import WORKFLOW_NAME
+from dshkit.serve.places import SERVE_HEADER_FIELD, SessionPlace
+from dshkit.session import Session, SessionError
+
+AgentFactory = Callable[[Session], Any]
+"""`factory(session) -> Agent` (or an awaitable of one): the agent that serves an opened session."""
+
+_OPEN_PATIENCE_SEC = 60.0
+_RUNTIME: dict[str, Any] = {}
+
+
+def configure_runtime(agents: Mapping[str, AgentFactory], place: SessionPlace) -> None:
+    """Tell this process's workflows which agents exist and where sessions live."""
+    _RUNTIME["agents"] = dict(agents)
+    _RUNTIME["place"] = place
+
+
+@DBOS.workflow(name=WORKFLOW_NAME)
+def run_session_workflow(session_id: str, action: dict[str, Any]) -> dict[str, Any]:
+    """Apply `action` to the session and run its agent until it is idle or waits for approval."""
+    place: SessionPlace = _RUNTIME["place"]
+    session = _open_writer(place, session_id)
+    try:
+        served = session.stored_header.get(SERVE_HEADER_FIELD) or {}
+        factory = _RUNTIME["agents"][served["agent"]]
+        return asyncio.run(_run(session, factory, action))
+    finally:
+        session.close()
+
+
+def _open_writer(place: SessionPlace, session_id: str) -> Session:
+    """Open as the writer, waiting while a dying writer's lock is still held (its connection closing)."""
+    deadline = time.monotonic() + _OPEN_PATIENCE_SEC
+    while True:
+        try:
+            return place.open_writer(session_id)
+        except SessionError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+async def _run(session: Session, factory: AgentFactory, action: dict[str, Any]) -> dict[str, Any]:
+    agent = factory(session)
+    if inspect.isawaitable(agent):
+        agent = await agent
+    if not isinstance(agent, Agent):
+        raise TypeError(f"agent factory: expected an Agent, got {type(agent).__name__}")
+    outcome = _apply(agent, session, action)
+    _continue_cut_turn(agent, session)
+    agent.wake()
+    await _until_settled(agent)
+    if not agent.pending_approvals():
+        await agent.when_idle()  # raises a failure of the agent's loop (a log it could not write)
+    return {"outcome": outcome, "status": agent.status, "seq": len(session.events) - 1}
+
+
+async def _until_settled(agent: Agent) -> None:
+    """Until the agent is idle, or every call that waits for a person waits in this process.
+
+    `when_waiting` alone is not enough: a turn an earlier process left waiting shows its asks as
+    pending before the resumed turn has reached them, and closing the loop then would cancel the
+    resumed turn (ending it ``aborted``). So this also asks the agent's approval book whether each
+    pending call is waiting here (`is_waiting`; the agent has no public form of it yet).
+    """
+    book = agent._approvals  # noqa: SLF001 - see the docstring
+    while True:
+        await agent.when_waiting()
+        pending = agent.pending_approvals()
+        if not pending or agent._driver is None:  # noqa: SLF001 - idle, or suspended and not resumed
+            return
+        if all(book.is_waiting(item.call_id) for item in pending):
+            return
+        await asyncio.sleep(0.01)
+
+
+def _apply(agent: Agent, session: Session, action: dict[str, Any]) -> str:
+    """Apply one request, unless the log shows it was applied already."""
+    kind = action["kind"]
+    if kind == "message":
+        message = Message.from_json(action["message"])
+        pending = {m.id for m in agent.inbox.next_turn + agent.inbox.next_step}
+        if session.has_message(message.id) or message.id in pending:
+            return "already_delivered"
+        agent.followup(message)
+        return "delivered"
+    if kind == "decide":
+        if not any(p.call_id == action["call_id"] for p in agent.pending_approvals()):
+            return "not_pending"
+        if action["outcome"] == "approve":
+            agent.approve(action["call_id"])
+        else:
+            agent.deny(action["call_id"], action.get("reason"))
+        return "decided"
+    if kind == "cancel":
+        agent.cancel(action.get("cause") or "user")
+        return "cancelled"
+    raise ValueError(f"unknown action kind {kind!r}")
+
+
+def _continue_cut_turn(agent: Agent, session: Session) -> None:
+    """After a crash repair: continue the cut turn once, with a continuation message of its own."""
+    last_end = None
+    events = session.events
+    for index in range(len(events) - 1, -1, -1):
+        event = events[index]
+        if event.type == "turn/end":
+            last_end = event
+            break
+        if event.type in ("user/message", "turn/start"):
+            return  # something newer than the last turn's end: nothing was cut
+    if last_end is None or last_end.data["reason"]["kind"] != "interrupted":
+        return
+    resume_id = f"serve-continue-{session.id}-{last_end.seq}"
+    pending = {m.id for m in agent.inbox.next_turn + agent.inbox.next_step}
+    if session.has_message(resume_id) or resume_id in pending:
+        return
+    text = "The previous turn was cut by a worker failure; carry on answering the last message."
+    note = create_user_message(text, source={"kind": "plugin", "plugin": "serve", "continues_turn": last_end.data["turn"]})
+    agent.followup(Message.from_json(_with_id(note, resume_id)))
+
+
+def _with_id(message: Message, message_id: str) -> str:
+    record = message.to_dict()
+    record["id"] = message_id
+    return json.dumps(record)
