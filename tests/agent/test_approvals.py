@@ -307,6 +307,33 @@ def test_a_follow_up_on_a_log_left_waiting_finishes_that_turn_first(kit: Any, tm
         assert kit.texts(session.messages())[-1] == "second turn done"
 
 
+def test_when_waiting_on_a_resumed_turn_returns_once_the_turn_is_back_at_its_ask(kit: Any, tmp_path: Path) -> None:
+    # A worker wakes an agent on a log an earlier process left waiting, waits, and stops its loop:
+    # the turn must still wait for the person then, not be cut (ended "aborted") on its way back.
+    from dshkit import create_assistant_message
+
+    path = tmp_path / "log.jsonl"
+    with Session.create(path) as session:
+        session.append("turn/start", {"turn": 1})
+        session.append("step/start", {"turn": 1, "step": 1})
+        session.append("user/message", kit.user("clean up"))
+        call = {"type": "tool_call", "id": "c1", "name": "rm", "arguments": "{}"}
+        session.append("assistant/message", {"turn": 1, "step": 1, "message": create_assistant_message([call], provider="p", model="m")})
+        session.append("tool/call", {"turn": 1, "step": 1, "call_id": "c1", "name": "rm", "arguments": "{}"})
+        session.append("approval/asked", {"turn": 1, "step": 1, "id": "a1", "call_id": "c1", "tool": "rm", "arguments": "{}"})
+    with Session.open(path) as session:
+        agent = Agent(ScriptedModel(["done"]), session=session, tools=tools([], rm="ask"))
+
+        async def main() -> None:
+            agent.wake()
+            await agent.when_waiting()
+
+        asyncio.run(main())  # the loop ends here, cancelling the agent's task
+        assert not [e for e in session.events if e.type == "turn/end"]
+    with Session.open(path) as session:
+        assert [p.call_id for p in Agent(ScriptedModel([]), session=session).pending_approvals()] == ["c1"]
+
+
 def test_asks_and_decisions_are_live_events(kit: Any) -> None:
     ran: list[str] = []
     model = ScriptedModel([kit.calls_response(("c1", "rm", '{"path": "x"}')), "ok"])

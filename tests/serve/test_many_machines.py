@@ -28,7 +28,7 @@ pytest.importorskip("ag_ui")
 from postgres_server import ServerUnavailable, start_server  # noqa: E402
 
 from dshkit.session import Session  # noqa: E402
-from dshkit.session.verify import check_events  # noqa: E402
+from dshkit.session._verify import check_events  # noqa: E402
 from tests.serve.serving import PATIENCE, Process, answers_of, child_env, serve, worker  # noqa: E402
 
 SESSIONS = int(os.environ.get("DSHKIT_SERVE_TEST_SESSIONS", "100"))

@@ -18,7 +18,7 @@ pytest.importorskip("ag_ui")
 from tests.serve.serving import Process, answers_of, client, log_events, read_sse, serve, wait_for  # noqa: E402
 
 from dshkit.session import Session  # noqa: E402
-from dshkit.session.verify import check_events  # noqa: E402
+from dshkit.session._verify import check_events  # noqa: E402
 
 
 @pytest.fixture(scope="module")

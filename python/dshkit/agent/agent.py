@@ -333,8 +333,9 @@ class Agent(Runs):
             raise failure
 
     async def when_waiting(self) -> None:
-        """Wait until the agent is idle or a call waits for approval (`pending_approvals()`)."""
-        while self._driver is not None and not self._approvals.waiting:
+        """Wait until the agent is idle or its turn waits for approval (`pending_approvals()`); a
+        turn resumed from a log left waiting first reaches every call it asked about."""
+        while self._driver is not None and not self._approvals.waiting_here:
             await self._state_change()
 
     async def run_maintenance(self, fn: Callable[[], Any]) -> Any:

@@ -176,6 +176,14 @@ class ApprovalBook:
         """Whether a call waits for a person (live, or left so in the log by an earlier process)."""
         return any(r.outcome is None and not r.answered for r in self._asks.values())
 
+    @property
+    def waiting_here(self) -> bool:
+        """Whether calls wait for a person and each waits in this process: a turn resumed from a log
+        an earlier process left waiting has reached every ask it has (until then, only the log
+        says they wait)."""
+        pending = [r.call_id for r in self._asks.values() if r.outcome is None and not r.answered]
+        return bool(pending) and all(self.is_waiting(call_id) for call_id in pending)
+
     def prior_ask(self, call_id: str, turn: int, step: int) -> AskRecord | None:
         """The ask this very call already has in the log (a turn resumed after a restart)."""
         record = self._asks.get(call_id)

@@ -16,8 +16,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from dshkit.session.stores import is_url
+
 QUEUE_NAME = "dshkit_sessions"
-WORKFLOW_NAME = "dshkit_serve_session"
 APP_NAME = "dshkit-serve"
 # One version for every process of a deployment: an API process enqueues for it, and workers of
 # that version (and only they) dequeue and recover the work. Change it when workflows change.
@@ -32,7 +33,7 @@ def engine_url(store: str, engine: str | None) -> str:
         if not engine.startswith(("sqlite:///", "postgresql://", "postgres://")):
             raise ValueError(f"engine {engine!r}: expected a sqlite:/// or postgresql:// URL")
         return engine
-    if store.startswith(("postgresql://", "postgres://")):
+    if is_url(store):  # a server store is PostgreSQL: the engine shares its database
         return store
     return f"sqlite:///{Path(store).absolute() / '.dbos.sqlite'}"
 

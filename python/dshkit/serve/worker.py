@@ -27,7 +27,6 @@ from dbos import DBOS
 
 from dshkit import Message, create_user_message
 from dshkit.agent import Agent
-from dshkit.serve.engine import WORKFLOW_NAME
 from dshkit.serve.places import SERVE_HEADER_FIELD, SessionPlace
 from dshkit.session import Session, SessionError
 
@@ -42,6 +41,9 @@ def configure_runtime(agents: Mapping[str, AgentFactory], place: SessionPlace) -
     """Tell this process's workflows which agents exist and where sessions live."""
     _RUNTIME["agents"] = dict(agents)
     _RUNTIME["place"] = place
+
+
+WORKFLOW_NAME = "dshkit_serve_session"
 
 
 @DBOS.workflow(name=WORKFLOW_NAME)
@@ -78,29 +80,10 @@ async def _run(session: Session, factory: AgentFactory, action: dict[str, Any]) 
     outcome = _apply(agent, session, action)
     _continue_cut_turn(agent, session)
     agent.wake()
-    await _until_settled(agent)
+    await agent.when_waiting()  # idle, or every pending call waits in this process
     if not agent.pending_approvals():
         await agent.when_idle()  # raises a failure of the agent's loop (a log it could not write)
     return {"outcome": outcome, "status": agent.status, "seq": len(session.events) - 1}
-
-
-async def _until_settled(agent: Agent) -> None:
-    """Until the agent is idle, or every call that waits for a person waits in this process.
-
-    `when_waiting` alone is not enough: a turn an earlier process left waiting shows its asks as
-    pending before the resumed turn has reached them, and closing the loop then would cancel the
-    resumed turn (ending it ``aborted``). So this also asks the agent's approval book whether each
-    pending call is waiting here (`is_waiting`; the agent has no public form of it yet).
-    """
-    book = agent._approvals  # noqa: SLF001 - see the docstring
-    while True:
-        await agent.when_waiting()
-        pending = agent.pending_approvals()
-        if not pending or agent._driver is None:  # noqa: SLF001 - idle, or suspended and not resumed
-            return
-        if all(book.is_waiting(item.call_id) for item in pending):
-            return
-        await asyncio.sleep(0.01)
 
 
 def _apply(agent: Agent, session: Session, action: dict[str, Any]) -> str:
