@@ -8,13 +8,13 @@ from typing import TYPE_CHECKING, Any
 
 from dshkit.models.protocol import CancelSignal, Chunk
 from dshkit.models.replies import check_reply, reply_chunks
-from dshkit.models.scripted import replay
+from dshkit.models.scripted import OfflineModel, replay
 
 if TYPE_CHECKING:
     from dshkit.session import ModelRequest
 
 
-class FunctionModel:
+class FunctionModel(OfflineModel):
     """A model answering each request with ``fn(request)`` (a plain function or a coroutine function).
 
     `fn` returns a reply as `ScriptedModel` takes them (`dshkit.models.replies`): a `str`,
@@ -29,30 +29,12 @@ class FunctionModel:
     ) -> None:
         if not callable(fn):
             raise TypeError(f"FunctionModel fn: expected a callable taking the request, got {type(fn).__name__}")
-        name = model if model is not None else getattr(fn, "__name__", "function")
-        if not isinstance(provider, str) or not provider or not isinstance(name, str) or not name:
-            raise TypeError("FunctionModel provider and model: expected non-empty strs")
+        OfflineModel.__init__(self, "FunctionModel", provider, model if model is not None else getattr(fn, "__name__", "function"), native_output)
         self._fn = fn
-        self._provider = provider
-        self._model = name
-        self.native_output = bool(native_output)
-        self.requests: list[ModelRequest] = []
-
-    @property
-    def provider(self) -> str:
-        """Provider name recorded in the assistant messages' source."""
-        return self._provider
-
-    @property
-    def model(self) -> str:
-        """Model name recorded in the assistant messages' source (the function's name by default)."""
-        return self._model
 
     def stream(self, request: ModelRequest, cancel: CancelSignal | None = None) -> AsyncIterator[Chunk]:
         """Stream the reply `fn(request)` gives."""
-        number = len(self.requests)
-        self.requests.append(request)
-        return self._answer(request, cancel, number)
+        return self._answer(request, cancel, self._record(request))
 
     async def _answer(self, request: ModelRequest, cancel: CancelSignal | None, number: int) -> AsyncIterator[Chunk]:
         reply = self._fn(request)

@@ -15,7 +15,42 @@ if TYPE_CHECKING:
 ScriptedResponse = Union[str, Call, Output, BaseException, Sequence[Union[Mapping[str, Any], BaseException, Call]]]
 
 
-class ScriptedModel:
+class OfflineModel:
+    """What the offline models share (`ScriptedModel`, `FunctionModel`, `TestModel`): the names
+    recorded in their answers' source, and every request received, in order."""
+
+    def __init__(self, kind: str, provider: str, model: str, native_output: bool) -> None:
+        if not isinstance(provider, str) or not provider:
+            raise TypeError(f"{kind} provider: expected a non-empty str")
+        if not isinstance(model, str) or not model:
+            raise TypeError(f"{kind} model: expected a non-empty str")
+        self._provider = provider
+        self._model = model
+        self.native_output = bool(native_output)
+        self._requests: list[ModelRequest] = []
+
+    @property
+    def provider(self) -> str:
+        """Provider name recorded in the assistant messages' source."""
+        return self._provider
+
+    @property
+    def model(self) -> str:
+        """Model name recorded in the assistant messages' source."""
+        return self._model
+
+    @property
+    def requests(self) -> tuple[ModelRequest, ...]:
+        """Every request received so far, in order."""
+        return tuple(self._requests)
+
+    def _record(self, request: ModelRequest) -> int:
+        """Keep `request`; its number (0 for the first call)."""
+        self._requests.append(request)
+        return len(self._requests) - 1
+
+
+class ScriptedModel(OfflineModel):
     """A model that answers call *n* with ``responses[n]``.
 
     A response is a plain reply (`dshkit.models.replies`): a `str` (a text answer, streamed word
@@ -42,33 +77,11 @@ class ScriptedModel:
             raise TypeError(
                 f"ScriptedModel responses: expected a list of responses, got {type(responses).__name__}"
             )
-        if not isinstance(provider, str) or not provider:
-            raise TypeError("ScriptedModel provider: expected a non-empty str")
-        if not isinstance(model, str) or not model:
-            raise TypeError("ScriptedModel model: expected a non-empty str")
+        OfflineModel.__init__(self, "ScriptedModel", provider, model, native_output)
         if isinstance(delay, bool) or not isinstance(delay, (int, float)) or not delay >= 0:
             raise ValueError(f"ScriptedModel delay: expected a number >= 0, got {delay!r}")
         self._script = [check_reply(response, f"ScriptedModel responses[{index}]") for index, response in enumerate(responses)]
-        self._provider = provider
-        self._model = model
         self.delay = float(delay)
-        self.native_output = bool(native_output)
-        self._requests: list[ModelRequest] = []
-
-    @property
-    def provider(self) -> str:
-        """Provider name recorded in the assistant messages' source."""
-        return self._provider
-
-    @property
-    def model(self) -> str:
-        """Model name recorded in the assistant messages' source."""
-        return self._model
-
-    @property
-    def requests(self) -> tuple[ModelRequest, ...]:
-        """Every request received so far, in order."""
-        return tuple(self._requests)
 
     @property
     def remaining(self) -> int:
@@ -77,8 +90,7 @@ class ScriptedModel:
 
     def stream(self, request: ModelRequest, cancel: CancelSignal | None = None) -> AsyncIterator[Chunk]:
         """Stream the next scripted response (the request is recorded at call time)."""
-        number = len(self._requests)
-        self._requests.append(request)
+        number = self._record(request)
         if number >= len(self._script):
             return self._replay(number, None, cancel)
         return self._replay(number, reply_chunks(self._script[number], request, native=self.native_output, number=number), cancel)

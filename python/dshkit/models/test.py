@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from dshkit.models.protocol import CancelSignal, Chunk
 from dshkit.models.replies import Call, calls_chunks, reply_chunks, output, text_chunks
-from dshkit.models.scripted import replay
+from dshkit.models.scripted import OfflineModel, replay
 
 if TYPE_CHECKING:
     from dshkit.session import ModelRequest
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 _MAX_DEPTH = 8  # a recursive schema stops here (an optional field left out, an empty list)
 
 
-class TestModel:
+class TestModel(OfflineModel):
     """A model exercising every tool once with schema-valid arguments, then answering (see the module doc)."""
 
     __test__ = False  # not a pytest test class, despite its name
@@ -29,24 +29,12 @@ class TestModel:
     def __init__(self, *, text: str = "success (no tool calls)", provider: str = "test", model: str = "test") -> None:
         if not isinstance(text, str):
             raise TypeError(f"TestModel text: expected a str, got {type(text).__name__}")
-        self._provider, self._model, self.text = provider, model, text
-        self.native_output = False
-        self.requests: list[ModelRequest] = []
-
-    @property
-    def provider(self) -> str:
-        """Provider name recorded in the assistant messages' source."""
-        return self._provider
-
-    @property
-    def model(self) -> str:
-        """Model name recorded in the assistant messages' source."""
-        return self._model
+        OfflineModel.__init__(self, "TestModel", provider, model, native_output=False)
+        self.text = text
 
     def stream(self, request: ModelRequest, cancel: CancelSignal | None = None) -> AsyncIterator[Chunk]:
         """Call the tools not called yet in this conversation; else give the output or the text."""
-        number = len(self.requests)
-        self.requests.append(request)
+        number = self._record(request)
         return replay(self._reply(request, number), cancel)
 
     def _reply(self, request: ModelRequest, number: int) -> list[Any]:
