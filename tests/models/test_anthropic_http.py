@@ -14,7 +14,7 @@ from dshkit.models import Provider
 from dshkit.models.provider import split_options
 from dshkit.models.anthropic.model import AnthropicModel
 from dshkit.models.anthropic.projection import anthropic_body
-from dshkit.models.projection import UnsupportedContentError
+from dshkit.models.projection_parts import UnsupportedContentError
 from dshkit.models.errors import IncompleteStreamError, MalformedResponseError, ProviderStreamError, ServerError
 from dshkit.models.protocol import ModelError
 

@@ -18,7 +18,7 @@ from dshkit import (
     freeze_message,
 )
 from dshkit.models.chat.projection import chat_body, chat_messages, chat_tools
-from dshkit.models.projection import UnsupportedContentError, encode_body
+from dshkit.models.projection_parts import UnsupportedContentError, encode_body
 
 USER = {"kind": "user"}
 

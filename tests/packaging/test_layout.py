@@ -133,7 +133,7 @@ def model_api_of(module: str) -> str | None:
 
 @pytest.mark.parametrize("name", sorted(name for name in MODULES if layer_of(name) == "models"))
 def test_a_model_api_uses_only_its_own_folder_and_the_shared_modules(name: str) -> None:
-    # Shared pieces live in dshkit.models.{protocol,errors,projection,stream_translation} and
+    # Shared pieces live in dshkit.models.{protocol,errors,projection_parts,stream_translation} and
     # dshkit.models.http; one API reaching into another's folder is how shared code used to hide.
     own = model_api_of(name)
     foreign = sorted(

@@ -24,7 +24,7 @@ from dshkit.interop.openai_chat import to_chat_messages
 from dshkit.interop.openai_responses import to_response_items
 from dshkit.models.anthropic.projection import anthropic_body
 from dshkit.models.chat.projection import chat_body
-from dshkit.models.projection import encode_body
+from dshkit.models.projection_parts import encode_body
 from dshkit.models.responses.projection import responses_body
 from dshkit.session import Session, SessionClosedError, project_request
 from dshkit.session import AttachmentError

@@ -49,7 +49,7 @@ from dshkit.llm import Message, thaw
 from dshkit.session.attachments import Attachments, inline_attachments
 from dshkit.models.anthropic.projection import replayed_blocks
 from dshkit.models.anthropic.replay import ASSISTANT_BLOCKS, MAPPED_KEYS, block_entry, replay_state
-from dshkit.models.projection import UnsupportedContentError
+from dshkit.models.projection_parts import UnsupportedContentError
 
 __all__ = ["from_anthropic", "native_replay_state", "to_anthropic"]
 

@@ -50,7 +50,7 @@ from dshkit.interop.blocks import (
 )
 from dshkit.llm import Message, thaw
 from dshkit.session.attachments import Attachments, inline_attachments
-from dshkit.models.projection import UnsupportedContentError
+from dshkit.models.projection_parts import UnsupportedContentError
 from dshkit.models.responses.projection import REPLAY_API, replayed_items
 from dshkit.models.responses.replay import ASSISTANT_ITEMS, item_entry, replay_state
 

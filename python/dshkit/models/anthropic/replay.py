@@ -16,20 +16,20 @@ back as they were. A ``compaction`` block (context management: the server's summ
 context before it, ``content``, and its ``encrypted_content``) is kept whole, its keys in their
 order, and goes back unchanged; its summary is also n characters of the reasoning text (shown,
 and checked to still fit before the block is sent back). `AnthropicStreamTranslator` writes
-the state from a stream; `assistant_from_blocks` from the whole blocks of a response or a
-transcript (`dshkit.interop.anthropic` imports with it);
+the state from a stream; `block_entry` one whole block of a response or a transcript
+(`dshkit.interop.anthropic` imports with it);
 `dshkit.models.anthropic_projection.replayed_blocks` rebuilds the blocks from it.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from dshkit.models.anthropic.projection import REPLAY_API
 
-__all__ = ["ASSISTANT_BLOCKS", "MAPPED_KEYS", "REPLAY_API", "assistant_from_blocks", "block_entry", "compaction_block", "replay_state"]
+__all__ = ["ASSISTANT_BLOCKS", "MAPPED_KEYS", "REPLAY_API", "block_entry", "compaction_block", "replay_state"]
 
 MAPPED_KEYS = {
     "thinking": frozenset(("type", "thinking", "signature")),
@@ -94,23 +94,6 @@ def compaction_block(block: Mapping[str, Any]) -> dict[str, Any]:
         if block.get(key) is not None and not isinstance(block[key], str):
             raise ValueError(f"a compaction block's {key!r} must be a str or null")
     return dict(block)
-
-
-def assistant_from_blocks(
-    blocks: Iterable[Mapping[str, Any]], *, message_id: str | None = None
-) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """The dshkit content and the replay state of one assistant turn's whole content blocks."""
-    content: list[dict[str, Any]] = []
-    layout: list[dict[str, Any]] = []
-    for index, block in enumerate(blocks):
-        try:
-            dshkit_block, entry = block_entry(block)
-        except ValueError as error:
-            raise ValueError(f"content[{index}]: {error}") from None
-        if dshkit_block is not None:
-            content.append(dshkit_block)
-        layout.append(entry)
-    return content, replay_state(layout, message_id=message_id)
 
 
 def replay_state(layout: list[dict[str, Any]], *, message_id: str | None = None) -> dict[str, Any]:

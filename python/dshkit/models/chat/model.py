@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from dshkit.models.chat.profiles import ChatProfile, profile_for, provider_for_url
 from dshkit.models.chat.projection import chat_body
-from dshkit.models.projection import encode_body
+from dshkit.models.projection_parts import encode_body
 from dshkit.models.chat.stream import ChatStreamTranslator
 from dshkit.models.stream_translation import excerpt
 from dshkit.models.errors import MalformedResponseError

@@ -1,7 +1,7 @@
 """From a `ModelRequest` to the JSON body of a streaming chat-completions call.
 
 A pure function of the request: nothing is minted, nothing read from the clock or the
-environment, so the same request always gives byte-identical bytes (`dshkit.models.projection.encode_body`). Key
+environment, so the same request always gives byte-identical bytes (`dshkit.models.projection_parts.encode_body`). Key
 order is fixed by construction; the order of keys inside caller-provided JSON (tool schemas, call
 settings) is kept as logged, because a schema's property order is part of what the model reads.
 
@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from dshkit.models.projection import (
+from dshkit.models.projection_parts import (
     UnsupportedContentError,
     apply_call_settings,
     file_data_url,

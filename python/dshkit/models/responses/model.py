@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from dshkit.models.projection import encode_body
+from dshkit.models.projection_parts import encode_body
 from dshkit.models.http.model import HTTPModel, StreamTranslator, endpoint, provider_from_url
 from dshkit.models.provider import Provider, provider_argument
 from dshkit.models.responses.projection import responses_body

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from dshkit.llm import thaw
-from dshkit.models.projection import (
+from dshkit.models.projection_parts import (
     UnsupportedContentError,
     apply_call_settings,
     block_text,

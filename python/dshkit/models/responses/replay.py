@@ -11,19 +11,19 @@ An assistant message's ``source.replay_state`` holds what the Responses API need
 
 An item entry or a message part may carry ``"extra"``: the item's or part's other keys (a
 ``status`` other than ``completed``, non-empty ``annotations``, ``logprobs``), sent back as they
-were. `ResponsesStreamTranslator` writes the state from a stream; `assistant_from_items` from
-whole output items (`dshkit.interop.openai_responses` imports with it);
+were. `ResponsesStreamTranslator` writes the state from a stream; `item_entry` from one whole
+output item (`dshkit.interop.openai_responses` imports with it);
 `dshkit.models.responses_projection.replayed_items` rebuilds the items from it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from dshkit.models.responses.projection import REPLAY_API
 
-__all__ = ["ASSISTANT_ITEMS", "REPLAY_API", "assistant_from_items", "item_entry", "replay_state"]
+__all__ = ["ASSISTANT_ITEMS", "REPLAY_API", "item_entry", "replay_state"]
 
 ASSISTANT_ITEMS = frozenset(("reasoning", "message", "function_call"))
 
@@ -84,22 +84,6 @@ def item_entry(item: Mapping[str, Any]) -> tuple[list[dict[str, Any]], dict[str,
             del entry["id"]
     _keep_extra(entry, item, _MAPPED[kind], _DEFAULTS.get(kind, {}))
     return blocks, entry
-
-
-def assistant_from_items(
-    items: Iterable[Mapping[str, Any]], *, response_id: str | None = None
-) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """The dshkit content and the replay state of one response's whole output items."""
-    content: list[dict[str, Any]] = []
-    layout: list[dict[str, Any]] = []
-    for index, item in enumerate(items):
-        try:
-            blocks, entry = item_entry(item)
-        except ValueError as error:
-            raise ValueError(f"output[{index}]: {error}") from None
-        content.extend(blocks)
-        layout.append(entry)
-    return content, replay_state(layout, response_id=response_id)
 
 
 def replay_state(layout: list[dict[str, Any]], *, response_id: str | None = None) -> dict[str, Any]:

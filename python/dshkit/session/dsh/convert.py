@@ -19,7 +19,7 @@ from dshkit import thaw, to_json
 from dshkit.session.attachments import Attachments, copy_attachments
 from dshkit.session._log.event_codec import FORMAT_VERSION as DSHKIT_VERSION
 from dshkit.session._log.event_codec import encode_event as encode_dshkit_event
-from dshkit.session.events import MESSAGE_EVENT_TYPES, Event
+from dshkit.session.events import MESSAGE_EVENT_TYPES
 from dshkit.session._surface import Surface
 from dshkit.session.dsh.chunk_rows import pack_runs
 from dshkit.session.dsh.codec import encode_record, new_header
@@ -183,7 +183,3 @@ def _write_dshkit_sqlite(
     finally:
         store.close()
 
-
-def convert_events_for_test(events: list[Event]) -> list[dict[str, Any]]:
-    """The original's records for `events` (unpacked), for checks that compare record by record."""
-    return _original_records(events, lambda _seq: None)
