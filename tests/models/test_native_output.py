@@ -157,3 +157,43 @@ def test_a_malformed_output_schema_is_refused(bad: Any) -> None:
 def test_the_output_tool_may_not_shadow_a_tool() -> None:
     with pytest.raises(ValueError, match="its name 'lookup' is also the name of a tool"):
         AnthropicModel("m").request_body(request({"output_schema": {**OUTPUT, "name": "lookup"}}, tools=(TOOL,)))
+
+
+def test_a_run_in_native_mode_retries_with_the_validation_error_and_re_opens_to_the_same_output(
+    loopback: Any, wire: Any, tmp_path: Any
+) -> None:
+    # The whole path over the wire: Agent.run asks for a typed output, the Chat model sends it as
+    # response_format, an invalid answer goes back as a user message naming the failing path, the
+    # retry's valid answer is the output, and the re-opened log gives the same output.
+    from dataclasses import dataclass
+
+    from dshkit.agent.result import RunResult
+    from dshkit.session import Session
+
+    @dataclass
+    class City:
+        city: str
+        population: int
+
+    def text_reply(text: str) -> Any:
+        return wire.sse_reply([wire.chunk(role="assistant", content=""), wire.chunk(content=text), wire.chunk(finish="stop"), wire.DONE])
+
+    loopback.reply(text_reply('{"city": "Lisbon"}'), text_reply(ANSWER))
+    path = tmp_path / "log.jsonl"
+
+    async def main() -> Any:
+        model = OpenAICompatibleModel("gpt-test", Provider(loopback.base_url, api_key="sk", timeout=5.0, max_retries=0))
+        async with model:
+            with Session.create(path) as session:
+                return await Agent(model, session=session).run("Biggest city of Portugal?", output_type=City)
+
+    result = asyncio.run(main())
+    assert result.output == City("Lisbon", 545000) and result.usage.requests == 2
+    first, retry = (received.json for received in loopback.received)
+    assert first["response_format"]["type"] == "json_schema" and "tools" not in first
+    assert first["response_format"]["json_schema"]["schema"]["required"] == ["city", "population"]
+    correction = retry["messages"][-1]
+    assert correction["role"] == "user" and "population" in correction["content"]
+    with Session.open(path, read_only=True) as session:
+        again = RunResult.from_log(session, output_type=City)
+    assert again.output == result.output
