@@ -75,8 +75,9 @@ def interpreter_for(wheel: Path) -> str | None:
     return None
 
 
-def install_into_fresh_venv(wheel: Path, python: str, home: Path) -> Path:
-    """A fresh venv of `python` with `wheel` installed (no dependencies, no index): its python."""
+def install_into_fresh_venv(wheel: Path, python: str, home: Path, *, extra: str | None = None) -> Path:
+    """A fresh venv of `python` with `wheel` installed (no dependencies, no index): its python.
+    With `extra`, the wheel is installed with that extra and its dependencies, from the index."""
     # This interpreter's pip installs into the new venv (`pip --python`): much faster than
     # bootstrapping pip into it, and just as isolated.
     outer_pip = subprocess.run([sys.executable, "-m", "pip", "--version"], capture_output=True).returncode == 0
@@ -88,8 +89,9 @@ def install_into_fresh_venv(wheel: Path, python: str, home: Path) -> Path:
     )
     target = home / "venv" / ("Scripts" if os.name == "nt" else "bin") / "python"
     pip = [sys.executable, "-m", "pip", "--python", str(target)] if outer_pip else [str(target), "-m", "pip"]
+    requirement = [f"{wheel}[{extra}]"] if extra else ["--no-index", "--no-deps", str(wheel)]
     subprocess.run(
-        [*pip, "install", "--quiet", "--no-index", "--no-deps", "--disable-pip-version-check", str(wheel)],
+        [*pip, "install", "--quiet", "--disable-pip-version-check", *requirement],
         check=True,
         cwd=home,
         env=isolated_env(),
@@ -235,7 +237,8 @@ def test_each_wheel_installs_and_runs_on_its_interpreter(tmp_path: Path) -> None
             continue
         home = tmp_path / wheel.name
         home.mkdir()
-        target = install_into_fresh_venv(wheel, python, home)
+        # The README's first agent has a typed tool and a typed output: the `typed` extra (pydantic).
+        target = install_into_fresh_venv(wheel, python, home, extra="typed")
         output = run_in(target, readme_first_example(), cwd=home)
         assert output.splitlines()[-1] == "ok", output
         ran.append(wheel.name)
@@ -250,7 +253,9 @@ def readme_first_example() -> str:
     lines = code.splitlines()
     program = []
     for statement in ast.parse(code).body:
-        source = ast.get_source_segment(code, statement) or ""
+        # A decorated definition starts at its first decorator (the node's own lineno is the def's).
+        first = min([statement.lineno, *(d.lineno for d in getattr(statement, "decorator_list", ()))])
+        source = "\n".join(lines[first - 1 : statement.end_lineno])
         following = lines[statement.end_lineno] if statement.end_lineno and statement.end_lineno < len(lines) else ""
         raised = re.match(r"\s*# !! (\w+)", following)
         if raised:
