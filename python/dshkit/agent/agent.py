@@ -17,17 +17,18 @@ import weakref
 from collections.abc import Awaitable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Callable, Final, Literal
 
+from dshkit.agent._arguments import checked_arguments, listed_hooks
 from dshkit.agent.approvals import ApprovalBook, PendingApproval, Policy, check_policy
 from dshkit.agent._user_code import call_sync_or_async
 from dshkit.agent.cancel import CancelToken
 from dshkit.agent.compaction import Compaction, Compactor
-from dshkit.agent.hooks import Hook, HookEntry, check_hooks
+from dshkit.agent.hooks import HookEntry, check_hooks
 from dshkit.agent.notifications import AgentEvent, EventStream, NotificationHub
 from dshkit.agent._input.inbox import NEXT_STEP, NEXT_TURN, Inbox
 from dshkit.agent.result import RunResult
 from dshkit.agent._turn.resume import finish_suspended_step, suspended_turn
 from dshkit.agent.run import Runs
-from dshkit.agent._run.state import RunState
+from dshkit.agent._run.state import RunState, wake_unclaimed
 from dshkit.agent._tools.runner import ToolCallRunner
 from dshkit.agent._tools.gate import ToolGate
 from dshkit.agent.tools import Tool, check_timeout
@@ -37,7 +38,6 @@ from dshkit.agent._turn.turn import TurnRunner
 from dshkit.agent._turn.state import StepResult, Turn
 from dshkit.llm import Message, freeze
 from dshkit.models.protocol import Model
-from dshkit.models.selection import infer_model
 from dshkit.session import Session
 
 if TYPE_CHECKING:
@@ -84,25 +84,7 @@ class Agent(Runs):
         approval: Policy | None = None,
         tool_timeout: float | None = None,
     ) -> None:
-        if isinstance(model, str):  # "openai:gpt-4.1-mini": a known provider's model, its key from the environment
-            model = infer_model(model)
-        if not (
-            callable(getattr(model, "stream", None))
-            and isinstance(getattr(model, "provider", None), str)
-            and isinstance(getattr(model, "model", None), str)
-        ):
-            raise TypeError(
-                f"Agent model: expected a model with str 'provider' and 'model' and a stream(request, cancel) method, "
-                f"got {type(model).__name__}"
-            )
-        if system is not None and not isinstance(system, str):
-            raise TypeError(f"Agent system: expected a str or None, got {type(system).__name__}")
-        if config is not None and not isinstance(config, Mapping):
-            raise TypeError(f"Agent config: expected a mapping of call settings, got {type(config).__name__}")
-        if session is not None and not isinstance(session, Session):
-            raise TypeError(f"Agent session: expected a dshkit.session.Session, got {type(session).__name__}")
-        if compaction is not None and not isinstance(compaction, Compaction):
-            raise TypeError(f"Agent compaction: expected a dshkit.agent.Compaction, got {type(compaction).__name__}")
+        model = checked_arguments(model, system, config, session, compaction)
         self._model = model
         self._session = session if session is not None else Session()
         toolbox = Toolbox(tools)  # Tools and ToolSources (e.g. an MCP server) whose lists may change
@@ -117,7 +99,7 @@ class Agent(Runs):
             self._session, self._hub, check_policy(approval, "Agent approval"), _weak_call(self._notify_state_change)
         )
         gate = ToolGate(
-            self._approvals, _listed(checked_hooks.get("pre_tool")), _listed(checked_hooks.get("post_tool")),
+            self._approvals, listed_hooks(checked_hooks.get("pre_tool")), listed_hooks(checked_hooks.get("post_tool")),
             check_timeout(tool_timeout, "Agent tool_timeout"), tools=self._tools, knows=self._inbox.knows,
         )
         self._tool_calls = ToolCallRunner(self._session, self._hub, self._inbox, self._tools, gate)
@@ -309,16 +291,7 @@ class Agent(Runs):
         self._token.cancel(cause)
         if not keep_inbox:
             self._latched = False
-            self._inbox.clear(self._token.cause or cause)
-            if self._inbox.deferred_clear is not None:
-                # Called from a session observer: the agent's own appends run the clear as soon
-                # as the append being published returns; for an append someone else made, the
-                # event loop runs it right after that append's caller yields.
-                # (The driver's end runs it too, should there be no loop in this thread.)
-                try:
-                    asyncio.get_running_loop().call_soon(self._inbox.run_deferred_clear)
-                except RuntimeError:
-                    pass
+            self._inbox.clear_soon(self._token.cause or cause)
 
     async def when_idle(self) -> None:
         """Wait until the agent is idle (returns at once when it is).
@@ -453,10 +426,7 @@ class Agent(Runs):
             self._aborting = False
             self._token = None
             self._driver = None
-            if self._turns.runs:  # runs whose prompt no turn claimed: they look why
-                for run in tuple(self._turns.runs.values()):
-                    if not run.waiter.done():
-                        run.waiter.set_result(None)
+            wake_unclaimed(self._turns.runs)
             if relaunch:
                 self._start_driver(asyncio.get_running_loop())
             self._notify_state_change()
@@ -472,13 +442,6 @@ def _weak_call(method: Callable[[], None]) -> Callable[[], None]:
             bound()
 
     return call
-
-
-def _listed(hook: Any) -> tuple[Hook, ...]:
-    """A tool hook entry (one callable, or a tuple of them) as a tuple."""
-    if hook is None:
-        return ()
-    return hook if isinstance(hook, tuple) else (hook,)
 
 
 __all__ = ["AWAITING_APPROVAL", "IDLE", "RUNNING", "Agent"]

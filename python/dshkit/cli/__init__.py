@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -24,6 +25,35 @@ def build_parser() -> argparse.ArgumentParser:
     demo = commands.add_parser("demo", help="run the offline demonstration")
     demo.add_argument("--log", metavar="PATH", help="where to write the session log")
 
+    add_log_commands(commands)
+
+    chat = commands.add_parser("chat", help="chat with a model over HTTP (DSHKIT_* env)")
+    chat.add_argument(
+        "--api",
+        choices=("chat", "anthropic", "responses"),
+        default=None,
+        help="wire format: chat (Chat Completions, the default), anthropic (Messages) or responses; env DSHKIT_API",
+    )
+    chat.add_argument("--log", metavar="PATH", help="session log to write (default: a new file)")
+    chat.add_argument("--system", metavar="TEXT", help="system prompt")
+    chat.add_argument(
+        "--context-window", type=int, default=None, metavar="TOKENS",
+        help="the model's context window: shows [used/window] and compacts the history automatically",
+    )
+
+    bench = commands.add_parser(
+        "bench", help="what freezing your JSON documents costs, beside deepcopy, json and orjson"
+    )
+    bench.add_argument("files", nargs="*", metavar="FILE.json", help="JSON documents (default: a built-in one)")
+    bench.add_argument("--rounds", type=int, default=None, metavar="N", help="timed rounds per measurement")
+    from dshkit.cli.serve import add_serve_commands
+
+    add_serve_commands(commands)
+    return parser
+
+
+def add_log_commands(commands: Any) -> None:
+    """``dshkit log show|verify|messages|html|serve|list|convert``: the sub-commands of `commands` reading logs."""
     log = commands.add_parser("log", help="inspect a session log")
     log_commands = log.add_subparsers(dest="log_command", required=True, metavar="ACTION")
     for name, help_text in (
@@ -52,30 +82,6 @@ def build_parser() -> argparse.ArgumentParser:
     convert.add_argument("dest", metavar="DEST")
     convert.add_argument("--format", choices=("dshkit", "dsh"), default="dshkit", help="the format of DEST")
     add_session_option(convert)
-
-    chat = commands.add_parser("chat", help="chat with a model over HTTP (DSHKIT_* env)")
-    chat.add_argument(
-        "--api",
-        choices=("chat", "anthropic", "responses"),
-        default=None,
-        help="wire format: chat (Chat Completions, the default), anthropic (Messages) or responses; env DSHKIT_API",
-    )
-    chat.add_argument("--log", metavar="PATH", help="session log to write (default: a new file)")
-    chat.add_argument("--system", metavar="TEXT", help="system prompt")
-    chat.add_argument(
-        "--context-window", type=int, default=None, metavar="TOKENS",
-        help="the model's context window: shows [used/window] and compacts the history automatically",
-    )
-
-    bench = commands.add_parser(
-        "bench", help="what freezing your JSON documents costs, beside deepcopy, json and orjson"
-    )
-    bench.add_argument("files", nargs="*", metavar="FILE.json", help="JSON documents (default: a built-in one)")
-    bench.add_argument("--rounds", type=int, default=None, metavar="N", help="timed rounds per measurement")
-    from dshkit.cli.serve import add_serve_commands
-
-    add_serve_commands(commands)
-    return parser
 
 
 def add_session_option(command: argparse.ArgumentParser) -> None:

@@ -18,13 +18,14 @@ import json
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import dshkit
 from dshkit.cli.demo_delegation import run_delegation
+from dshkit.cli.demo_script import APP, NOTES, TODO, script
 from dshkit.cli.log_paths import unwritable_new_log
 
 
@@ -97,17 +98,6 @@ def show_message_core() -> None:
 
 # -- the agent part ---------------------------------------------------------------------------
 
-TODO = "- buy milk\n- answer the review\n"
-NOTES = (
-    "# Notes\n\n"
-    "dshkit gives every message an id when it is created. The id survives the inbox, the\n"
-    "pre-step hook, the durable log and the model request, so a request can be rebuilt from\n"
-    "the log and a UI can follow one message from queueing to the answer.\n"
-)
-APP = 'print("hello")\n'
-ADDED_TODO = "- write the demo\n"
-
-
 def short(message_id: str) -> str:
     """A short form of an id for the transcript (the random tail of a ULID)."""
     return "…" + message_id[-6:]
@@ -162,45 +152,6 @@ def file_tools(root: Path) -> list[Any]:
         Tool("list_files", "List the entries of a workspace folder.", path_schema, list_files),
         Tool("read_file", "Read a text file of the workspace.", {**path_schema, "required": ["path"]}, read_file),
         Tool("write_file", "Replace a text file of the workspace.", write_schema, write_file, parallel=False),
-    ]
-
-
-def call(call_id: str, name: str, arguments: dict[str, Any], text: str | None = None) -> list[dict[str, Any]]:
-    """A scripted response that calls one tool (its arguments streamed in two pieces)."""
-    raw = json.dumps(arguments)
-    half = len(raw) // 2
-    chunks: list[dict[str, Any]] = []
-    if text is not None:
-        chunks.append({"type": "text_delta", "text": text})
-    chunks += [
-        {"type": "tool_call_delta", "index": 0, "id": call_id, "name": name, "arguments": raw[:half]},
-        {"type": "tool_call_delta", "index": 0, "id": None, "name": None, "arguments": raw[half:]},
-        {"type": "usage", "usage": {"prompt_tokens": 420, "completion_tokens": 18}},
-        {"type": "finish", "reason": "tool_calls"},
-    ]
-    return chunks
-
-
-def script() -> list[Any]:
-    """What the scripted model answers, call by call."""
-    return [
-        # turn 1: what is in the workspace?
-        call("call_list", "list_files", {"path": "."}, text="Let me look."),
-        [
-            {"type": "reasoning_delta", "text": "Three entries; one is a folder. "},
-            {"type": "text_delta", "text": "The workspace holds notes.md, todo.txt and a src/ folder."},
-            {"type": "finish", "reason": "stop", "replay_state": {"scripted": "turn-1"}},
-        ],
-        # turn 2: the follow-up queued while turn 1 ran, then a steer arrives mid-tool
-        call("call_read_todo", "read_file", {"path": "todo.txt"}),
-        call("call_write_todo", "write_file", {"path": "todo.txt", "content": TODO + ADDED_TODO}, text="Adding it."),
-        "First on the list is buying milk. I also added “write the demo” at the end, as you asked.",
-        # turn 3: an injected note joins the follow-up; the answer is cancelled mid-stream
-        call("call_read_notes", "read_file", {"path": "notes.md"}),
-        "notes.md explains that every message gets its id when it is created and keeps it through "
-        "the inbox, the hook, the log and the request, which is why any request can be rebuilt.",
-        # turn 4: after maintenance (a pruned result, a summary) the queued question runs
-        "Left to do: buy milk, answer the review, write the demo.",
     ]
 
 
@@ -283,16 +234,9 @@ def _request_range(numbers: list[int]) -> str:
     return f"request {numbers[0]}" if len(numbers) == 1 else f"requests {numbers[0]}-{numbers[-1]}"
 
 
-async def run_agent(workspace: Path, log_path: Path) -> tuple[Transcript, dict[str, str], Any]:
-    """The scripted session; returns the transcript, the ids worth tracing, and the session."""
-    from dshkit.agent import Agent, Enter
-    from dshkit.models import ScriptedModel
-    from dshkit.session import Session
-
-    session = Session.create(log_path)
-    transcript = Transcript()
-    traced: dict[str, str] = {}
-    state = {"turn": 0}
+def workspace_pre_step(traced: dict[str, str]) -> Callable[[Any], Any]:
+    """The demo's `pre_step` hook: on the first step it rewrites the prompt and adds a snapshot."""
+    from dshkit.agent import Enter
 
     def pre_step(ctx: Any) -> Enter:
         # Expands "my workspace" in place (same id: a representation change) and adds a
@@ -309,18 +253,12 @@ async def run_agent(workspace: Path, log_path: Path) -> tuple[Transcript, dict[s
         print(f"  pre_step  rewrote {short(prompt.id)} (same id), added context {short(snapshot.id)} (new id)")
         return Enter([snapshot, rewritten])
 
-    # A small delay makes the stream a real stream: the cancel below lands mid-answer.
-    model = ScriptedModel(script(), provider="scripted", model="demo-1", delay=0.002)
-    agent = Agent(
-        model,
-        session=session,
-        tools=file_tools(workspace),
-        system="You are a careful assistant working in a small workspace.",
-        hooks={"pre_step": pre_step},
-    )
-    agent.subscribe(transcript)
-    followup_while_busy = dshkit.create_user_message("Read todo.txt and tell me what comes first.", source={"kind": "user"})
-    steer = dshkit.create_user_message("Also add “write the demo” to the list.", source={"kind": "user"})
+    return pre_step
+
+
+def scripted_user(agent: Any, followup_while_busy: Any, steer: Any) -> Callable[[Any], None]:
+    """The demo's "user": an agent event observer that follows up, steers and cancels at set points."""
+    state = {"turn": 0}
     deltas = {"count": 0}
 
     def user_actions(event: Any) -> None:
@@ -339,7 +277,59 @@ async def run_agent(workspace: Path, log_path: Path) -> tuple[Transcript, dict[s
                 print("  (the user presses stop mid-answer)")
                 agent.cancel("user pressed stop")
 
-    agent.subscribe(user_actions)
+    return user_actions
+
+
+def prune_and_compact(agent: Any, session: Any, transcript: Transcript, traced: dict[str, str], question: Any) -> None:
+    """The demo's maintenance: a question queued meanwhile, a tool result pruned, old turns compacted."""
+    print("\n== Maintenance while idle: prune a tool result, compact old turns ==")
+    agent.followup(question)  # stays queued, with its id, until maintenance is over
+    print("            (it waits: maintenance runs only while the agent is idle)")
+    result = next(m for m in session.messages() if m.source.get("call_id") == "call_read_notes")
+    block = result.content[0]
+    pruned = result.with_content(
+        [{**block, "content": [{"type": "text", "text": f"[pruned: notes.md, {len(NOTES)} characters]"}]}]
+    )
+    event = session.replace(pruned)
+    traced[result.id] = "tool result pruned (same id)"
+    transcript.note(result.id, f"pruned in place (event #{event.seq}, same id)")
+    print(f"  pruned    {short(result.id)} in place: same id, new content")
+    messages = session.messages()
+    last_of_turn_2 = max(i for i, m in enumerate(messages) if m.text.startswith("First on the list"))
+    summary = dshkit.create_user_message(
+        "Summary of earlier turns: the workspace has notes.md, todo.txt and src/; "
+        "todo.txt now also lists “write the demo”.",
+        source={"kind": "plugin", "plugin": "compact", "form": "recall", "compaction_id": dshkit.new_message_id()},
+    )
+    event = session.compact(messages[0].id, messages[last_of_turn_2].id, summary)
+    traced[summary.id] = "summary checkpoint (new id)"
+    transcript.note(summary.id, f"logged as user/message (event #{event.seq}), replacing {last_of_turn_2 + 1} messages")
+    print(f"  compacted {last_of_turn_2 + 1} messages into summary {short(summary.id)} (new id)")
+    print()
+
+
+async def run_agent(workspace: Path, log_path: Path) -> tuple[Transcript, dict[str, str], Any]:
+    """The scripted session; returns the transcript, the ids worth tracing, and the session."""
+    from dshkit.agent import Agent
+    from dshkit.models import ScriptedModel
+    from dshkit.session import Session
+
+    session = Session.create(log_path)
+    transcript = Transcript()
+    traced: dict[str, str] = {}
+    # A small delay makes the stream a real stream: the cancel below lands mid-answer.
+    model = ScriptedModel(script(), provider="scripted", model="demo-1", delay=0.002)
+    agent = Agent(
+        model,
+        session=session,
+        tools=file_tools(workspace),
+        system="You are a careful assistant working in a small workspace.",
+        hooks={"pre_step": workspace_pre_step(traced)},
+    )
+    agent.subscribe(transcript)
+    followup_while_busy = dshkit.create_user_message("Read todo.txt and tell me what comes first.", source={"kind": "user"})
+    steer = dshkit.create_user_message("Also add “write the demo” to the list.", source={"kind": "user"})
+    agent.subscribe(scripted_user(agent, followup_while_busy, steer))
 
     print("\n== An agent turn by turn (ScriptedModel, offline) ==")
     print(f"workspace {workspace}")
@@ -362,34 +352,7 @@ async def run_agent(workspace: Path, log_path: Path) -> tuple[Transcript, dict[s
 
     question = dshkit.create_user_message("What's left on my list?", source={"kind": "user"})
     traced[question.id] = "asked during maintenance"
-
-    def maintain() -> None:
-        print("\n== Maintenance while idle: prune a tool result, compact old turns ==")
-        agent.followup(question)  # stays queued, with its id, until maintenance is over
-        print("            (it waits: maintenance runs only while the agent is idle)")
-        result = next(m for m in session.messages() if m.source.get("call_id") == "call_read_notes")
-        block = result.content[0]
-        pruned = result.with_content(
-            [{**block, "content": [{"type": "text", "text": f"[pruned: notes.md, {len(NOTES)} characters]"}]}]
-        )
-        event = session.replace(pruned)
-        traced[result.id] = "tool result pruned (same id)"
-        transcript.note(result.id, f"pruned in place (event #{event.seq}, same id)")
-        print(f"  pruned    {short(result.id)} in place: same id, new content")
-        messages = session.messages()
-        last_of_turn_2 = max(i for i, m in enumerate(messages) if m.text.startswith("First on the list"))
-        summary = dshkit.create_user_message(
-            "Summary of earlier turns: the workspace has notes.md, todo.txt and src/; "
-            "todo.txt now also lists “write the demo”.",
-            source={"kind": "plugin", "plugin": "compact", "form": "recall", "compaction_id": dshkit.new_message_id()},
-        )
-        event = session.compact(messages[0].id, messages[last_of_turn_2].id, summary)
-        traced[summary.id] = "summary checkpoint (new id)"
-        transcript.note(summary.id, f"logged as user/message (event #{event.seq}), replacing {last_of_turn_2 + 1} messages")
-        print(f"  compacted {last_of_turn_2 + 1} messages into summary {short(summary.id)} (new id)")
-        print()
-
-    await agent.run_maintenance(maintain)
+    await agent.run_maintenance(lambda: prune_and_compact(agent, session, transcript, traced, question))
     await agent.when_idle()
     return transcript, traced, session
 

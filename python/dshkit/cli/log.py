@@ -134,13 +134,7 @@ def run(
         return 1
     with session:
         if command == "show":
-            lines = render(session.events, session_id=session.id, created_at=session.created_at, where=path, header=session.stored_header)
-            for line in lines:
-                print(line, file=out)
-            print(_meter_line(session), file=out)
-            for problem in problems:
-                print(f"warning: {problem}", file=err)
-            return 0
+            return _show(session, path, problems, out, err)
         if command == "html":
             from dshkit.cli.viewer import html_command
 
@@ -162,21 +156,37 @@ def run(
                 print(message.to_json(), file=out)
             return 0
         if command == "verify":
-            store = session.store
-            assert store is not None  # opened from a path
-            problems.extend(format_problems(check_events(session.events), store.describe, path))
-            problems.extend(format_problems(check_attachments(session.events, session.attachments), store.describe, path))
-            shown = problems if all_problems else problems[:SHOWN_PROBLEMS]
-            for problem in shown:
-                print(problem, file=out)
-            if problems:
-                if len(shown) < len(problems):
-                    print(f"... and {len(problems) - len(shown)} more (--all prints every problem)", file=out)
-                print(f"{path}: {len(problems)} problem(s) in {len(session.events)} events", file=out)
-                return 1
-            print(f"{path}: ok ({len(session.events)} events, {len(session.messages())} messages)", file=out)
-            return 0
+            return _verify(session, path, problems, out, all_problems=all_problems)
     raise ValueError(f"unknown log command {command!r}")
+
+
+def _show(session: Session, path: str, problems: list[str], out: TextIO, err: TextIO) -> int:
+    """`log show`: the transcript and the meter's reading; what the open recovered from, as warnings."""
+    lines = render(session.events, session_id=session.id, created_at=session.created_at, where=path, header=session.stored_header)
+    for line in lines:
+        print(line, file=out)
+    print(_meter_line(session), file=out)
+    for problem in problems:
+        print(f"warning: {problem}", file=err)
+    return 0
+
+
+def _verify(session: Session, path: str, problems: list[str], out: TextIO, *, all_problems: bool) -> int:
+    """`log verify`: every invariant and attachment problem (the first `SHOWN_PROBLEMS` unless `all_problems`), then a summary."""
+    store = session.store
+    assert store is not None  # opened from a path
+    problems.extend(format_problems(check_events(session.events), store.describe, path))
+    problems.extend(format_problems(check_attachments(session.events, session.attachments), store.describe, path))
+    shown = problems if all_problems else problems[:SHOWN_PROBLEMS]
+    for problem in shown:
+        print(problem, file=out)
+    if problems:
+        if len(shown) < len(problems):
+            print(f"... and {len(problems) - len(shown)} more (--all prints every problem)", file=out)
+        print(f"{path}: {len(problems)} problem(s) in {len(session.events)} events", file=out)
+        return 1
+    print(f"{path}: ok ({len(session.events)} events, {len(session.messages())} messages)", file=out)
+    return 0
 
 
 def _meter_line(session: Session) -> str:

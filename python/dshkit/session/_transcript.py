@@ -119,14 +119,27 @@ def _prune_line(data: Any) -> str | None:
     return f"compaction prune: result #{seqs[0]} {before} -> {'?' if after is None else after} tokens"
 
 
-def render(events: Any, *, session_id: str, created_at: int, where: str, header: Any = None) -> Iterator[str]:
-    """The transcript lines of `events` (`header`, the log's header record, names its parent if any)."""
-    chunks = 0
-    yield f"session {session_id} created {_iso(created_at)} ({where}), {len(events)} events"
+def _parent_lines(header: Any) -> Iterator[str]:
+    """The line naming the session a subagent's or a fork's log comes from (none for a root session)."""
     if isinstance(header, Mapping) and header.get("origin") == SUBAGENT_ORIGIN:
         yield f"subagent of session {header.get('parent_id')} (call {header.get('parent_call_id')}, depth {header.get('delegation_depth')})"
     elif isinstance(header, Mapping) and header.get("parent_id"):
         yield f"fork of session {header.get('parent_id')} ({header.get('seed_length')} events copied)"
+
+
+def _turn_end_line(event: Any) -> str:
+    data = event.data
+    reason = data.get("reason", {})
+    detail = {key: value for key, value in reason.items() if key != "kind"} if isinstance(reason, Mapping) else {}
+    extra = f" {shorten(to_json(detail), 100)}" if detail else ""
+    return f"turn {data.get('turn')} end: {reason.get('kind') if isinstance(reason, Mapping) else reason}{extra} (#{event.seq})"
+
+
+def render(events: Any, *, session_id: str, created_at: int, where: str, header: Any = None) -> Iterator[str]:
+    """The transcript lines of `events` (`header`, the log's header record, names its parent if any)."""
+    chunks = 0
+    yield f"session {session_id} created {_iso(created_at)} ({where}), {len(events)} events"
+    yield from _parent_lines(header)
     indent = ""
     compactions = {
         seq: facts
@@ -143,10 +156,7 @@ def render(events: Any, *, session_id: str, created_at: int, where: str, header:
             yield f"turn {data.get('turn')} (#{event.seq}, {_iso(event.time)})"
             indent = "  "
         elif event_type == TURN_END:
-            reason = data.get("reason", {})
-            detail = {key: value for key, value in reason.items() if key != "kind"} if isinstance(reason, Mapping) else {}
-            extra = f" {shorten(to_json(detail), 100)}" if detail else ""
-            yield f"turn {data.get('turn')} end: {reason.get('kind') if isinstance(reason, Mapping) else reason}{extra} (#{event.seq})"
+            yield _turn_end_line(event)
             indent = ""
         elif event_type == STEP_START:
             yield f"  step {data.get('step')} (#{event.seq})"

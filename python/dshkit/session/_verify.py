@@ -55,6 +55,23 @@ def _data_problem(event: Event) -> str | None:
     return None
 
 
+def _check_message(
+    event: Event, events: Sequence[Event], surface: Surface, header_seen: bool, add: Callable[[Problem], None]
+) -> None:
+    """Add the problems of a message event: its surface rules, its fold, a response without a header before it."""
+    seq, event_type = event.seq, event.type
+    try:
+        surface.check(event_type, event.data, event.surface_op, events)
+    except ValueError as error:
+        add(Problem(seq, str(error)))
+    try:
+        surface.fold(event)
+    except ValueError as error:
+        add(Problem(seq, str(error)))
+    if event_type == ASSISTANT_MESSAGE and "turn" in event.data and not header_seen:
+        add(Problem(seq, "no request/header before this model response: its request cannot be rebuilt"))
+
+
 def check_events(events: Sequence[Event]) -> list[Problem]:
     """Every invariant violation in `events` (an empty list for a sound log)."""
     problems: list[Problem] = []
@@ -79,16 +96,7 @@ def check_events(events: Sequence[Event]) -> list[Problem]:
             add(Problem(seq, problem))
             continue
         if event_type in MESSAGE_EVENT_TYPES:
-            try:
-                surface.check(event_type, event.data, event.surface_op, events)
-            except ValueError as error:
-                add(Problem(seq, str(error)))
-            try:
-                surface.fold(event)
-            except ValueError as error:
-                add(Problem(seq, str(error)))
-            if event_type == ASSISTANT_MESSAGE and "turn" in event.data and not header_seen:
-                add(Problem(seq, "no request/header before this model response: its request cannot be rebuilt"))
+            _check_message(event, events, surface, header_seen, add)
         elif event_type == REQUEST_HEADER:
             header_seen = True
         elif event_type == TURN_START:

@@ -16,7 +16,7 @@ from dshkit import FrozenDict, Message, new_message_id
 from dshkit._core import new_event, vouch_plain_append
 from dshkit.session.attachments import Attachments
 from dshkit.session.errors import SessionClosedError
-from dshkit.session._log.event_log import EventLog
+from dshkit.session._log.event_log import EventLog, now_ms
 from dshkit.session.history import History
 from dshkit.session._log.events_view import EventsView
 from dshkit.session.events import COMPACTION_END, COMPACTION_START, REQUEST_HEADER, Event
@@ -26,14 +26,10 @@ from dshkit.session._log.loading import load_log
 from dshkit.session._log.formats import LogFormat
 from dshkit.session._observers import ErrorHandler, Observer, Observers
 from dshkit.session.stores import open_store, resolve_store
-from dshkit.session.stores.protocol import SessionStore, check_durability, log_format_of
+from dshkit.session.stores.protocol import SessionStore, check_durability, check_session_id, checked_log_format, log_format_of
 from dshkit.session._surface import Surface
 
 _new_event = new_event  # tuple.__new__ (no NamedTuple.__new__ keyword handling), out of the cyclic GC
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class Session:
@@ -47,7 +43,7 @@ class Session:
 
     def __init__(self) -> None:
         """A new session held in memory only."""
-        self._init(store=None, durability="none", read_only=False, session_id=new_message_id(), created_at=_now_ms())
+        self._init(store=None, durability="none", read_only=False, session_id=new_message_id(), created_at=now_ms())
 
     def _init(
         self,
@@ -107,16 +103,11 @@ class Session:
         an existing log is never overwritten.
         """
         check_durability(durability)
-        if session_id is not None and not (isinstance(session_id, str) and session_id):
-            raise ValueError(f"session_id must be a non-empty str, not {session_id!r}")
+        check_session_id(session_id)
         store = resolve_store(path, store, session_id, format=format)
-        log_format = log_format_of(store)
-        if log_format.name != format:
-            if store is None:
-                raise ValueError(f"format={format!r} needs a path or a store")
-            raise ValueError(f"{store!r} writes the {log_format.name!r} format, not {format!r}")
+        log_format = checked_log_format(store, format)
         session_id = session_id or (None if store is None else store.session_id)
-        return cls._start(store, durability, log_format.new_header(_now_ms(), session_id, header_fields)[1])
+        return cls._start(store, durability, log_format.new_header(now_ms(), session_id, header_fields)[1])
 
     @classmethod
     def _start(
@@ -328,7 +319,7 @@ class Session:
             seq = self._next_seq
             now = self._pinned_time
             if now is None:
-                now = time.time_ns() // 1_000_000  # _now_ms(), inline: one call less per append
+                now = time.time_ns() // 1_000_000  # now_ms(), inline: one call less per append
                 if now < self._last_time:
                     now = self._last_time
             event = _new_event(Event, (event_type, seq, now, frozen, op, source_seqs))
@@ -413,7 +404,7 @@ class Session:
         """
         with self._lock:
             records = fork_records(self._events, self._surface.first_seq, at)
-        seed = fork_seed(records, parent_id=self._id, session_id=session_id, created_at=_now_ms())
+        seed = fork_seed(records, parent_id=self._id, session_id=session_id, created_at=now_ms())
         store = open_store(dest, session_id=seed.session_id) if dest is not None else None
         child = Session._start(store, self._durability, seed.header, seed.events, seed.surface)
         write_seed(child, seed, self.attachments)

@@ -9,6 +9,7 @@ and re-opening the session rebuilds exactly the pending input.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -206,6 +207,19 @@ class Inbox:
             if self._hub.maybe_listening:
                 for message in removed:
                     self._hub.emit("discarded", message=message, target=target, seq=seq, cause=cause)
+
+    def clear_soon(self, cause: str) -> None:
+        """`clear(cause)`, and when it was deferred, its run scheduled on the running event loop."""
+        self.clear(cause)
+        if self.deferred_clear is not None:
+            # Called from a session observer: the agent's own appends run the clear as soon
+            # as the append being published returns; for an append someone else made, the
+            # event loop runs it right after that append's caller yields.
+            # (The driver's end runs it too, should there be no loop in this thread.)
+            try:
+                asyncio.get_running_loop().call_soon(self.run_deferred_clear)
+            except RuntimeError:
+                pass
 
     def run_deferred_clear(self) -> None:
         """Run a clear deferred by `clear` (nothing when none is, or while still publishing)."""

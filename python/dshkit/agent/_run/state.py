@@ -174,6 +174,13 @@ def attach_run(runs: dict[str, RunState], turn: int, claimed: list[tuple[Message
     return None
 
 
+def wake_unclaimed(runs: dict[str, RunState]) -> None:
+    """Wake the runs whose prompt no turn claimed (the driver stopped first): each looks why."""
+    for run in tuple(runs.values()):
+        if not run.waiter.done():
+            run.waiter.set_result(None)
+
+
 def refusing(error: Mapping[str, Any]) -> CancelToken:
     """A token already cancelled with `error`'s code: a tool batch run with it runs no call and
     answers each with "not run" (the calls of a response a limit refused)."""
@@ -182,4 +189,4 @@ def refusing(error: Mapping[str, Any]) -> CancelToken:
     return token
 
 
-__all__ = ["ACCEPTED", "MISSING", "RunState", "attach_run", "refusing"]
+__all__ = ["ACCEPTED", "MISSING", "RunState", "attach_run", "refusing", "wake_unclaimed"]

@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from dshkit.agent._turn.assembly import StreamAssembler
 from dshkit.agent.cancel import CancelToken
 from dshkit.llm import Message
 from dshkit.models.protocol import ModelError
@@ -48,11 +49,26 @@ class Turn:
 FinishStep = Callable[[Turn], Awaitable[StepResult]]  # ends the step a resumed turn was left in
 
 
+# How a step that ends the turn stopped, as `turn_stopping` is told (ctx.reason).
+STOP_REASONS = {"stop": "completed", "max_tokens": "max_tokens", "tools": "concluded"}
+
+
 def error_info(exc: BaseException) -> dict[str, Any]:
     """The ``error`` mapping a turn end or step result records for `exc`."""
     if isinstance(exc, ModelError):
         return {**exc.to_info(), "name": type(exc).__name__}
     return {"code": "exception", "name": type(exc).__name__, "message": str(exc)}
+
+
+def failed_response(outcome: object, assembler: StreamAssembler) -> tuple[BaseException, dict[str, Any]] | None:
+    """The error and its ``error`` mapping when a read response failed: the model raised
+    (`outcome` is its exception) or it finished with ``error``; None otherwise."""
+    if isinstance(outcome, BaseException):
+        return outcome, error_info(outcome)
+    if assembler.finish_reason == "error":
+        info = {"code": "model_error", "message": "model error", **(assembler.error or {})}
+        return ModelError(str(info["message"]), code=str(info["code"])), info
+    return None
 
 
 def last_turn_number(session: Session) -> int:
@@ -62,4 +78,4 @@ def last_turn_number(session: Session) -> int:
     return next(numbers, 0)
 
 
-__all__ = ["Admitted", "FinishStep", "StepResult", "Turn", "TurnAborted", "error_info", "last_turn_number"]
+__all__ = ["STOP_REASONS", "Admitted", "FinishStep", "StepResult", "Turn", "TurnAborted", "error_info", "failed_response", "last_turn_number"]

@@ -15,18 +15,15 @@ import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from dshkit.agent._turn.admission import admit
 from dshkit.agent._turn.assembly import StreamAssembler
 from dshkit.agent._user_code import call_sync_or_async, durability_point, request_durability_point
 from dshkit.agent.cancel import CancelToken
-from dshkit.agent._input.checks import check_rewrite, check_user_message
 from dshkit.agent.compaction import Compactor
 from dshkit.agent._turn.stream_cut import read_until_cut
 from dshkit.agent.notifications import NotificationHub
 from dshkit.agent.hooks import (
-    Enter,
     Hook,
-    PreStepContext,
-    Reject,
     RequestContext,
     RequestErrorContext,
     TurnStoppingContext,
@@ -35,7 +32,7 @@ from dshkit.agent.hooks import (
 from dshkit.agent._input.inbox import NEXT_STEP, Inbox
 from dshkit.agent._run.state import attach_run, refusing
 from dshkit.agent._tools.runner import ToolCallRunner
-from dshkit.agent._turn.state import Admitted, StepResult, Turn, TurnAborted, FinishStep, error_info, last_turn_number
+from dshkit.agent._turn.state import STOP_REASONS, Admitted, StepResult, Turn, TurnAborted, FinishStep, error_info, failed_response, last_turn_number
 from dshkit.llm import Message, create_assistant_message, freeze
 from dshkit.models.errors import MalformedResponseError
 from dshkit.models.protocol import CONTEXT_WINDOW_EXCEEDED, Model, ModelError
@@ -203,7 +200,7 @@ class TurnRunner:
                     return None
                 await call_sync_or_async(
                     hook,
-                    TurnStoppingContext(turn.number, turn.step, token, self._session, turn.steer, _STOPS[ended.kind]),
+                    TurnStoppingContext(turn.number, turn.step, token, self._session, turn.steer, STOP_REASONS[ended.kind]),
                 )
                 if token.cancelled:
                     raise TurnAborted
@@ -220,51 +217,11 @@ class TurnRunner:
         if hook is None:
             batch: list[Admitted] | None = [(message, (seq,)) for message, seq in claimed] if claimed else []  # no frame if empty
         else:
-            batch = await self._admit(turn, claimed, hook)
+            batch = await admit(turn, claimed, hook, self._session, self._inbox)
         if batch is None or (not batch and (first or stopping)):
             return None  # nothing admitted and nothing for the model to answer: no model call
         if token.cancelled:
             raise TurnAborted
-        return batch
-
-    async def _admit(self, turn: Turn, claimed: list[tuple[Message, int]], hook: Hook) -> list[Admitted] | None:
-        """Run the `pre_step` hook over the claimed batch; the final batch with the seqs each cites.
-
-        A claimed message may enter as is or rewritten (`check_rewrite`); any other message is
-        added context and needs an id new to the session. Returns None when the hook rejected
-        (the turn then ends ``blocked``).
-        """
-        messages = tuple(message for message, _ in claimed)
-        ctx = PreStepContext(messages, turn.number, turn.step + 1, turn.token, self._session)
-        result = await call_sync_or_async(hook, ctx)
-        if turn.token.cancelled:
-            raise TurnAborted
-        if isinstance(result, Reject):
-            turn.reason = {"kind": "blocked"} if result.reason is None else {"kind": "blocked", "message": result.reason}
-            return None
-        if not isinstance(result, Enter):
-            raise TypeError(f"pre_step hook: expected Enter(messages) or Reject(), got {type(result).__name__}")
-        claims = {message.id: (message, seq) for message, seq in claimed}
-        seen: set[str] = set()
-        batch: list[Admitted] = []
-        for index, message in enumerate(result.messages):
-            where = f"pre_step Enter messages[{index}]"
-            check_user_message(message, where)
-            if message.id in seen:
-                raise ValueError(f"{where}: message id {message.id} appears twice in the batch")
-            seen.add(message.id)
-            claim = claims.get(message.id)
-            if claim is not None:
-                original, seq = claim
-                check_rewrite(original, message, where, held="claimed")
-                batch.append((message, (seq,)))
-            else:
-                if self._inbox.knows(message.id):
-                    raise ValueError(
-                        f"{where}: added context needs an id new to the session; {message.id} is already "
-                        "pending or logged (create a new message for added context)"
-                    )
-                batch.append((message, ()))
         return batch
 
     # -- a step -------------------------------------------------------------------------------
@@ -318,45 +275,17 @@ class TurnRunner:
         overflowed = False  # the provider said the request was too large, and it was compacted
         while True:
             attempt += 1
-            if self._tool_refresh is not None and (specs := await self._tool_refresh()) is not None:
-                self._tool_specs = specs
-                self._logged_config = None  # the header changed: `_log_header` compares and logs it
-            config: Mapping[str, Any] = self._config
-            hook = self._hooks.get("request")
-            if hook is not None:
-                ctx = RequestContext(
-                    turn.number, turn.step, attempt, self._system, self._tool_specs,
-                    tuple(self._session.messages()), token, dict(self._config),
-                )
-                config = await request_hook_config(hook, ctx)
-            if token.cancelled:
-                return StepResult("aborted")
-            specs, run = self._tool_specs, turn.run
-            if run is not None and run.active:
-                config, specs = run.config_for(config), run.tools_for(specs)
-                refused = run.before_request(turn.step)
-                if refused is not None:
-                    return StepResult("error", error=refused)
-            self._log_header(config, specs)
-            if self._compactor is not None:
-                await self._compactor.before_request(turn.number, token)  # a cancel cuts the stream below
-            # No durability point for a file store: a step's is before its tools run (issue 37).
-            if (synced := request_durability_point(self._session)) is not None:
-                await synced
-            request = project_request(self._session)
-            if self._hub.maybe_listening:
-                self._hub.emit("request", turn=turn.number, step=turn.step, request=request)
+            request = await self._prepare_request(turn, attempt)
+            if isinstance(request, StepResult):
+                return request
             assembler = StreamAssembler()
             chunk_seqs: list[int] = []
             outcome = await self._stream(turn, request, assembler, chunk_seqs)
             if outcome is _INTERRUPTED:
                 return self._keep_interrupted_prefix(turn, assembler, chunk_seqs)
-            if isinstance(outcome, BaseException):
-                error: BaseException = outcome
-                info = error_info(outcome)
-            elif assembler.finish_reason == "error":
-                info = {"code": "model_error", "message": "model error", **(assembler.error or {})}
-                error = ModelError(str(info["message"]), code=str(info["code"]))
+            failed = failed_response(outcome, assembler)
+            if failed is not None:
+                error, info = failed
             else:
                 try:
                     content = assembler.final_content()
@@ -369,18 +298,46 @@ class TurnRunner:
                 overflowed = True  # compact once and retry; a second overflow ends the step in error
                 if await self._compactor.on_overflow(turn.number, token):
                     continue
-            retry = await self._should_retry(turn, attempt, error)
+            hook = self._hooks.get("request_error")
+            retry = hook is not None and bool(await call_sync_or_async(hook, RequestErrorContext(turn.number, turn.step, attempt, error, token)))
             if token.cancelled:
                 return StepResult("aborted")  # never an interrupted prefix on the error path
             if not retry:
                 return StepResult("error", error=info)
 
-    async def _should_retry(self, turn: Turn, attempt: int, error: BaseException) -> bool:
-        hook = self._hooks.get("request_error")
-        if hook is None:
-            return False
-        ctx = RequestErrorContext(turn.number, turn.step, attempt, error, turn.token)
-        return bool(await call_sync_or_async(hook, ctx))
+    async def _prepare_request(self, turn: Turn, attempt: int) -> Any:
+        """The request of this attempt, built from the log after its header is logged; or the
+        `StepResult` that ends the step before any request (a cancel, a run's refusal)."""
+        token = turn.token
+        if self._tool_refresh is not None and (specs := await self._tool_refresh()) is not None:
+            self._tool_specs = specs
+            self._logged_config = None  # the header changed: `_log_header` compares and logs it
+        config: Mapping[str, Any] = self._config
+        hook = self._hooks.get("request")
+        if hook is not None:
+            ctx = RequestContext(
+                turn.number, turn.step, attempt, self._system, self._tool_specs,
+                tuple(self._session.messages()), token, dict(self._config),
+            )
+            config = await request_hook_config(hook, ctx)
+        if token.cancelled:
+            return StepResult("aborted")
+        specs, run = self._tool_specs, turn.run
+        if run is not None and run.active:
+            config, specs = run.config_for(config), run.tools_for(specs)
+            refused = run.before_request(turn.step)
+            if refused is not None:
+                return StepResult("error", error=refused)
+        self._log_header(config, specs)
+        if self._compactor is not None:
+            await self._compactor.before_request(turn.number, token)  # a cancel cuts the stream below
+        # No durability point for a file store: a step's is before its tools run (issue 37).
+        if (synced := request_durability_point(self._session)) is not None:
+            await synced
+        request = project_request(self._session)
+        if self._hub.maybe_listening:
+            self._hub.emit("request", turn=turn.number, step=turn.step, request=request)
+        return request
 
     # -- the stream ---------------------------------------------------------------------------
 
@@ -488,8 +445,6 @@ class TurnRunner:
 
 
 _INTERRUPTED = object()  # _stream's answer when the cancel token cut the response
-# How a step that ends the turn stopped, as `turn_stopping` is told (ctx.reason).
-_STOPS = {"stop": "completed", "max_tokens": "max_tokens", "tools": "concluded"}
 
 
 __all__ = ["TurnRunner"]

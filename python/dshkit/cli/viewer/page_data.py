@@ -63,6 +63,27 @@ def _note_response(step: dict[str, Any], data: Any) -> None:
         step["finish_reason"] = data["finish_reason"]
 
 
+def _step_facts(events: Sequence[Event]) -> dict[str, dict[str, Any]]:
+    """The facts of each step (`_note_response`), by the seq of its ``step/start`` as a str."""
+    steps: dict[str, dict[str, Any]] = {}
+    step: dict[str, Any] | None = None
+    awaiting_output = False
+    for event in events:
+        event_type = event.type
+        if event_type == STEP_START:
+            step = steps[str(event.seq)] = {"chunks": 0}
+            awaiting_output = True
+        elif step is not None and event_type in (ASSISTANT_CHUNK, ASSISTANT_MESSAGE):
+            if awaiting_output:  # the request went out right before the step's first output
+                step["request_at"] = event.seq - 1
+                awaiting_output = False
+            if event_type == ASSISTANT_CHUNK:
+                step["chunks"] += 1
+            else:
+                _note_response(step, event.data)
+    return steps
+
+
 def page_data(events: Sequence[Event], *, session_id: str, created_at: int, where: str) -> dict[str, Any]:
     """The JSON-able document the viewer page renders, built from a session's events.
 
@@ -75,24 +96,10 @@ def page_data(events: Sequence[Event], *, session_id: str, created_at: int, wher
     messages: list[dict[str, Any]] = []
     headers: list[Any] = []
     rows: list[list[Any]] = []
-    steps: dict[str, dict[str, Any]] = {}
     chunk_total = 0
-    step: dict[str, Any] | None = None
-    awaiting_output = False
     blocked: int | None = None
     for event in events:
         event_type = event.type
-        if event_type == STEP_START:
-            step = steps[str(event.seq)] = {"chunks": 0}
-            awaiting_output = True
-        if step is not None and event_type in (ASSISTANT_CHUNK, ASSISTANT_MESSAGE):
-            if awaiting_output:  # the request went out right before the step's first output
-                step["request_at"] = event.seq - 1
-                awaiting_output = False
-            if event_type == ASSISTANT_CHUNK:
-                step["chunks"] += 1
-            else:
-                _note_response(step, event.data)
         if event_type == ASSISTANT_CHUNK:
             chunk_total += 1
             continue
@@ -131,6 +138,6 @@ def page_data(events: Sequence[Event], *, session_id: str, created_at: int, wher
         "events": rows,
         "messages": messages,
         "headers": headers,
-        "steps": steps,
+        "steps": _step_facts(events),
         "compactions": [facts.as_dict() for facts in read_compactions(events)],
     }

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 from dshkit.models.anthropic.projection import DEFAULT_MAX_TOKENS, anthropic_body
 from dshkit.models.anthropic.stream import AnthropicStreamTranslator
 from dshkit.models.projection_parts import encode_body
-from dshkit.models.http.model import HTTPModel, StreamTranslator, endpoint
+from dshkit.models.http.model import HTTPModel, StreamTranslator
+from dshkit.models.http.urls import endpoint
 from dshkit.models.provider import Provider, provider_argument
 from dshkit.models.settings import ModelSettings, output_schema
 

@@ -21,7 +21,8 @@ from dshkit.models.projection_parts import encode_body
 from dshkit.models.chat.stream import ChatStreamTranslator
 from dshkit.models.stream_translation import excerpt
 from dshkit.models.errors import MalformedResponseError
-from dshkit.models.http.model import HTTPModel, RetryCallback, StreamTranslator, endpoint, provider_from_url
+from dshkit.models.http.model import HTTPModel, RetryCallback, StreamTranslator
+from dshkit.models.http.urls import endpoint, provider_from_url
 from dshkit.models.protocol import Chunk
 from dshkit.models.provider import Provider, provider_argument, split_options
 from dshkit.models.settings import ModelSettings

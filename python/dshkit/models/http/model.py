@@ -27,7 +27,6 @@ import json
 import random
 from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
-from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
@@ -52,7 +51,7 @@ from dshkit.models.http.sse import (
 if TYPE_CHECKING:
     from dshkit.session import ModelRequest
 
-__all__ = ["HTTPModel", "RetryCallback", "StreamTranslator", "endpoint", "provider_from_url", "without_password"]
+__all__ = ["HTTPModel", "RetryCallback", "StreamTranslator", "without_password"]
 
 _DRAIN_LIMIT = 64 * 1024
 _DRAIN_SECONDS = 1.0
@@ -427,26 +426,3 @@ async def _drain(body: AsyncIterator[bytes]) -> None:
         await asyncio.wait_for(read_rest(), _DRAIN_SECONDS)
     except (asyncio.TimeoutError, httpx.HTTPError):
         pass
-
-
-def endpoint(owner: str, base_url: object, suffix: str) -> str:
-    """`base_url` with `suffix` (``/chat/completions``, ``/v1/messages``, ...) appended to its path
-    unless the path already ends with it; the query is kept, a fragment dropped."""
-    if not isinstance(base_url, str) or not base_url.strip():
-        raise ValueError(f"{owner} base_url: expected an http(s) URL, got {base_url!r}")
-    parts = urlsplit(base_url.strip())
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ValueError(f"{owner} base_url: expected an http(s) URL, got {without_password(base_url)!r}")
-    path = parts.path.rstrip("/")
-    if not path.endswith(suffix):
-        path += suffix
-    return urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
-
-
-def provider_from_url(url: str) -> str:
-    """``deepseek`` for ``api.deepseek.com``; ``openai-compatible`` for an IP or ``localhost``."""
-    host = (urlsplit(url).hostname or "").lower()
-    labels = [label for label in host.split(".") if label]
-    if not labels or host == "localhost" or labels[-1].isdigit() or ":" in host:
-        return "openai-compatible"
-    return labels[-2] if len(labels) >= 2 else labels[0]

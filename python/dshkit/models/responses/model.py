@@ -13,7 +13,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from dshkit.models.projection_parts import encode_body
-from dshkit.models.http.model import HTTPModel, StreamTranslator, endpoint, provider_from_url
+from dshkit.models.http.model import HTTPModel, StreamTranslator
+from dshkit.models.http.urls import endpoint, provider_from_url
 from dshkit.models.provider import Provider, provider_argument
 from dshkit.models.responses.projection import responses_body
 from dshkit.models.responses.stream import ResponsesStreamTranslator

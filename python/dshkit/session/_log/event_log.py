@@ -14,6 +14,7 @@ message event the record with `null` in place of its message (held once, as the 
 
 from __future__ import annotations
 
+import time
 from array import array
 from collections.abc import Iterator, Sequence
 from typing import Any, overload
@@ -33,6 +34,11 @@ _USER = 0x55  # b"U": a user/message appended at the end of the surface, citing 
 _KEPT = 0x45  # b"E": an event whose data cannot be written as JSON, kept whole in `_kept`
 _MESSAGE_RECORD = 0x53  # b"S": the stored JSON record of a message event, its message kept aside (null or whole in the text)
 _new_event = new_event  # tuple.__new__, the event untracked by the cyclic GC (rust/log/event_record.rs)
+
+
+def now_ms() -> int:
+    """The time an event made now gets: milliseconds since the epoch."""
+    return time.time_ns() // 1_000_000
 
 
 class EventLog(Sequence[Event]):
@@ -193,4 +199,4 @@ class EventLog(Sequence[Event]):
             seq += 1
 
 
-__all__ = ["HOT", "EventLog"]
+__all__ = ["HOT", "EventLog", "now_ms"]

@@ -123,11 +123,7 @@ def decode_records(
             if event_type in verbatim:
                 add(make(event_class, (event_type, seq, time, raw, None, ())))
             elif event_type not in known:
-                if type(event_type) is not str:
-                    raise ValueError("'type' must be a str")
-                if record.get("ignorable") is True and type(raw) is FrozenDict:
-                    raw = raw | {"ignorable": True}
-                event = make(event_class, (event_type, seq, time, raw, None, ()))
+                event = _unknown_event(record, event_type, seq, time, raw)
                 fold(event)  # an unknown type not marked ignorable blocks derivation
                 add(event)
             elif event_type not in message_types:
@@ -135,17 +131,9 @@ def decode_records(
                     events.header_seq = seq
                 add(make(event_class, (event_type, seq, time, data_to_dshkit(event_type, raw), None, ())))
             else:
-                data = data_to_dshkit(event_type, raw)
-                sources = record.get("sourceEventSeqs", ())
-                if type(sources) is not tuple:
-                    raise ValueError("'sourceEventSeqs' must be a list")
-                op = record.get("surfaceOp")
-                if op is None:  # off the original's surface: logged, never folded
-                    add(make(event_class, (event_type, seq, time, data, None, sources)))
-                    continue
-                message = data if event_type == USER_MESSAGE else data["message"]
-                event = make(event_class, (event_type, seq, time, data, _presented_op(nodes, message, seq, op), sources))
-                fold(event)
+                event = _message_event(nodes, record, event_type, seq, time, raw)
+                if event.surface_op is not None:  # one off the original's surface is logged, never folded
+                    fold(event)
                 add(event)
         except SessionCorruptError:
             raise
@@ -153,6 +141,28 @@ def decode_records(
             reason = "not valid JSON" if record is None else f"bad {_type_of(record)} record: {error}"
             raise SessionCorruptError(f"{describe(index)}: {reason}") from None
     return events
+
+
+def _unknown_event(record: Any, event_type: Any, seq: int, time: int, raw: Any) -> Event:
+    """An event of a type neither harness knows, kept as read (marked ignorable when the record says so)."""
+    if type(event_type) is not str:
+        raise ValueError("'type' must be a str")
+    if record.get("ignorable") is True and type(raw) is FrozenDict:
+        raw = raw | {"ignorable": True}
+    return tuple.__new__(Event, (event_type, seq, time, raw, None, ()))
+
+
+def _message_event(nodes: _OriginalNodes, record: Any, event_type: str, seq: int, time: int, raw: Any) -> Event:
+    """A message event, its surface op presented in dshkit's terms (None when off the original's surface)."""
+    data = data_to_dshkit(event_type, raw)
+    sources = record.get("sourceEventSeqs", ())
+    if type(sources) is not tuple:
+        raise ValueError("'sourceEventSeqs' must be a list")
+    op = record.get("surfaceOp")
+    if op is not None:
+        message = data if event_type == USER_MESSAGE else data["message"]
+        op = _presented_op(nodes, message, seq, op)
+    return tuple.__new__(Event, (event_type, seq, time, data, op, sources))
 
 
 def _type_of(record: Any) -> str:

@@ -68,34 +68,40 @@ def plan_closers(events: Sequence[Event]) -> list[tuple[str, Any, tuple[int, ...
         return closers
     seq = events[-1].seq + 1 + len(closers)
     for call_id, (step, call_seq) in pending.items():
-        started = call_seq is not None
-        message = freeze_message(
-            {
-                "id": closer_message_id(call_id, seq),
-                "role": "user",
-                "source": {"kind": "tool", "call_id": call_id},
-                "content": [
-                    {
-                        "type": "tool_result",
-                        "tool_call_id": call_id,
-                        "is_error": True,
-                        "content": [{"type": "text", "text": _UNKNOWN_TEXT if started else _NOT_STARTED_TEXT}],
-                    }
-                ],
-            }
-        )
-        error = (
-            {"name": "ToolOutcomeUnknownError", "code": TOOL_OUTCOME_UNKNOWN}
-            if started
-            else {"name": "ToolNotStartedError", "code": TOOL_NOT_STARTED}
-        )
-        closer: dict[str, Any] = {"turn": open_turn}
-        if step is not None:
-            closer["step"] = step
-        closer["message"], closer["error"] = message, error
-        closers.append(("tool/result", closer, (call_seq,) if started else ()))
+        closers.append(_closer_result(call_id, seq, open_turn, step, call_seq))
         seq += 1
     if open_step is not None:
         closers.append(("step/end", {"turn": open_turn, "step": open_step}, ()))
     closers.append(("turn/end", {"turn": open_turn, "reason": {"kind": "interrupted"}}, ()))
     return closers
+
+
+def _closer_result(call_id: str, seq: int, turn: Any, step: Any, call_seq: int | None) -> tuple[str, Any, tuple[int, ...]]:
+    """The error `tool/result` closing `call_id` at `seq`: outcome unknown when its `tool/call` at
+    `call_seq` recorded its start, not started otherwise."""
+    started = call_seq is not None
+    message = freeze_message(
+        {
+            "id": closer_message_id(call_id, seq),
+            "role": "user",
+            "source": {"kind": "tool", "call_id": call_id},
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_call_id": call_id,
+                    "is_error": True,
+                    "content": [{"type": "text", "text": _UNKNOWN_TEXT if started else _NOT_STARTED_TEXT}],
+                }
+            ],
+        }
+    )
+    error = (
+        {"name": "ToolOutcomeUnknownError", "code": TOOL_OUTCOME_UNKNOWN}
+        if started
+        else {"name": "ToolNotStartedError", "code": TOOL_NOT_STARTED}
+    )
+    closer: dict[str, Any] = {"turn": turn}
+    if step is not None:
+        closer["step"] = step
+    closer["message"], closer["error"] = message, error
+    return ("tool/result", closer, (call_seq,) if call_seq is not None else ())

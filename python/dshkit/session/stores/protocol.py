@@ -124,6 +124,22 @@ def log_format_of(store: SessionStore | None) -> LogFormat:
     return DSHKIT_FORMAT if store is None else store.log_format
 
 
+def check_session_id(session_id: object) -> None:
+    """`ValueError` unless `session_id` is None or a non-empty str."""
+    if session_id is not None and not (isinstance(session_id, str) and session_id):
+        raise ValueError(f"session_id must be a non-empty str, not {session_id!r}")
+
+
+def checked_log_format(store: SessionStore | None, format: str) -> LogFormat:  # noqa: A002 - the contract's name
+    """The format `store` writes (`log_format_of`); `ValueError` unless it is `format`."""
+    log_format = log_format_of(store)
+    if log_format.name != format:
+        if store is None:
+            raise ValueError(f"format={format!r} needs a path or a store")
+        raise ValueError(f"{store!r} writes the {log_format.name!r} format, not {format!r}")
+    return log_format
+
+
 REQUIRED_MEMBERS = ("create", "load", "describe", "append", "sync", "close")
 OPTIONAL_MEMBERS = (
     "log_format", "read_only", "waits_on_network", "syncs_beside_appends", "pending_sync", "session_id", "path", "url",
