@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -101,22 +101,6 @@ class LogPlace(NamedTuple):
 
     location: str
     session_id: str
-
-
-@pytest.fixture(scope="session")
-def postgres_url() -> Iterator[str]:
-    """The URL of a database in a private PostgreSQL cluster started for this test run."""
-    from postgres_server import ServerUnavailable, start_server
-
-    server = start_server()
-    try:
-        url = server.__enter__()
-    except ServerUnavailable as error:
-        pytest.skip(f"no PostgreSQL server: {error}")
-    try:
-        yield url
-    finally:
-        server.__exit__(None, None, None)
 
 
 @pytest.fixture(params=["jsonl", "sqlite", "postgres"])

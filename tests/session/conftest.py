@@ -105,22 +105,6 @@ def log_path(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
     return tmp_path / f"session.{request.param}"
 
 
-@pytest.fixture(scope="session")
-def postgres_url() -> Iterator[str]:
-    """The URL of a database in a private PostgreSQL cluster started for this test run."""
-    from postgres_server import ServerUnavailable, start_server
-
-    server = start_server()
-    try:
-        url = server.__enter__()
-    except ServerUnavailable as error:
-        pytest.skip(f"no PostgreSQL server: {error}")
-    try:
-        yield url
-    finally:
-        server.__exit__(None, None, None)
-
-
 @pytest.fixture
 def fresh_database(postgres_url: str) -> Iterator[str]:
     """The URL of a new, empty database in the test cluster (dropped afterwards)."""
