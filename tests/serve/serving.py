@@ -45,6 +45,8 @@ class Process:
         line = self.popen.stdout.readline().decode()
         if not line.startswith(("dshkit serve: listening on ", "dshkit worker: running")):
             self.popen.kill()
+            self.popen.wait(30)
+            self._close_files()
             raise AssertionError(f"{self.argv} did not start: {line!r}\n{self.log_path.read_text()}")
         if line.startswith("dshkit serve"):
             self.url = line.rsplit(" ", 1)[1].strip()
