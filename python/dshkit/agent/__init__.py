@@ -31,7 +31,8 @@ from dshkit.agent.errors import (
     UsageLimitExceeded,
 )
 from dshkit.agent.limits import UsageLimits
-from dshkit.agent.result import RunResult, RunUsage
+from dshkit.agent.result import RunResult
+from dshkit.agent._run.usage import RunUsage
 from dshkit.agent.run import RunEvent, RunStream
 from dshkit.agent.notifications import AgentEvent, EventStream
 from dshkit.agent.hooks import (

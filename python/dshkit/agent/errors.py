@@ -12,14 +12,38 @@ The model's failures are also `dshkit.models.ModelError`s (and an HTTP status al
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
+from dshkit.agent._run.usage import RunUsage
+from dshkit.llm import Message
 from dshkit.models.errors import ModelHTTPError as _ModelHTTPStatus
 from dshkit.models.protocol import CONTEXT_WINDOW_EXCEEDED, ModelError
 
-# `result` is the run's partial `dshkit.agent.result.RunResult`, typed `Any` here: result.py builds
-# these errors (`run_error`), and the two modules would otherwise import each other.
-PartialResult = Any
+
+class PartialResult(Protocol):
+    """What a failed run did, as its error carries it: the members of `dshkit.agent.RunResult` a
+    handler reads (result.py builds these errors, so the class is named here by its members)."""
+
+    turn: int
+    end_seq: int
+
+    @property
+    def status(self) -> str: ...
+    @property
+    def reason(self) -> Mapping[str, Any]: ...
+    @property
+    def seqs(self) -> range: ...
+    @property
+    def messages(self) -> tuple[Message, ...]: ...
+    @property
+    def message_ids(self) -> tuple[str, ...]: ...
+    @property
+    def message(self) -> Message | None: ...
+    @property
+    def output(self) -> Any: ...
+    @property
+    def usage(self) -> RunUsage: ...
+
 
 TOOL_RETRIES_EXHAUSTED = "tool_retries_exhausted"
 OUTPUT_VALIDATION_FAILED = "output_validation_failed"
