@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -68,21 +67,6 @@ def test_the_page_embeds_every_message_of_any_store(tmp_path: Path, capsys: pyte
     for asset in ASSETS:
         assert asset_text(asset) in text  # inlined, nothing to fetch
     assert not re.search(r"<(script|link|img)[^>]+(src|href)=", text)
-
-
-@pytest.fixture(scope="module")
-def postgres_url() -> Iterator[str]:
-    from postgres_server import ServerUnavailable, start_server
-
-    server = start_server()
-    try:
-        url = server.__enter__()
-    except ServerUnavailable as error:
-        pytest.skip(f"no PostgreSQL server: {error}")
-    try:
-        yield url
-    finally:
-        server.__exit__(None, None, None)
 
 
 def test_a_postgresql_session_is_chosen_with_session(
