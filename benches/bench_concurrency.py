@@ -9,14 +9,15 @@ a program pays for the collections its allocations trigger.
 
 `dshkit_scaling` runs 100 and 1,000 agents in alternation and records the median of the paired
 rounds' ratio (1,000 over 100), so a busy spell on the shared machine hits both sides alike.
-The pydantic-ai row (`FunctionModel` scripted the same way, a no-op tool) and the OpenAI Agents
-SDK row (`Runner.run` with a scripted `Model`, a no-op function tool) are skipped without them.
+The pydantic-ai row (`FunctionModel` scripted the same way, a no-op tool), the OpenAI Agents
+SDK row (`Runner.run` with a scripted `Model`, a no-op function tool) and the LangGraph row (a
+`StateGraph` of a scripted chat-model node and a `ToolNode`) are skipped without them.
 
 `agent-step-durable`: the same turn on a JSON Lines session with the default durability
 ("checkpoint"), one agent and 100 at once: `fsyncs_per_step` (counted over the turns, log
 creation excluded), `disk_fsync_ms` (this disk's fsync after a one-line append, printed beside
-each row: the ratio targets of issue 37 hold only where it is <= 1 ms), and pydantic-ai's
-and the OpenAI Agents SDK's in-memory throughput with as many agents, measured in the same test
+each row: the ratio targets of issue 37 hold only where it is <= 1 ms), and the peers'
+(pydantic-ai, OpenAI Agents SDK, LangGraph) in-memory throughput with as many agents, measured in the same test
 (`speedup_vs_best_peer_in_memory`).
 """
 
@@ -230,6 +231,73 @@ def test_openai_agents_concurrent(benchmark: Any) -> None:
     benchmark.extra_info["agents"] = PEER_AGENTS
     benchmark.extra_info["steps_per_s"] = round(statistics.median(results))
 
+def _langgraph_agents(count: int) -> list[Any]:
+    """`count` compiled LangGraph graphs of the usual agent shape (a chat-model node, a `ToolNode`,
+    `tools_condition` between them) over a scripted `BaseChatModel`: the same script, in memory."""
+    from langchain_core.language_models.chat_models import BaseChatModel
+    from langchain_core.messages import AIMessage
+    from langchain_core.outputs import ChatGeneration, ChatResult
+    from langchain_core.tools import tool
+    from langgraph.graph import END, START, MessagesState, StateGraph
+    from langgraph.prebuilt import ToolNode, tools_condition
+
+    class Scripted(BaseChatModel):
+        @property
+        def _llm_type(self) -> str:
+            return "scripted"
+
+        def _generate(self, messages: list[Any], stop: Any = None, run_manager: Any = None, **kwargs: Any) -> ChatResult:
+            step = sum(isinstance(message, AIMessage) for message in messages)
+            if step < STEPS - 1:
+                reply = AIMessage(content="", tool_calls=[{"name": "noop", "args": {}, "id": f"call-{step}"}])
+            else:
+                reply = AIMessage(content="Done: every step ran.")
+            return ChatResult(generations=[ChatGeneration(message=reply)])
+
+        async def _agenerate(self, messages: list[Any], stop: Any = None, run_manager: Any = None, **kwargs: Any) -> ChatResult:
+            return self._generate(messages, stop, run_manager, **kwargs)
+
+    @tool
+    async def noop() -> str:
+        """does nothing"""
+        return "ok"
+
+    model = Scripted()  # scripted: it needs no tool schemas bound
+
+    async def call_model(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [await model.ainvoke(state["messages"])]}
+
+    graph = StateGraph(MessagesState)
+    graph.add_node("model", call_model)
+    graph.add_node("tools", ToolNode([noop]))
+    graph.add_edge(START, "model")
+    graph.add_conditional_edges("model", tools_condition)
+    graph.add_edge("tools", "model")
+    return [graph.compile() for _ in range(count)]
+
+def run_langgraph_agents(count: int) -> float:
+    graphs = _langgraph_agents(count)
+    async def all_turns() -> list[Any]:
+        return await asyncio.gather(*(
+            graph.ainvoke({"messages": [("system", "bench"), ("user", "run the steps")]}, {"recursion_limit": 4 * STEPS})
+            for graph in graphs
+        ))
+    start = time.perf_counter()
+    results = asyncio.run(all_turns())
+    wall = time.perf_counter() - start
+    assert all(result["messages"][-1].content == "Done: every step ran." for result in results)
+    return count * STEPS / wall
+
+
+@pytest.mark.benchmark(group=GROUP)
+def test_langgraph_concurrent(benchmark: Any) -> None:
+    pytest.importorskip("langgraph")
+    run_langgraph_agents(1)  # the first run imports and builds what later runs reuse
+    results: list[float] = []
+    benchmark.pedantic(lambda: results.append(run_langgraph_agents(PEER_AGENTS)), rounds=3, warmup_rounds=0)
+    benchmark.extra_info["agents"] = PEER_AGENTS
+    benchmark.extra_info["steps_per_s"] = round(statistics.median(results))
+
 # --- durable steps: the default JSON Lines session ("checkpoint") on disk -------------------------
 
 DURABLE_GROUP = "agent-step-durable"
@@ -338,6 +406,9 @@ def _durable_row(benchmark: Any, folder: Path, count: int, peer_agents: int) -> 
     if importlib.util.find_spec("agents") is not None:
         run_openai_agents(1)  # its first run imports and builds what later runs reuse
         peers["openai_agents"] = run_openai_agents(peer_agents)
+    if importlib.util.find_spec("langgraph") is not None:
+        run_langgraph_agents(1)
+        peers["langgraph"] = run_langgraph_agents(peer_agents)
     for name, peer in peers.items():
         benchmark.extra_info[f"{name}_in_memory_steps_per_s"] = round(peer)
     if peers:
