@@ -238,7 +238,7 @@ def _langgraph_agents(count: int) -> list[Any]:
     from langchain_core.messages import AIMessage
     from langchain_core.outputs import ChatGeneration, ChatResult
     from langchain_core.tools import tool
-    from langgraph.graph import END, START, MessagesState, StateGraph
+    from langgraph.graph import START, MessagesState, StateGraph
     from langgraph.prebuilt import ToolNode, tools_condition
 
     class Scripted(BaseChatModel):
