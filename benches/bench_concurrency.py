@@ -318,6 +318,23 @@ TARGETS += [
         "extra_info": "fsyncs_per_step",
         "max_value": 1.0,
     },
+    # Issue 37's ratios hold where the disk's fsync costs <= 1 ms (slower disks: SKIP, with the figure).
+    {
+        "name": "a durable step <= 0.2x the best peer's in-memory step (fsync <= 1 ms)",
+        "group": DURABLE_GROUP,
+        "row": "dshkit_durable_turn",
+        "extra_info": "speedup_vs_best_peer_in_memory",
+        "min_value": 5.0,
+        "applies_if_at_most": {"disk_fsync_ms": 1.0},
+    },
+    {
+        "name": "100 concurrent durable agents >= 5x the best peer's in-memory throughput (fsync <= 1 ms)",
+        "group": DURABLE_GROUP,
+        "row": "dshkit_durable_concurrent",
+        "extra_info": "speedup_vs_best_peer_in_memory",
+        "min_value": 5.0,
+        "applies_if_at_most": {"disk_fsync_ms": 1.0},
+    },
 ]
 
 

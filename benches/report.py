@@ -24,7 +24,7 @@ _RATIO_KEYS = ("max_ratio", "min_speedup")
 _VALUE_KEYS = ("max_value", "min_value")
 _KNOWN_KEYS = {
     "name", "group", "row", "stat", "versus", "versus_group", "max_seconds", "per",
-    "extra_info", "declared_in", *_RATIO_KEYS, *_VALUE_KEYS,
+    "extra_info", "declared_in", "applies_if_at_most", *_RATIO_KEYS, *_VALUE_KEYS,
 }  # fmt: skip
 
 
@@ -49,6 +49,9 @@ def check_target(target: object) -> str | None:
     for key in (*_RATIO_KEYS, *_VALUE_KEYS, "max_seconds"):
         if key in target and not _is_number(target[key]):
             return f"{key!r} must be a finite number, not {target[key]!r}"
+    conditions = target.get("applies_if_at_most", {})
+    if not isinstance(conditions, Mapping) or not all(isinstance(k, str) and _is_number(v) for k, v in conditions.items()):
+        return "'applies_if_at_most' must map extra_info keys to numbers"
     kinds = [key for key in ("versus", "max_seconds", "extra_info") if key in target]
     if len(kinds) != 1:
         return "give exactly one of 'versus' (a ratio), 'max_seconds' (a time) or 'extra_info' (a value)"
@@ -194,6 +197,12 @@ def evaluate(target: Mapping[str, Any], groups: Mapping[str, Sequence[Mapping[st
     row, why = _select(groups, target["group"], target.get("row", REFERENCE_ROW))
     if row is None:
         return ("ERROR" if "several" in why else "SKIP"), why, ""
+    # A target stated for some conditions of the machine (a disk whose fsync is fast enough, say)
+    # does not apply where the row measured other conditions.
+    for key, limit in target.get("applies_if_at_most", {}).items():
+        found = (row.get("extra_info") or {}).get(key)
+        if _is_number(found) and found > limit:
+            return "SKIP", f"{key}={found:g} here; the target assumes <= {limit:g}", ""
 
     if "versus" in target:
         versus, why = _select(groups, target.get("versus_group", target["group"]), target["versus"])
