@@ -106,7 +106,7 @@ def reply_chunks(reply: object, request: ModelRequest, *, native: bool, number: 
     items: list[Any] = list(reply)  # type: ignore[call-overload]  # a checked reply: a list by now
     if items and isinstance(items[0], Call):
         return calls_chunks(items, number)
-    return [item if isinstance(item, BaseException) else dict(item) for item in items]
+    return items  # the checked copies: `replay` yields a fresh dict of each
 
 
 def text_chunks(text: str) -> list[Any]:

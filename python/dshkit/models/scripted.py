@@ -92,18 +92,14 @@ class ScriptedModel(OfflineModel):
         """Stream the next scripted response (the request is recorded at call time)."""
         number = self._record(request)
         if number >= len(self._script):
-            return self._replay(number, None, cancel)
-        return self._replay(number, reply_chunks(self._script[number], request, native=self.native_output, number=number), cancel)
+            return _exhausted(number, len(self._script))
+        return replay(reply_chunks(self._script[number], request, native=self.native_output, number=number), cancel, self.delay)
 
-    async def _replay(self, number: int, script: list[Any] | None, cancel: CancelSignal | None) -> AsyncIterator[Chunk]:
-        if script is None:
-            raise ModelError(
-                f"ScriptedModel: no response scripted for call {number} "
-                f"(the script has {len(self._script)})",
-                code="script_exhausted",
-            )
-        async for chunk in replay(script, cancel, self.delay):
-            yield chunk
+
+async def _exhausted(number: int, scripted: int) -> AsyncIterator[Chunk]:
+    """A stream that fails when read: call `number` is beyond a script of `scripted` responses."""
+    raise ModelError(f"ScriptedModel: no response scripted for call {number} (the script has {scripted})", code="script_exhausted")
+    yield  # an async generator: the error comes when the stream is read, as a model's would
 
 
 async def replay(script: list[Any], cancel: CancelSignal | None, delay: float = 0.0) -> AsyncIterator[Chunk]:
