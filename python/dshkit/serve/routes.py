@@ -116,14 +116,19 @@ async def decide_approval(request: Request) -> Response:
 
 
 async def cancel(request: Request) -> Response:
-    """POST /sessions/{id}/cancel {"id"?} -> 202: cancels the turn that is open when the worker gets to it."""
+    """POST /sessions/{id}/cancel {"id"?} -> 202 {"session_id", "workflow_id", "interrupted"}.
+
+    Cancels the turn running now (on any worker: a DBOS message to each unfinished workflow of the
+    session, listed in `interrupted`), and, through a cancel queued behind them, a turn left
+    waiting for approval when no worker runs it."""
     served = _served(request)
     _, session_id = await _owned_session(request, served)
     body = await read_json_object(request, served.limits)
     request_id = _request_id(body, "id")
+    interrupted = await asyncio.to_thread(served.engine.interrupt, session_id, request_id, "user")
     action = {"kind": "cancel", "cause": "user"}
     workflow = await asyncio.to_thread(served.engine.enqueue, session_id, "cancel", request_id, action)
-    return JSONResponse({"session_id": session_id, "workflow_id": workflow}, status_code=202)
+    return JSONResponse({"session_id": session_id, "workflow_id": workflow, "interrupted": interrupted}, status_code=202)
 
 
 async def list_approvals(request: Request) -> Response:

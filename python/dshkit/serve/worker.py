@@ -12,11 +12,15 @@ idempotent against it, so a workflow DBOS recovers after a crash simply runs aga
 
 The agent runs until it is idle or waits for a person's approval; then its loop is closed, which
 leaves a waiting turn open in the log (suspended, as the agent documents), and the session closed.
+While it runs, the workflow listens for DBOS messages on `CANCEL_TOPIC` (`DBOS.recv_async`): the
+API sends one to every unfinished workflow of a session it is asked to cancel, so a cancel reaches
+the turn running now, on whichever worker process or machine runs it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import json
 import time
@@ -34,6 +38,10 @@ AgentFactory = Callable[[Session], Any]
 """`factory(session) -> Agent` (or an awaitable of one): the agent that serves an opened session."""
 
 _OPEN_PATIENCE_SEC = 60.0
+CANCEL_TOPIC = "dshkit.cancel"
+# How long one `recv` waits before it is renewed: each wait that ends empty records one DBOS step
+# (a row), so a long wait keeps a long turn's record small; the listener is cancelled at the end.
+_LISTEN_SEC = 3600.0
 _RUNTIME: dict[str, Any] = {}
 
 
@@ -80,10 +88,29 @@ async def _run(session: Session, factory: AgentFactory, action: dict[str, Any]) 
     outcome = _apply(agent, session, action)
     _continue_cut_turn(agent, session)
     agent.wake()
-    await agent.when_waiting()  # idle, or every pending call waits in this process
-    if not agent.pending_approvals():
-        await agent.when_idle()  # raises a failure of the agent's loop (a log it could not write)
+    listener = asyncio.create_task(_cancel_on_message(agent))
+    try:
+        await agent.when_waiting()  # idle, or every pending call waits in this process
+        if not agent.pending_approvals():
+            await agent.when_idle()  # raises a failure of the agent's loop (a log it could not write)
+    finally:
+        listener.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await listener
     return {"outcome": outcome, "status": agent.status, "seq": len(session.events) - 1}
+
+
+async def _cancel_on_message(agent: Agent) -> None:
+    """Cancel the running turn for each cancel message sent to this workflow (`Engine.interrupt`).
+
+    Started after `wake()`, so a message waiting since before the workflow started cancels the
+    turn this workflow started; DBOS keeps messages until received, so none sent to a running or
+    queued workflow is missed. One sent after this listener stopped is never received: the cancel
+    workflow queued behind (the route enqueues both) then cancels whatever turn is left open."""
+    while True:
+        note = await DBOS.recv_async(CANCEL_TOPIC, timeout_seconds=_LISTEN_SEC)
+        if isinstance(note, dict):
+            agent.cancel(str(note.get("cause") or "user"))
 
 
 def _apply(agent: Agent, session: Session, action: dict[str, Any]) -> str:
