@@ -10,7 +10,7 @@ from typing import Any
 
 from sse_starlette import EventSourceResponse
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, Response
 
 from dshkit import create_user_message, new_message_id
 from dshkit.serve.agui import plain_json
@@ -20,6 +20,7 @@ from dshkit.serve.errors import ApiError
 from dshkit.serve.limits import Limits, StreamCounter, read_json_object
 from dshkit.serve.places import SessionPlace
 from dshkit.serve.stream import LogWatcher, resume_cursor, session_events
+from dshkit.viewer import session_page
 
 _REQUEST_ID = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 
@@ -148,6 +149,19 @@ async def read_log(request: Request) -> Response:
         raise ApiError(400, "bad_after", f"'after' must be a seq (an integer), got {after!r}")
     events = await asyncio.to_thread(_log_events, served.place, session_id, int(after))
     return JSONResponse({"session_id": session_id, "events": events})
+
+
+async def log_page(request: Request) -> Response:
+    """GET /sessions/{id}/log.html: the log's viewer page (as `dshkit log html` writes it)."""
+    served = _served(request)
+    _, session_id = await _owned_session(request, served)
+    page = await asyncio.to_thread(_page_of, served.place, session_id)
+    return HTMLResponse(page, headers={"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"})
+
+
+def _page_of(place: SessionPlace, session_id: str) -> str:
+    with place.read(session_id) as session:
+        return session_page(session, where=f"served session {session_id}")  # never the server's paths
 
 
 async def stream_events(request: Request) -> Response:
