@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 import dshkit
 from dshkit.cli import main
 from dshkit.cli.viewer import default_output
-from dshkit.cli.viewer.page import ASSETS, asset_text, embed_json
+from dshkit.viewer.page import ASSETS, asset_text, embed_json
 from dshkit.session import Session
 
 

@@ -136,7 +136,7 @@ def test_the_wheel_ships_the_extension_stubs_and_marker() -> None:
     assert any(n.startswith("dshkit/_core") and n.endswith(suffix) for n in names), sorted(names)
     for required in (
         "dshkit/__init__.py", "dshkit/llm.py", "dshkit/_core.pyi", "dshkit/py.typed",
-        "dshkit/cli/viewer/assets/viewer.js", "dshkit/cli/viewer/assets/viewer.css",
+        "dshkit/viewer/assets/viewer.js", "dshkit/viewer/assets/viewer.css",
     ):
         assert required in names, required
     assert "Name: dshkit" in metadata
@@ -196,7 +196,7 @@ def test_the_sdist_holds_what_a_build_needs() -> None:
         "python/dshkit/__init__.py",
         "python/dshkit/_core.pyi",
         "python/dshkit/py.typed",
-        "python/dshkit/cli/viewer/assets/viewer.js",
+        "python/dshkit/viewer/assets/viewer.js",
     ):
         assert required in names, required
 

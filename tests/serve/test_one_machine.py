@@ -194,3 +194,41 @@ def test_a_server_killed_inside_a_turn_answers_the_message_once_after_its_restar
     assert continuation["source"]["kind"] == "plugin" and continuation["id"].startswith("serve-continue-")
     with Session.open(store / f"{session_id}.sqlite", read_only=True) as session:
         assert check_events(list(session.events)) == []
+
+
+def _session_with_answers(http: httpx.Client) -> str:
+    session_id = new_session(http)
+    for n, text in enumerate(["first <b>question</b>", "second question"]):
+        assert http.post(f"/sessions/{session_id}/messages", json={"text": text, "id": f"p{n}"}).status_code == 202
+    read_sse(http, f"/sessions/{session_id}/events", finished_runs(2))
+    return session_id
+
+
+def test_the_log_page_is_served_to_the_sessions_owner_only(alice: httpx.Client, server: tuple[Process, Path]) -> None:
+    session_id = _session_with_answers(alice)
+    page = alice.get(f"/sessions/{session_id}/log.html")
+    assert page.status_code == 200 and page.headers["content-type"] == "text/html; charset=utf-8"
+    assert page.headers["cache-control"] == "no-store"
+    assert page.text.startswith("<!DOCTYPE html>") and f"served session {session_id}" in page.text
+    for said in ("first \\u003cb>question\\u003c/b>", "echo: second question", '"p0"', '"p1"'):
+        assert said in page.text, said  # the messages and their ids, embedded as the page's data
+    assert str(server[1]) not in page.text  # the page names the session, not the server's files
+    with client(server[0].url or "", "t-bob") as bob, httpx.Client(base_url=server[0].url or "", timeout=60.0) as nobody:
+        assert error_of(bob.get(f"/sessions/{session_id}/log.html")) == (404, "unknown_session")
+        assert error_of(nobody.get(f"/sessions/{session_id}/log.html")) == (401, "unauthenticated")
+    assert error_of(alice.get("/sessions/no-such-session/log.html")) == (404, "unknown_session")
+
+
+def test_the_served_log_page_shows_the_session_in_chromium(alice: httpx.Client, server: tuple[Process, Path],
+                                                           serve_browser: Any) -> None:
+    session_id = _session_with_answers(alice)
+    tab = serve_browser.page()
+    try:  # a browser's navigation sends the bearer token as an extra header
+        tab.send("Network.enable")
+        tab.send("Network.setExtraHTTPHeaders", {"headers": {"Authorization": "Bearer t-alice"}})
+        tab.open(f"{server[0].url}/sessions/{session_id}/log.html", ready="document.querySelectorAll('.row.message').length >= 4")
+        shown = tab.evaluate("[...document.querySelectorAll('.row.message')].map(r => [r.dataset.id, r.querySelector('.text').innerText])")
+    finally:
+        tab.close()
+    assert [text for _, text in shown[:4]] == ["first <b>question</b>", "echo: first <b>question</b>", "second question", "echo: second question"]
+    assert [message_id for message_id, _ in shown][0::2][:2] == ["p0", "p1"]

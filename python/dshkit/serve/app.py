@@ -82,6 +82,7 @@ def _routes() -> list[Any]:
         Route(f"{s}/approvals/{{call_id}}", routes.decide_approval, methods=["POST"]),
         Route(f"{s}/cancel", routes.cancel, methods=["POST"]),
         Route(f"{s}/log", routes.read_log, methods=["GET"]),
+        Route(f"{s}/log.html", routes.log_page, methods=["GET"]),
         Route(f"{s}/events", routes.stream_events, methods=["GET"]),
     ]
 

@@ -95,6 +95,25 @@ class Engine:
             handle = self._queue.enqueue(run_session_workflow, session_id, action)
         return str(handle.get_workflow_id())
 
+    def interrupt(self, session_id: str, request_id: str, cause: str) -> list[str]:
+        """Send a cancel message to each unfinished workflow of the session (running or queued, on
+        any worker); the ids it was sent to. A running one cancels its turn at once (its listener,
+        `worker._cancel_on_message`); a queued one cancels the turn it starts, as the agent's
+        cancel discards input still pending. Repeating the same `request_id` sends nothing new."""
+        from dbos import DBOS, SendMessage
+
+        from dshkit.serve.worker import CANCEL_TOPIC
+
+        prefix = f"{session_id}:"  # see `workflow_id`; no session id holds a ':'
+        found = DBOS.list_workflows(workflow_id_prefix=prefix, status=["PENDING", "ENQUEUED"],
+                                    load_input=False, load_output=False)
+        targets = [w.workflow_id for w in found
+                   if w.workflow_id.startswith(prefix) and not w.workflow_id.startswith(f"{prefix}cancel:")]
+        note = {"cause": cause, "request": request_id}
+        if targets:  # one transaction; the key is per destination (DBOS suffixes it)
+            DBOS.send_bulk([SendMessage(t, note, CANCEL_TOPIC, idempotency_key=f"cancel:{request_id}") for t in targets])
+        return targets
+
     def status(self, workflow: str) -> str | None:
         """The workflow's DBOS status (`ENQUEUED`, `PENDING`, `SUCCESS`, `ERROR`, ...), None if unknown."""
         from dbos import DBOS

@@ -18,7 +18,7 @@ from typing import Any
 
 from dshkit import new_message_id
 from dshkit.session import Session, SessionError
-from dshkit.session.stores.postgres import PostgresStore
+from dshkit.session.stores.postgres import PostgresStore, ensure_schema
 
 logger = logging.getLogger("dshkit.serve")
 
@@ -111,7 +111,7 @@ class SessionPlace:
         read) cost more than the read itself."""
         if self.is_postgres:
             assert self._readers is not None
-            return Session.open(store=PooledReader(self.location, session_id, self._readers), read_only=True)
+            return Session.open(store=PostgresStore(self.location, session_id, connections=self._readers), read_only=True)
         return Session.open(**self._where(session_id), read_only=True)
 
     def open_writer(self, session_id: str) -> Session:
@@ -133,7 +133,8 @@ class SessionPlace:
 
 
 class ReadingPool:
-    """Idle read-only PostgreSQL connections, reused (at most `keep` kept)."""
+    """Idle read-only PostgreSQL connections, reused (at most `keep` kept): a store's
+    `connections` (`dshkit.session.stores.postgres.PostgresConnections`)."""
 
     def __init__(self, url: str, keep: int = 8) -> None:
         self._url = url
@@ -141,7 +142,7 @@ class ReadingPool:
         self._idle: list[Any] = []
         self._lock = threading.Lock()
 
-    def borrow(self) -> Any:
+    def getconn(self) -> Any:
         """An idle connection, or a new one (autocommit: no transaction outlives a read)."""
         with self._lock:
             while self._idle:
@@ -151,34 +152,23 @@ class ReadingPool:
         import psycopg
 
         try:
-            return psycopg.connect(self._url, autocommit=True, connect_timeout=10)
+            connection = psycopg.connect(self._url, autocommit=True, connect_timeout=10)
         except psycopg.OperationalError as error:
             raise ConnectionError(f"cannot connect to read sessions: {str(error).strip()}") from error
+        try:
+            ensure_schema(connection)  # once per connection: an API may read before any session exists
+        except BaseException:
+            connection.close()
+            raise
+        return connection
 
-    def give_back(self, connection: Any) -> None:
+    def putconn(self, connection: Any) -> None:
         """Keep the connection for the next read (closed when enough are kept, or broken)."""
         with self._lock:
             if not connection.closed and not connection.broken and len(self._idle) < self._keep:
                 self._idle.append(connection)
                 return
         connection.close()
-
-
-class PooledReader(PostgresStore):
-    """A read-only PostgreSQL store whose connection comes from, and goes back to, a `ReadingPool`."""
-
-    def __init__(self, url: str, session_id: str, pool: ReadingPool) -> None:
-        super().__init__(url, session_id)
-        self._pool = pool
-
-    def _connect(self) -> Any:  # the store's one way to a connection; the schema exists already
-        return self._pool.borrow()
-
-    def close(self) -> None:
-        """Give the connection back (held appends: none, it never writes)."""
-        connection, self._connection = self._connection, None
-        if connection is not None:
-            self._pool.give_back(connection)
 
 
 def _sqlite_latest(path: Path) -> int | None:
@@ -194,12 +184,12 @@ def _sqlite_latest(path: Path) -> int | None:
 
 
 def _postgres_latest(pool: ReadingPool, session_ids: list[str]) -> dict[str, int]:
-    connection = pool.borrow()
+    connection = pool.getconn()
     try:
         rows = connection.execute(
             "SELECT session_id, max(seq) FROM dshkit_events WHERE session_id = ANY(%s) GROUP BY session_id",
             (session_ids,),
         ).fetchall()
     finally:
-        pool.give_back(connection)
+        pool.putconn(connection)
     return {session_id: seq for session_id, seq in rows}

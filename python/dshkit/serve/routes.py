@@ -10,7 +10,7 @@ from typing import Any
 
 from sse_starlette import EventSourceResponse
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, Response
 
 from dshkit import create_user_message, new_message_id
 from dshkit.serve.agui import plain_json
@@ -20,6 +20,7 @@ from dshkit.serve.errors import ApiError
 from dshkit.serve.limits import Limits, StreamCounter, read_json_object
 from dshkit.serve.places import SessionPlace
 from dshkit.serve.stream import LogWatcher, resume_cursor, session_events
+from dshkit.viewer import session_page
 
 _REQUEST_ID = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 
@@ -116,14 +117,19 @@ async def decide_approval(request: Request) -> Response:
 
 
 async def cancel(request: Request) -> Response:
-    """POST /sessions/{id}/cancel {"id"?} -> 202: cancels the turn that is open when the worker gets to it."""
+    """POST /sessions/{id}/cancel {"id"?} -> 202 {"session_id", "workflow_id", "interrupted"}.
+
+    Cancels the turn running now (on any worker: a DBOS message to each unfinished workflow of the
+    session, listed in `interrupted`), and, through a cancel queued behind them, a turn left
+    waiting for approval when no worker runs it."""
     served = _served(request)
     _, session_id = await _owned_session(request, served)
     body = await read_json_object(request, served.limits)
     request_id = _request_id(body, "id")
+    interrupted = await asyncio.to_thread(served.engine.interrupt, session_id, request_id, "user")
     action = {"kind": "cancel", "cause": "user"}
     workflow = await asyncio.to_thread(served.engine.enqueue, session_id, "cancel", request_id, action)
-    return JSONResponse({"session_id": session_id, "workflow_id": workflow}, status_code=202)
+    return JSONResponse({"session_id": session_id, "workflow_id": workflow, "interrupted": interrupted}, status_code=202)
 
 
 async def list_approvals(request: Request) -> Response:
@@ -143,6 +149,19 @@ async def read_log(request: Request) -> Response:
         raise ApiError(400, "bad_after", f"'after' must be a seq (an integer), got {after!r}")
     events = await asyncio.to_thread(_log_events, served.place, session_id, int(after))
     return JSONResponse({"session_id": session_id, "events": events})
+
+
+async def log_page(request: Request) -> Response:
+    """GET /sessions/{id}/log.html: the log's viewer page (as `dshkit log html` writes it)."""
+    served = _served(request)
+    _, session_id = await _owned_session(request, served)
+    page = await asyncio.to_thread(_page_of, served.place, session_id)
+    return HTMLResponse(page, headers={"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"})
+
+
+def _page_of(place: SessionPlace, session_id: str) -> str:
+    with place.read(session_id) as session:
+        return session_page(session, where=f"served session {session_id}")  # never the server's paths
 
 
 async def stream_events(request: Request) -> Response:

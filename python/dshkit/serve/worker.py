@@ -12,13 +12,18 @@ idempotent against it, so a workflow DBOS recovers after a crash simply runs aga
 
 The agent runs until it is idle or waits for a person's approval; then its loop is closed, which
 leaves a waiting turn open in the log (suspended, as the agent documents), and the session closed.
+While it runs, the workflow listens for DBOS messages on `CANCEL_TOPIC` (`DBOS.recv_async`): the
+API sends one to every unfinished workflow of a session it is asked to cancel, so a cancel reaches
+the turn running now, on whichever worker process or machine runs it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import json
+import logging
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -33,7 +38,17 @@ from dshkit.session import Session, SessionError
 AgentFactory = Callable[[Session], Any]
 """`factory(session) -> Agent` (or an awaitable of one): the agent that serves an opened session."""
 
+logger = logging.getLogger("dshkit.serve")
+
 _OPEN_PATIENCE_SEC = 60.0
+CANCEL_TOPIC = "dshkit.cancel"
+# How long one `recv` waits before it is renewed: each wait that ends empty records one DBOS step
+# (a row), so a long wait keeps a long turn's record small; the listener is cancelled at the end.
+_LISTEN_SEC = 3600.0
+# A turn settled within this long never listens: listening costs DBOS a few queries and a row per
+# workflow (on PostgreSQL it halved the turns per second of instant turns), and a cancel sent
+# meanwhile is kept by DBOS until the listener starts (or answered by the queued cancel).
+_LISTEN_AFTER_SEC = 0.25
 _RUNTIME: dict[str, Any] = {}
 
 
@@ -80,10 +95,43 @@ async def _run(session: Session, factory: AgentFactory, action: dict[str, Any]) 
     outcome = _apply(agent, session, action)
     _continue_cut_turn(agent, session)
     agent.wake()
+    settled = asyncio.ensure_future(_settled(agent))
+    done, _ = await asyncio.wait([settled], timeout=_LISTEN_AFTER_SEC)
+    if not done:  # a turn still running: from now on a cancel message reaches it
+        listener = asyncio.create_task(_cancel_on_message(agent))
+        try:
+            await asyncio.wait([settled])
+        finally:
+            listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await listener
+    await settled
+    return {"outcome": outcome, "status": agent.status, "seq": len(session.events) - 1}
+
+
+async def _settled(agent: Agent) -> None:
     await agent.when_waiting()  # idle, or every pending call waits in this process
     if not agent.pending_approvals():
         await agent.when_idle()  # raises a failure of the agent's loop (a log it could not write)
-    return {"outcome": outcome, "status": agent.status, "seq": len(session.events) - 1}
+
+
+async def _cancel_on_message(agent: Agent) -> None:
+    """Cancel the running turn for each cancel message sent to this workflow (`Engine.interrupt`).
+
+    Started once the turn has run `_LISTEN_AFTER_SEC`, so a message waiting since before (since
+    the workflow was queued, even) cancels the turn this workflow started; DBOS keeps messages
+    until received, so none sent to a running or queued workflow is missed. One sent after this listener stopped is never received: the cancel
+    workflow queued behind (the route enqueues both) then cancels whatever turn is left open.
+    A listener that fails (its database unreachable) is logged and the turn runs on: the queued
+    cancel still comes after it."""
+    try:
+        while True:
+            note = await DBOS.recv_async(CANCEL_TOPIC, timeout_seconds=_LISTEN_SEC)
+            if isinstance(note, dict):
+                agent.cancel(str(note.get("cause") or "user"))
+    except Exception:
+        logger.warning("session %s: the cancel listener stopped; a cancel now waits for the turn's end",
+                       agent.session.id, exc_info=True)
 
 
 def _apply(agent: Agent, session: Session, action: dict[str, Any]) -> str:

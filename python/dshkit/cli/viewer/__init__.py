@@ -1,4 +1,6 @@
-"""`dshkit log html LOG [-o FILE]`: a session log as one self-contained HTML page (see docs/viewer.md)."""
+"""`dshkit log html LOG [-o FILE]`: a session log as one self-contained HTML page (see docs/viewer.md).
+
+The page itself is built by `dshkit.viewer` (below `cli`, so `dshkit.serve` serves it too)."""
 
 from __future__ import annotations
 
@@ -6,16 +8,11 @@ import os
 import tempfile
 from typing import TextIO
 
-from dshkit.cli.viewer.page import render_page
-from dshkit.cli.viewer.page_data import page_data
 from dshkit.session.session import Session
 from dshkit.session.stores import is_url, log_stem
+from dshkit.viewer import session_page
 
-
-def session_page(session: Session, *, where: str) -> str:
-    """The viewer page of an open session."""
-    data = page_data(session.events, session_id=session.id, created_at=session.created_at, where=where)
-    return render_page(data, title=f"dshkit session {session.id}")
+__all__ = ["default_output", "html_command", "session_page", "write_whole"]  # session_page: dshkit.viewer's
 
 
 def default_output(path: str, session_id: str) -> str:

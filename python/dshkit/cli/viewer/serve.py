@@ -19,11 +19,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from dshkit.cli.viewer.page import embed_json, render_page
-from dshkit.cli.viewer.page_data import page_data
 from dshkit.session.errors import SessionIntegrityWarning, SessionRecoveryWarning
 from dshkit.session.session import Session
 from dshkit.session.stores import is_url
+from dshkit.viewer.page import embed_json, render_page
+from dshkit.viewer.page_data import page_data
 
 POLL_MS = 1000
 

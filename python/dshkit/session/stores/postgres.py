@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
 from dshkit.session._log.event_codec import decode_header
@@ -123,20 +123,42 @@ def ensure_schema(connection: Any) -> None:
             connection.execute(SET_VERSION, (version,))
 
 
+class PostgresConnections(Protocol):
+    """Where a `PostgresStore` takes its connection from, and gives it back: a caller's pool.
+
+    The method names are those of `psycopg_pool.ConnectionPool`. `getconn()` returns an open
+    psycopg 3 connection to the store's database in autocommit mode, with the session tables in
+    place (a store opened on the URL creates them; see `ensure_schema`); `putconn(connection)`
+    takes it back, also a closed or broken one. The store changes no setting of a connection it was
+    given, and gives it back with no lock held (closing it instead when it cannot release one).
+    """
+
+    def getconn(self) -> Any: ...
+
+    def putconn(self, connection: Any) -> None: ...
+
+
 class PostgresStore(SessionStore):
-    """One session log in a PostgreSQL database (`url`), selected by `session_id`."""
+    """One session log in a PostgreSQL database (`url`), selected by `session_id`.
+
+    `connections`: take connections from a caller's pool (`PostgresConnections`) instead of
+    opening one per store; `url` then only names the database in messages and `describe`.
+    """
 
     url: str  # always set: the database this store opened (the protocol's default is None)
 
     waits_on_network = True  # the agent syncs it off the event loop
 
-    def __init__(self, url: str, session_id: str | None = None) -> None:
+    def __init__(self, url: str, session_id: str | None = None, *, connections: PostgresConnections | None = None) -> None:
         check_url(url)
+        if connections is not None and not (callable(getattr(connections, "getconn", None)) and callable(getattr(connections, "putconn", None))):
+            raise TypeError(f"connections: expected an object with getconn() and putconn(connection), got {type(connections).__name__}")
         if session_id is not None and (not isinstance(session_id, str) or not session_id):
             raise ValueError(f"session_id must be a non-empty str, not {session_id!r}")
         self.url = url
         self.session_id = session_id
         self._connection: Any = None
+        self._connections = connections
         self._durability = "checkpoint"
         self._locked = False
         self._held: list[WriteRow] = []
@@ -156,6 +178,8 @@ class PostgresStore(SessionStore):
     # -- connections ----------------------------------------------------------------------
 
     def _connect(self) -> Any:
+        if self._connections is not None:
+            return self._borrow(self._connections)
         psycopg = import_psycopg()
         try:
             connection = psycopg.connect(self.url, autocommit=True, connect_timeout=10)
@@ -175,6 +199,34 @@ class PostgresStore(SessionStore):
             raise
         return connection
 
+    def _borrow(self, connections: PostgresConnections) -> Any:
+        """A connection of the caller's pool, checked to be usable as this store's own."""
+        psycopg = import_psycopg()
+        try:
+            connection = connections.getconn()
+        except psycopg.OperationalError as error:
+            raise ConnectionError(f"cannot connect to {redact(self.url)}: {str(error).strip()}") from error
+        if not getattr(connection, "autocommit", False) or connection.closed:
+            connections.putconn(connection)
+            raise ValueError(f"connections.getconn() for {redact(self.url)}: expected an open connection in autocommit mode")
+        return connection
+
+    def _release(self, connection: Any) -> None:
+        """Unlock if locked (best effort), then give the connection back or close it."""
+        locked, self._locked = self._locked, False
+        if locked and not connection.closed and self.session_id is not None:
+            try:
+                connection.execute(UNLOCK, (lock_key(self.session_id),))
+            except Exception:
+                connection.close()  # closing releases the lock; a pool must never get it held
+        self._give_back(connection)
+
+    def _give_back(self, connection: Any) -> None:
+        if self._connections is None:
+            connection.close()
+        else:
+            self._connections.putconn(connection)
+
     def _open_connection(self, *, lock: bool) -> Any:
         """Connect (retrying connection errors) and, for a writer, take the session's lock."""
         psycopg = import_psycopg()
@@ -190,11 +242,11 @@ class PostgresStore(SessionStore):
                 try:
                     self._take_lock(connection)
                 except psycopg.OperationalError as error:
-                    connection.close()
+                    self._release(connection)
                     last = error
                     continue
                 except BaseException:
-                    connection.close()
+                    self._release(connection)
                     raise
             return connection
         raise SessionError(str(last)) from last
@@ -208,6 +260,15 @@ class PostgresStore(SessionStore):
             )
         self._locked = True
 
+    def _check_durability(self, durability: str) -> str:
+        durability = check_durability(durability)
+        if durability == "none" and self._connections is not None:
+            raise ValueError(
+                "durability 'none' sets synchronous_commit=off on the store's connection, and a store given "
+                "connections= changes none of theirs: configure it in your pool, and use 'checkpoint'"
+            )
+        return durability
+
     def _need_session_id(self, verb: str) -> str:
         if self.session_id is None:
             raise ValueError(f"to {verb} a PostgreSQL session, pass session_id=")
@@ -217,7 +278,7 @@ class PostgresStore(SessionStore):
 
     def create(self, header: str, durability: str) -> None:
         """Add the session's header row and lock it; `FileExistsError` if the id is taken."""
-        self._durability = check_durability(durability)
+        self._durability = self._check_durability(durability)
         fields = decode_header(header, "new session header")
         if self.session_id is None:
             self.session_id = fields["id"]
@@ -235,17 +296,17 @@ class PostgresStore(SessionStore):
                 CREATE_SESSION, (self.session_id, header, checksum(header), fields["created_at"], fields.get("parent_id"))
             ).fetchone()
         except BaseException:
-            connection.close()
+            self._release(connection)
             raise
         if created is None:
-            connection.close()
+            self._release(connection)
             raise FileExistsError(f"session {self.session_id} already exists in {redact(self.url)}")
         self._connection, self._sealed = connection, True
 
     def load(self, durability: str, *, read_only: bool) -> tuple[str, list[str]]:
         """The header and every event record in seq order, checksums checked (locking the session unless read-only)."""
         session_id = self._need_session_id("open")
-        self._durability = check_durability(durability)
+        self._durability = self._check_durability(durability)
         connection = self._open_connection(lock=not read_only)
         try:
             header = connection.execute(READ_HEADER, (session_id,)).fetchone()
@@ -263,7 +324,7 @@ class PostgresStore(SessionStore):
             if not read_only:
                 self._message_ids = {row[0] for row in connection.execute(READ_MESSAGE_IDS, (session_id,))}
         except BaseException:
-            connection.close()
+            self._release(connection)
             raise
         self._connection = connection
         return header[0], records
@@ -314,7 +375,10 @@ class PostgresStore(SessionStore):
                 if connection is None or connection.closed or connection.broken:
                     # Reconnecting means taking the lock again: if another writer took over
                     # meanwhile, this fails before anything is written.
-                    connection = self._connection = self._open_connection(lock=True)
+                    fresh = self._open_connection(lock=True)
+                    if connection is not None:
+                        self._give_back(connection)  # dead: the server dropped its lock with it
+                    connection = self._connection = fresh
                 connection.execute(WRITE_EVENTS, params).fetchone()
                 if self._after_write is not None:
                     self._after_write(connection)
@@ -358,18 +422,9 @@ class PostgresStore(SessionStore):
         self._connection.execute(SAVE_ATTACHMENT, (digest, data))
 
     def close(self) -> None:
-        """Release the lock and the connection; idempotent (held appends are dropped: sync first)."""
+        """Release the lock and the connection (back to `connections` if given); idempotent (held
+        appends are dropped: sync first)."""
         connection, self._connection = self._connection, None
         self._held = []
-        if connection is None:
-            return
-        try:
-            if self._locked and not connection.closed and self.session_id is not None:
-                connection.execute(UNLOCK, (lock_key(self.session_id),))
-        except Exception:
-            pass  # closing the connection releases the lock anyway
-        finally:
-            self._locked = False
-            connection.close()
-
-
+        if connection is not None:
+            self._release(connection)

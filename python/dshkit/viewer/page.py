@@ -17,7 +17,7 @@ ASSETS = ("viewer.css", "viewer.js")
 
 def asset_text(name: str) -> str:
     """The text of one of the page's assets (`ASSETS`), shipped as package data."""
-    return files("dshkit.cli.viewer").joinpath("assets", name).read_text(encoding="utf-8")
+    return files("dshkit.viewer").joinpath("assets", name).read_text(encoding="utf-8")
 
 
 def embed_json(data: Any) -> str:
