@@ -35,7 +35,7 @@ class _Batch:
     """One response's calls on their way: each call's result once it has one, and how far the
     results are logged (in model order; some past a call that waits for a person).
 
-    Alive while the bodies run. An agent's runner reuses one (`ToolCallRunner._take_batch`), with
+    Alive while the bodies run. An agent's runner reuses one (`ToolCallRunner.run`), with
     its list and dict, rather than building them every step: at scale, what a step keeps in
     flight is what the cyclic GC promotes and scans (issue 37)."""
 
@@ -252,7 +252,7 @@ class ToolCallRunner:
                 return
             if index not in batch.logged_early:
                 self._commit_result(batch.turn, batch.step, batch.calls[index], result, batch.assistant_seq)
-                if not batch.logged_early:
+                if not isinstance(batch.logged_early, set):
                     batch.logged_early = set()  # made when first needed: most batches never wait for a person
                 batch.logged_early.add(index)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-from collections.abc import Iterable
+from collections.abc import Generator, Iterable
 from typing import Any
 
 
@@ -71,9 +71,9 @@ class OneYield:
     def __init__(self) -> None:
         self._yielded = False
 
-    def __await__(self) -> OneYield:
+    def __await__(self) -> Generator[None, None, None]:
         self._yielded = False
-        return self
+        return self  # type: ignore[return-value]  # an iterator is all `await` needs (no send/throw: a throw is raised at the await)
 
     def __iter__(self) -> OneYield:
         return self

@@ -247,13 +247,13 @@ class TurnRunner:
                 if self._hub.maybe_listening:
                     self._hub.emit("message", turn=number, step=step, message=message, event_type=USER_MESSAGE, seq=event.seq)
             response = await self._call_model(turn)
-            if type(response) is StepResult:
+            if isinstance(response, StepResult):
                 return response
             # The tools run after `_call_model` returned: its request, stream assembler and chunk
             # seqs are freed by then, not kept in flight while the bodies run (issue 37).
             ended = answer_without_tools(turn, response)
             if ended is not None:
-                return ended if type(ended) is StepResult else await refuse_calls(self._tool_calls, turn, response, ended)
+                return ended if isinstance(ended, StepResult) else await refuse_calls(self._tool_calls, turn, response, ended)
             end_turn, context, self._loop_ran = await self._tool_calls.run(
                 response.data["message"].tool_calls, response.seq, turn=number, step=step, token=turn.token
             )
@@ -435,7 +435,7 @@ class TurnRunner:
         }
         if assembler.usage is not None:
             data["usage"] = assembler.usage
-        event = self._append(ASSISTANT_MESSAGE, data, source_event_seqs=tuple(chunk_seqs))
+        event: Event = self._append(ASSISTANT_MESSAGE, data, source_event_seqs=tuple(chunk_seqs))
         if self._hub.maybe_listening:
             self._hub.emit("message", turn=turn.number, step=turn.step, message=message, event_type=ASSISTANT_MESSAGE, seq=event.seq)
         return event  # holds all the tools need (untracked by the GC, unlike a tuple of them)
