@@ -10,17 +10,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Coroutine, Mapping
+from itertools import repeat
 from operator import methodcaller
 from typing import Any
 
 from dshkit.agent._user_code import durability_point
 from dshkit.agent.cancel import CancelToken
-from dshkit.agent._turn.eager import start_eagerly
+from dshkit.agent._turn.eager import STARTS_EAGERLY, start_eagerly
 from dshkit.agent.notifications import NotificationHub
 from dshkit.agent._input.inbox import Inbox
 from dshkit.agent._tools.gate import CallResult, ToolGate, error_result
+from dshkit.agent._tools.waits import BatchWait, OneYield
 from dshkit.agent.tools import Tool, ToolContext
 from dshkit.llm import Message, create_tool_result_message
 from dshkit.session import Session
@@ -30,23 +31,42 @@ _log = logging.getLogger("dshkit.agent")
 _is_done = methodcaller("done")  # a task's done(), called from C (no generator frame per batch wait)
 
 
-@dataclass
 class _Batch:
     """One response's calls on their way: each call's result once it has one, and how far the
-    results are logged (in model order; some past a call that waits for a person)."""
+    results are logged (in model order; some past a call that waits for a person).
 
-    calls: tuple[Any, ...]
-    assistant_seq: int
-    turn: int
-    step: int
-    results: list[CallResult | None] = field(default_factory=list)
-    committed: int = 0  # results logged so far, in model order
-    logged_early: set[int] = field(default_factory=set)  # results logged past a call that waits for a person
-    running: dict[asyncio.Future[CallResult], tuple[int, int]] = field(default_factory=dict)  # task -> (index, call seq)
-    loop_ran: bool = False
+    Alive while the bodies run. An agent's runner reuses one (`ToolCallRunner.run`), with
+    its list and dict, rather than building them every step: at scale, what a step keeps in
+    flight is what the cyclic GC promotes and scans (issue 37)."""
 
-    def __post_init__(self) -> None:
-        self.results = [None] * len(self.calls)
+    __slots__ = ("calls", "assistant_seq", "turn", "step", "results", "committed", "logged_early", "running", "loop_ran")
+
+    def __init__(self) -> None:
+        self.calls: tuple[Any, ...] = ()
+        self.assistant_seq = self.turn = self.step = self.committed = 0
+        self.results: list[CallResult | None] = []
+        self.logged_early: frozenset[int] | set[int] = _NONE_EARLY  # results logged past a call that waits for a person
+        # task -> (index, call seq) of the running segment's bodies whose results are not taken yet
+        self.running: dict[asyncio.Future[CallResult], tuple[int, int]] = {}
+        self.loop_ran = False
+
+    def start(self, calls: tuple[Any, ...], assistant_seq: int, turn: int, step: int) -> None:
+        """Set out for the calls of one response (`assistant_seq`), none answered yet."""
+        self.calls, self.assistant_seq, self.turn, self.step = calls, assistant_seq, turn, step
+        self.results.extend(repeat(None, len(calls)))
+        self.committed = 0  # results logged so far, in model order
+        self.loop_ran = False
+
+    def clear(self) -> None:
+        """Done with the response: hold on to none of its calls, results and tasks."""
+        self.calls = ()
+        self.results.clear()
+        self.running.clear()
+        self.logged_early = _NONE_EARLY
+
+
+_NONE_EARLY: frozenset[int] = frozenset()
+_ONE_SEGMENT = ((0,),)  # the segments of a response with one call (most responses with calls)
 
 
 class ToolCallRunner:
@@ -59,6 +79,11 @@ class ToolCallRunner:
         self._inbox = inbox
         self._tools = tools
         self._gate = gate  # the pass of one call: validation, hooks, approvals, the timed body
+        # One wait and one yield for every batch of this agent (one batch runs at a time), not
+        # objects made per step: at scale, what a step holds in flight is what the GC scans.
+        self._batch_wait = BatchWait()
+        self._one_yield = OneYield()
+        self._idle_batch: _Batch | None = _Batch()
         self.suspended = False  # set when the agent's task stops while calls wait for a person
 
     @property
@@ -70,12 +95,12 @@ class ToolCallRunner:
     def turn_tools(self, tools: Mapping[str, Tool]) -> None:
         self._gate.turn_tools = tools
 
-    async def run(
+    def run(
         self, calls: tuple[Any, ...], assistant_seq: int, *, turn: int, step: int, token: CancelToken,
         logged: Mapping[str, int] | None = None,
-    ) -> tuple[bool, tuple[Message, ...], bool]:
-        """Run a response's tool calls; results are committed in model order as they are ready
-        (a call waiting for approval holds back no result after it).
+    ) -> Coroutine[Any, Any, tuple[bool, tuple[Message, ...], bool]]:
+        """Run a response's tool calls (awaitable); results are committed in model order as they are
+        ready (a call waiting for approval holds back no result after it).
 
         Consecutive parallel calls run together, an exclusive one alone (`segments`); no call
         starts after `token` fired. Returns whether a tool asked to end the turn, the context
@@ -83,71 +108,109 @@ class ToolCallRunner:
         the event loop ran other tasks meanwhile (it does once any call started: the batch
         waits for its bodies, or yields once for bodies that finished at once). `logged` maps
         the ids of calls whose `tool/call` an earlier process logged (a resumed turn) to its seq.
+
+        One coroutine (`_run_batch`) waits for the bodies itself, with objects made once per
+        agent (`_Batch`, `BatchWait`, `OneYield`): at scale, what a step holds in flight is
+        what the cyclic GC promotes and scans (issue 37).
         """
-        batch = _Batch(calls, assistant_seq, turn, step)
+        batch, self._idle_batch = self._idle_batch, None
+        if batch is None:
+            batch = _Batch()  # a batch run while the agent's one is in use gets one of its own
+        batch.start(calls, assistant_seq, turn, step)
+        return self._run_batch(batch, token, logged)
+
+    async def _run_batch(
+        self, batch: _Batch, token: CancelToken, logged: Mapping[str, int] | None
+    ) -> tuple[bool, tuple[Message, ...], bool]:
         try:
-            for segment in self.segments(calls):
-                if token.cancelled:
-                    break  # no new call starts after a cancel
-                await self._run_segment(batch, segment, token, logged)
-        except BaseException as exc:
-            self._answer_on_the_way_out(batch, token, exc)
-            raise
-        if batch.committed < len(calls):  # a cancel stopped the batch: every call still gets its result
+            segments = self.segments(batch.calls)
+            try:
+                # Indexed, not the tuple's iterator: no iterator the GC tracks stays in flight.
+                for number in range(len(segments)):
+                    if token.cancelled:
+                        break  # no new call starts after a cancel
+                    segment = segments[number]
+                    call_seqs = self._log_calls(batch, segment, logged)
+                    # Durability point: every started call is on disk before its body runs.
+                    if (synced := durability_point(self._session)) is not None:
+                        await synced
+                    running = self._start_bodies(batch, segment, call_seqs, token)
+                    # Before 3.12 no body has run yet: one yield lets them all take their first step.
+                    first_yield = not STARTS_EAGERLY
+                    self._gate.listen_for_waits(self._batch_wait)  # a call starting to wait may free results after it
+                    try:
+                        while running:  # the bodies whose results are not taken yet
+                            if first_yield or any(map(_is_done, running)):
+                                first_yield = False
+                                # What asyncio.wait would do for a finished body, without its callbacks:
+                                # the loop runs what is ready first, then the finished results are taken.
+                                await self._one_yield
+                            else:
+                                # Waiting for a done callback, unlike awaiting the task, tells a body that
+                                # raised CancelledError itself (the task is done) from this driver being
+                                # cancelled (the wait raises), on Python 3.10 too.
+                                try:
+                                    await self._batch_wait.arm(running)
+                                finally:
+                                    self._batch_wait.disarm(running)
+                            batch.loop_ran = True
+                            self._take_ended(batch)
+                    finally:
+                        self._gate.listen_for_waits(None)
+            except BaseException as exc:
+                self._answer_on_the_way_out(batch, token, exc)
+                raise
+            return self._batch_end(batch, token)
+        finally:
+            batch.clear()
+            self._idle_batch = batch
+
+    def _batch_end(self, batch: _Batch, token: CancelToken) -> tuple[bool, tuple[Message, ...], bool]:
+        """What `run` returns, once every call has its result (a cancel stopped the batch: the calls
+        without one get theirs now)."""
+        if batch.committed < len(batch.calls):
             _answer_every_call(token, batch.results, batch.running)
             self._commit_ready(batch)
         end_turn, context = _handed_back(batch.results)
         return end_turn, context, batch.loop_ran
 
-    async def _run_segment(self, batch: _Batch, segment: list[int], token: CancelToken, logged: Mapping[str, int] | None) -> None:
-        """Start the segment's calls together and log their results as they end."""
-        calls = batch.calls
-        call_seqs = [
-            logged[calls[index]["id"]] if logged and calls[index]["id"] in logged else self._log_call(batch.turn, batch.step, calls[index])
-            for index in segment
-        ]
-        # Durability point: every started call is on disk before its body runs.
-        if (synced := durability_point(self._session)) is not None:
-            await synced
+    def _start_bodies(
+        self, batch: _Batch, segment: tuple[int, ...], call_seqs: tuple[int, ...], token: CancelToken
+    ) -> dict[asyncio.Future[CallResult], tuple[int, int]]:
+        """Start the segment's calls together; `batch.running`, each body's task -> (index, call seq)."""
         # Each body starts at once and is a task only if it has to wait (`start_eagerly`).
-        batch_wait = _BatchWait()
-        batch.running = running = {}
-        for index, seq in zip(segment, call_seqs):
-            running[start_eagerly(self._run_call(batch.turn, batch.step, token, calls[index], seq, batch_wait.body_ended))] = (index, seq)
-        pending = set(running)
-        self._gate.listen_for_waits(batch_wait.wake)  # a call starting to wait may free results after it
-        try:
-            await self._wait_for_bodies(batch, running, pending, batch_wait)
-        finally:
-            self._gate.listen_for_waits(None)
-
-    async def _wait_for_bodies(
-        self, batch: _Batch, running: dict[Any, tuple[int, int]], pending: set[Any], batch_wait: _BatchWait
-    ) -> None:
-        """Log the segment's results as its bodies end, in model order (`_commit_ready`)."""
+        batch_wait = self._batch_wait
+        running = batch.running  # empty: the segment before took all its results
         calls = batch.calls
-        while pending:
-            if any(map(_is_done, pending)):
-                # What asyncio.wait would do for a finished body, without its callbacks:
-                # the loop runs what is ready first, then the finished results are taken.
-                await asyncio.sleep(0)
-            else:
-                # Waiting for a done callback, unlike awaiting the task, tells a body that
-                # raised CancelledError itself (the task is done) from this driver being
-                # cancelled (the wait raises), on Python 3.10 too.
-                await batch_wait.first_done(pending)
-            batch.loop_ran = True
-            done = set(filter(_is_done, pending))
-            pending -= done
-            for task in done:
-                index, seq = running[task]
-                if task.cancelled() and self._gate.is_waiting(calls[index]["id"]):
-                    # Its wait for a person was stopped from outside (the process shutting
-                    # down cancels every task, in no set order): the same as this driver
-                    # being cancelled first, never an error result for that call.
-                    raise asyncio.CancelledError
-                batch.results[index] = _task_result(task, seq)
-            self._commit_ready(batch)
+        for index, seq in zip(segment, call_seqs):
+            running[start_eagerly(self._run_call(batch.turn, batch.step, token, calls[index], seq, batch_wait))] = (index, seq)
+        return running
+
+    def _log_calls(self, batch: _Batch, segment: tuple[int, ...], logged: Mapping[str, int] | None) -> tuple[int, ...]:
+        """The `tool/call` seq of each call of the segment, logged now unless an earlier process did."""
+        calls = batch.calls
+        if len(segment) == 1 and not logged:
+            return (self._log_call(batch.turn, batch.step, calls[segment[0]]),)
+        seqs: list[int] = []
+        for index in segment:
+            call_id = calls[index]["id"]
+            seqs.append(logged[call_id] if logged and call_id in logged else self._log_call(batch.turn, batch.step, calls[index]))
+        return tuple(seqs)
+
+    def _take_ended(self, batch: _Batch) -> None:
+        """Take the results of the bodies that ended (out of `batch.running`), and log those next in
+        model order (`_commit_ready`)."""
+        running = batch.running
+        for task in [task for task in running if task.done()]:
+            index, seq = running[task]
+            if task.cancelled() and self._gate.is_waiting(batch.calls[index]["id"]):
+                # Its wait for a person was stopped from outside (the process shutting
+                # down cancels every task, in no set order): the same as this driver
+                # being cancelled first, never an error result for that call.
+                raise asyncio.CancelledError
+            batch.results[index] = _task_result(task, seq)
+            del running[task]
+        self._commit_ready(batch)
 
     def _answer_on_the_way_out(self, batch: _Batch, token: CancelToken, exc: BaseException) -> None:
         """The batch stopped by an exception: every call gets its result, except, when the agent's own
@@ -189,17 +252,24 @@ class ToolCallRunner:
                 return
             if index not in batch.logged_early:
                 self._commit_result(batch.turn, batch.step, batch.calls[index], result, batch.assistant_seq)
+                if not isinstance(batch.logged_early, set):
+                    batch.logged_early = set()  # made when first needed: most batches never wait for a person
                 batch.logged_early.add(index)
 
-    def segments(self, calls: tuple[Any, ...]) -> list[list[int]]:
-        """Consecutive parallel calls run together; an exclusive (parallel=False) call runs alone."""
+    def segments(self, calls: tuple[Any, ...]) -> tuple[tuple[int, ...], ...]:
+        """Consecutive parallel calls run together; an exclusive (parallel=False) call runs alone.
+
+        Tuples of ints, which the cyclic GC stops tracking at its first look (lists stay tracked
+        while the batch runs)."""
+        if len(calls) == 1:
+            return _ONE_SEGMENT
         segments: list[list[int]] = []
         for index, call in enumerate(calls):
             if segments and not self._is_exclusive(call) and not self._is_exclusive(calls[segments[-1][-1]]):
                 segments[-1].append(index)
             else:
                 segments.append([index])
-        return segments
+        return tuple(map(tuple, segments))
 
     def _is_exclusive(self, call: Any) -> bool:
         tool = self._tools.get(call["name"])
@@ -217,15 +287,15 @@ class ToolCallRunner:
         return int(event.seq)
 
     async def _run_call(
-        self, turn: int, step: int, token: CancelToken, call: Any, call_seq: int, ended: Callable[[], None]
+        self, turn: int, step: int, token: CancelToken, call: Any, call_seq: int, batch_wait: BatchWait
     ) -> CallResult:
-        """One call's pass through the gate; `ended()` runs as its last act, in the step that ends the
-        body's task (`_BatchWait`: the driver then wakes in the next loop iteration, not two later)."""
+        """One call's pass through the gate; `batch_wait.body_ended()` runs as its last act, in the step
+        that ends the body's task (the driver then wakes in the next loop iteration, not two later)."""
         try:
             ctx = ToolContext(call["id"], call["name"], turn, step, token, self._session)
             return await self._gate.run_call(call, ctx, call_seq)
         finally:
-            ended()
+            batch_wait.body_ended()
 
     def answer_unknown(self, turn: int, step: int, call: Any, call_seq: int, assistant_seq: int) -> None:
         """Log the result of a call an earlier process started and never answered (outcome unknown)."""
@@ -303,51 +373,6 @@ def _answer_every_call(
                 f"Tool call not run: the turn was aborted ({cause}) before it started. Run it again if it is still needed.",
                 "Aborted", "aborted_before_dispatch", None,
             )
-
-
-class _BatchWait:
-    """The driver's wait for the first finished body of a batch: `asyncio.wait(..., FIRST_COMPLETED)`
-    without its set copies, woken one loop iteration sooner.
-
-    A body calls `body_ended` as its last act (`_run_call`), in the very step that ends its task:
-    the driver's wake-up is then scheduled at once, where a done callback of the task would only run
-    in the next iteration and schedule it from there (the iteration saved). The tasks' done
-    callbacks are the fallback for a body that never ran (a task cancelled before its first step);
-    a body that ends withdraws its own, which would only be one more no-op call (or a spurious
-    wake-up of a later wait). Cancelling the waiting task cancels the wait only, never the tasks.
-    """
-
-    __slots__ = ("_waiter",)
-
-    def __init__(self) -> None:
-        self._waiter: asyncio.Future[None] | None = None
-
-    def wake(self, _: object = None) -> None:
-        """End the current wait, if there is one (a body ended, or a task is done)."""
-        waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-
-    def body_ended(self) -> None:
-        """A body's last act, inside its task: wake the driver and withdraw the done-callback fallback."""
-        task = asyncio.current_task()
-        if task is not None:
-            task.remove_done_callback(self.wake)
-        self.wake()
-
-    async def first_done(self, tasks: set[asyncio.Future[CallResult]]) -> None:
-        """Wait until one of `tasks` is done."""
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiter = waiter
-        wake = self.wake
-        for task in tasks:
-            task.add_done_callback(wake)
-        try:
-            await waiter
-        finally:
-            self._waiter = None
-            for task in tasks:
-                task.remove_done_callback(wake)
 
 
 def _task_result(task: asyncio.Future[CallResult], call_seq: int) -> CallResult:

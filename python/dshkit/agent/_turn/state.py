@@ -23,9 +23,9 @@ class TurnAborted(Exception):
     """The turn's cancel token fired at a checkpoint."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class StepResult:
-    """How a step ended."""
+    """How a step ended (immutable: the plain ones are shared, `STEPPED`)."""
 
     kind: str  # "stop" | "tools" | "max_tokens" | "aborted" | "error"
     concluded: bool = False  # a tool asked to end the turn
@@ -44,6 +44,11 @@ class Turn:
     stepped: bool = False
     reason: dict[str, Any] = field(default_factory=lambda: {"kind": "completed"})
     run: Any = None  # the `RunState` of the `Agent.run` whose prompt this turn runs, if any
+
+
+# The plain step results, made once: a step's result is alive across the step boundary, and one
+# made per step would be one more object for the cyclic GC to promote at scale (issue 37).
+STEPPED = {kind: StepResult(kind) for kind in ("stop", "tools", "max_tokens", "aborted")}
 
 
 FinishStep = Callable[[Turn], Awaitable[StepResult]]  # ends the step a resumed turn was left in

@@ -12,11 +12,12 @@ hands the finished assistant message's tool calls to `ToolCallRunner`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from dshkit.agent._turn.admission import admit
 from dshkit.agent._turn.assembly import StreamAssembler
+from dshkit.agent._turn.calls import after_tools, answer_without_tools, refuse_calls
 from dshkit.agent._user_code import call_sync_or_async, durability_point, request_durability_point
 from dshkit.agent.cancel import CancelToken
 from dshkit.agent.compaction import Compactor
@@ -30,9 +31,9 @@ from dshkit.agent.hooks import (
     request_hook_config,
 )
 from dshkit.agent._input.inbox import NEXT_STEP, Inbox
-from dshkit.agent._run.state import attach_run, refusing
+from dshkit.agent._run.state import attach_run
 from dshkit.agent._tools.runner import ToolCallRunner
-from dshkit.agent._turn.state import STOP_REASONS, Admitted, StepResult, Turn, TurnAborted, FinishStep, error_info, failed_response, last_turn_number
+from dshkit.agent._turn.state import STEPPED, STOP_REASONS, Admitted, StepResult, Turn, TurnAborted, FinishStep, error_info, failed_response, last_turn_number
 from dshkit.llm import Message, create_assistant_message, freeze
 from dshkit.models.errors import MalformedResponseError
 from dshkit.models.protocol import CONTEXT_WINDOW_EXCEEDED, Model, ModelError
@@ -46,7 +47,9 @@ from dshkit.session.events import (
     TURN_END,
     TURN_START,
     USER_MESSAGE,
+    Event,
 )
+
 
 class TurnRunner:
     """Runs an agent's turns over its session, model, inbox, hooks and tools."""
@@ -164,7 +167,7 @@ class TurnRunner:
             turn.stepped = True
             ended = await self._run_step(turn, batch)
 
-    async def _step_boundary(self, turn: Turn, ended: StepResult | None) -> list[Admitted] | None:
+    async def _step_boundary(self, turn: Turn, ended: StepResult | None) -> Sequence[Admitted] | None:
         """The step boundary: where steering, injected input and tool context enter the turn.
 
         `ended` is the step just run (None before the first step). Its tool context is queued
@@ -215,7 +218,8 @@ class TurnRunner:
             return None  # an empty first claim: turn/start + turn/end {completed}, no step
         hook = self._hooks.get("pre_step")
         if hook is None:
-            batch: list[Admitted] | None = [(message, (seq,)) for message, seq in claimed] if claimed else []  # no frame if empty
+            # A tuple, not a list: nothing the GC keeps tracking while the step runs; () if empty.
+            batch: Sequence[Admitted] | None = tuple([(message, (seq,)) for message, seq in claimed]) if claimed else ()
         else:
             batch = await admit(turn, claimed, hook, self._session, self._inbox)
         if batch is None or (not batch and (first or stopping)):
@@ -226,7 +230,7 @@ class TurnRunner:
 
     # -- a step -------------------------------------------------------------------------------
 
-    async def _run_step(self, turn: Turn, batch: list[Admitted]) -> StepResult:
+    async def _run_step(self, turn: Turn, batch: Sequence[Admitted]) -> StepResult:
         """Log the admitted batch, call the model, run its tool calls.
 
         A step that returns is ended at the next step boundary (after its tool context is
@@ -242,7 +246,18 @@ class TurnRunner:
                 event = self._append(USER_MESSAGE, message, source_event_seqs=seqs)
                 if self._hub.maybe_listening:
                     self._hub.emit("message", turn=number, step=step, message=message, event_type=USER_MESSAGE, seq=event.seq)
-            return await self._call_model(turn)
+            response = await self._call_model(turn)
+            if isinstance(response, StepResult):
+                return response
+            # The tools run after `_call_model` returned: its request, stream assembler and chunk
+            # seqs are freed by then, not kept in flight while the bodies run (issue 37).
+            ended = answer_without_tools(turn, response)
+            if ended is not None:
+                return ended if isinstance(ended, StepResult) else await refuse_calls(self._tool_calls, turn, response, ended)
+            end_turn, context, self._loop_ran = await self._tool_calls.run(
+                response.data["message"].tool_calls, response.seq, turn=number, step=step, token=turn.token
+            )
+            return after_tools(self._tool_calls, turn, end_turn, context)
         except BaseException:
             self._end_step(turn)
             raise
@@ -269,7 +284,7 @@ class TurnRunner:
         self._logged_config = config
         self._logged_specs = specs
 
-    async def _call_model(self, turn: Turn) -> StepResult:
+    async def _call_model(self, turn: Turn) -> StepResult | Event:
         token = turn.token
         attempt = 0
         overflowed = False  # the provider said the request was too large, and it was compacted
@@ -292,7 +307,7 @@ class TurnRunner:
                 except MalformedResponseError as exc:  # refused: it could never be sent back
                     error, info = exc, error_info(exc)
                 else:
-                    return await self._complete_response(turn, assembler, content, chunk_seqs)
+                    return self._log_response(turn, assembler, content, chunk_seqs)
             # A failed response's output is discarded (its chunks stay in the log, uncited).
             if info.get("code") == CONTEXT_WINDOW_EXCEEDED and self._compactor is not None and not overflowed:
                 overflowed = True  # compact once and retry; a second overflow ends the step in error
@@ -301,7 +316,7 @@ class TurnRunner:
             hook = self._hooks.get("request_error")
             retry = hook is not None and bool(await call_sync_or_async(hook, RequestErrorContext(turn.number, turn.step, attempt, error, token)))
             if token.cancelled:
-                return StepResult("aborted")  # never an interrupted prefix on the error path
+                return STEPPED["aborted"]  # never an interrupted prefix on the error path
             if not retry:
                 return StepResult("error", error=info)
 
@@ -321,7 +336,7 @@ class TurnRunner:
             )
             config = await request_hook_config(hook, ctx)
         if token.cancelled:
-            return StepResult("aborted")
+            return STEPPED["aborted"]
         specs, run = self._tool_specs, turn.run
         if run is not None and run.active:
             config, specs = run.config_for(config), run.tools_for(specs)
@@ -403,12 +418,12 @@ class TurnRunner:
                 "message", turn=turn.number, step=turn.step, message=message,
                 event_type=ASSISTANT_MESSAGE, seq=event.seq, interrupted=True,
             )
-        return StepResult("aborted")
+        return STEPPED["aborted"]
 
-    async def _complete_response(
+    def _log_response(
         self, turn: Turn, assembler: StreamAssembler, content: list[dict[str, Any]], chunk_seqs: list[int]
-    ) -> StepResult:
-        """A response read to its end: log the assistant message (citing its chunks), run its calls."""
+    ) -> Event:
+        """A response read to its end: log the assistant message (citing its chunks); its event."""
         message = create_assistant_message(
             content,
             provider=self._model.provider,
@@ -420,28 +435,10 @@ class TurnRunner:
         }
         if assembler.usage is not None:
             data["usage"] = assembler.usage
-        event = self._append(ASSISTANT_MESSAGE, data, source_event_seqs=tuple(chunk_seqs))
+        event: Event = self._append(ASSISTANT_MESSAGE, data, source_event_seqs=tuple(chunk_seqs))
         if self._hub.maybe_listening:
             self._hub.emit("message", turn=turn.number, step=turn.step, message=message, event_type=ASSISTANT_MESSAGE, seq=event.seq)
-        calls = message.tool_calls
-        run = turn.run if turn.run is not None and turn.run.active else None
-        if run is not None and (refused := run.after_response(assembler.usage) or (run.before_tools(calls) if calls else None)):
-            if calls:  # every call still gets a result: "not run", as for an aborted batch
-                await self._tool_calls.run(calls, event.seq, turn=turn.number, step=turn.step, token=refusing(refused))
-            return StepResult("error", error=refused)
-        if assembler.finish_reason == "max_tokens":
-            return StepResult("max_tokens")
-        if not calls:
-            if run is not None and (retry := run.check_answer(message)) is not None:
-                failure = run.take_failure()  # the output retries spent
-                return StepResult("stop", context=(retry,)) if failure is None else StepResult("error", error=failure)
-            return StepResult("stop")
-        end_turn, context, self._loop_ran = await self._tool_calls.run(
-            calls, event.seq, turn=turn.number, step=turn.step, token=turn.token
-        )
-        # A tool's retry budget for invalid arguments spent, or the run's output retries.
-        failure = self._tool_calls.take_failure() or (run.take_failure() if run is not None else None)
-        return StepResult("tools", concluded=end_turn, context=context) if failure is None else StepResult("error", error=failure, context=context)
+        return event  # holds all the tools need (untracked by the GC, unlike a tuple of them)
 
 
 _INTERRUPTED = object()  # _stream's answer when the cancel token cut the response
