@@ -78,6 +78,12 @@ CREATE_SESSION = (
 )
 READ_HEADER = "SELECT header, crc FROM dshkit_sessions WHERE session_id = %s"
 READ_EVENTS = "SELECT seq, body, crc FROM dshkit_events WHERE session_id = %s ORDER BY seq"
+# A session's events in one row (`PostgresStore._checked_records`): the bodies joined by newlines
+# and the checksums comma-separated, in seq order (NULL as `x`, which no checksum matches).
+READ_EVENTS_JOINED = (
+    "SELECT string_agg(body, chr(10) ORDER BY seq), string_agg(coalesce(crc::text, 'x'), ',' ORDER BY seq)"
+    " FROM dshkit_events WHERE session_id = %s"
+)
 READ_MESSAGE_IDS = "SELECT message_id FROM dshkit_events WHERE session_id = %s AND message_id IS NOT NULL"
 TRY_LOCK = "SELECT pg_try_advisory_lock(%s)"
 UNLOCK = "SELECT pg_advisory_unlock(%s)"
