@@ -181,7 +181,8 @@ class PostgresStore(SessionStore):
         psycopg = import_psycopg()
         last: BaseException | None = None
         for delay in (0.0, *RETRY_DELAYS):
-            time.sleep(delay)
+            if delay:  # `sleep(0)` still gives up the CPU: on a busy machine, a scheduler slice per open
+                time.sleep(delay)
             try:
                 connection = self._connect()
             except ConnectionError as error:
@@ -262,7 +263,7 @@ class PostgresStore(SessionStore):
                 rows = connection.execute(READ_EVENTS, (session_id,)).fetchall()
                 records = [self._unchecked(seq, body, crc) for seq, body, crc in rows]
             if not read_only:
-                self._message_ids = {row[0] for row in connection.execute(READ_MESSAGE_IDS, (session_id,))}
+                self._message_ids = set(connection.execute(READ_MESSAGE_IDS, (session_id,)).fetchone()[0] or ())
         except BaseException:
             connection.close()
             raise
