@@ -13,6 +13,12 @@ The checksum (format version 2, `dshkit.session._log.checksums`) has groups of i
 event line beside encoding it without a checksum, and checking every line of the 100,000-event
 log beside only splitting it into lines (both inside the open rows above as well).
 
+Re-opening a 10,000-message conversation (`session-reopen-10k-messages`, issue 37) is timed
+beside the OpenAI Agents SDK's `SQLiteSession` reading the same items, in paired rounds, for
+every store and format: JSON Lines, SQLite, PostgreSQL (a private cluster started by
+`tests/postgres_server.py`, skipped without one), and the original harness's JSONL, plain and
+Zstandard-compressed; read-only and, where a writer can open it, to write.
+
 `messages()` returns a `History` sharing the surface's list, so after an append it costs O(1)
 and no event is re-folded; the 1k and 100k
 groups show both effects.
@@ -64,7 +70,11 @@ TARGETS = [
             "extra_info": "paired_ratio_vs_sqlite_session",
             "max_value": 0.5,
         }
-        for row in ("dshkit", "dshkit_jsonl_to_write", "dshkit_sqlite_read_only", "dshkit_sqlite_to_write", "dshkit_no_turns_to_write")
+        for row in (
+            "dshkit", "dshkit_jsonl_to_write", "dshkit_sqlite_read_only", "dshkit_sqlite_to_write", "dshkit_no_turns_to_write",
+            "dshkit_postgres_read_only", "dshkit_postgres_to_write",
+            "dshkit_original_jsonl_read_only", "dshkit_original_jsonl_to_write", "dshkit_original_zstd_read_only",
+        )
     ],
     {
         "name": "messages() after one more append (100,000 events) does not re-derive: <= 0.1x a full re-derivation",
@@ -341,6 +351,18 @@ def reopen_logs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             else:
                 flat.append("user/message", message)
     logs: dict[str, Any] = {"jsonl": path, "sqlite": sqlite_path, "no_turns": no_turns}
+    # The original TypeScript harness's format (`Session.open` recognises it by its first bytes).
+    from dshkit.session.dsh.convert import convert_log
+
+    logs["original_jsonl"] = folder / "original.jsonl"
+    convert_log(path, logs["original_jsonl"], format="dsh")
+    try:
+        import zstandard  # noqa: F401 - the original's compressed logs need it
+    except ImportError:
+        pass
+    else:
+        logs["original_zstd"] = folder / "original.jsonl.zstd"
+        convert_log(path, logs["original_zstd"], format="dsh")
     try:
         from agents import SQLiteSession
     except ImportError:
@@ -355,8 +377,39 @@ def reopen_logs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return logs
 
 
-def reopen_dshkit(path: Path, read_only: bool = True) -> int:
-    with Session.open(path, read_only=read_only) as session:
+@pytest.fixture(scope="session")
+def reopen_postgres(reopen_logs: dict[str, Any]) -> Iterator[str | None]:
+    """The same conversation in a PostgreSQL database of a private cluster (`tests/postgres_server.py`,
+    `fsync=off` as in `bench_postgres.py`), as `"<url>#<session id>"`; `None` without a server."""
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        yield None
+        return
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    from postgres_server import ServerUnavailable, start_server
+
+    server = start_server("dshkit_bench_reopen")
+    try:
+        url = server.__enter__()
+    except ServerUnavailable:
+        yield None
+        return
+    try:
+        with Session.open(reopen_logs["jsonl"], read_only=True) as source, Session.create(url, durability="none") as copy:
+            for event in source.events:
+                copy.append(event.type, event.data, surface_op=event.surface_op, source_event_seqs=event.source_event_seqs)
+            session_id = copy.id
+        yield f"{url}#{session_id}"
+    finally:
+        server.__exit__(None, None, None)
+
+
+def reopen_dshkit(location: Path | str, read_only: bool = True) -> int:
+    path, _, session_id = str(location).partition("#")  # "<postgresql url>#<session id>"
+    with Session.open(path, read_only=read_only, session_id=session_id or None) as session:
         return len(session.messages())
 
 
@@ -367,6 +420,11 @@ REOPEN_ROWS = {
     "dshkit_sqlite_read_only": ("sqlite", True),
     "dshkit_sqlite_to_write": ("sqlite", False),
     "dshkit_no_turns_to_write": ("no_turns", False),
+    "dshkit_postgres_read_only": ("postgres", True),
+    "dshkit_postgres_to_write": ("postgres", False),
+    "dshkit_original_jsonl_read_only": ("original_jsonl", True),
+    "dshkit_original_jsonl_to_write": ("original_jsonl", False),
+    "dshkit_original_zstd_read_only": ("original_zstd", True),
 }
 
 
@@ -387,10 +445,14 @@ REOPEN_ROUNDS = 15
 
 @pytest.mark.benchmark(group="session-reopen-10k-messages")
 @pytest.mark.parametrize("row", [*REOPEN_ROWS, "openai_agents_sqlite_session"])
-def test_reopen_conversation(benchmark, reopen_logs: dict[str, Any], row: str) -> None:
+def test_reopen_conversation(benchmark, request: pytest.FixtureRequest, reopen_logs: dict[str, Any], row: str) -> None:
     if row in REOPEN_ROWS:
         log, read_only = REOPEN_ROWS[row]
-        path = reopen_logs[log]
+        if log == "postgres":
+            reopen_logs = {**reopen_logs, "postgres": request.getfixturevalue("reopen_postgres")}
+        path = reopen_logs.get(log)
+        if path is None:
+            pytest.skip(f"no {log} log: its optional dependency or server is missing")
         opened = benchmark.pedantic(reopen_dshkit, (path, read_only), rounds=REOPEN_ROUNDS, warmup_rounds=1)
         assert opened == REOPEN_MESSAGES
         if "openai_agents" in reopen_logs:

@@ -107,7 +107,7 @@ def crc32c(data: bytes | str, /) -> int:
 
 @final
 class Records:
-    """The event records of a JSON Lines log: spans of the file's bytes (`split_records`)."""
+    """The event records of a stored log: spans of its bytes (`split_records`, `verified_joined`)."""
 
     def __len__(self) -> int: ...
     def __getitem__(self, index: int, /) -> bytes:
@@ -120,6 +120,11 @@ def split_records(content: bytes, start: int, end: int, sealed: bool, /) -> tupl
 def verified_rows(rows: Iterable[tuple[Any, Any]], /) -> tuple[list[Any] | None, int]:
     """The texts of `(text, stored CRC-32C)` rows, each checked: `(texts, -1)`, or `(None, index)`
     of the first row whose checksum is not an int matching its text."""
+
+def verified_joined(bodies: bytes, crcs: str, /) -> tuple[Records | None, int]:
+    """Records read from a table as one value: `bodies` joined by newlines, `crcs` their stored
+    CRC-32Cs as comma-separated decimals; each checked: `(records, -1)`, or `(None, index)` of the
+    first record whose checksum fails, or when records and checksums do not pair up."""
 
 def decode_records(
     records: Records | Sequence[bytes | str], event_class: type, /

@@ -64,7 +64,7 @@ fn find_newline(data: &[u8]) -> Option<usize> {
     find_byte(data, b'\n')
 }
 
-/// The event records of a JSON Lines log, as spans of the file's bytes.
+/// The event records of a stored log, as spans of its bytes (a JSON Lines file, or a table read as one value).
 #[pyclass(frozen, sequence, module = "dshkit._core", name = "Records")]
 pub(crate) struct Records {
     content: Py<PyBytes>,
@@ -162,6 +162,50 @@ fn verified_rows<'py>(py: Python<'py>, rows: &Bound<'py, PyAny>) -> PyResult<(Op
         }
     }
     Ok((Some(texts), -1))
+}
+
+/// The records of a store's rows read in one query (SQLite: one `group_concat` per column):
+/// `bodies`, every record's text joined by `\n`; `crcs`, each row's stored checksum as a decimal
+/// integer, comma-separated. Each record's checksum is checked: `(records, -1)`, or `(None, index)`
+/// of the first record whose stored checksum is not such an integer or not the CRC-32C of its text
+/// (the rule of `verified_rows`), or `(None, n)` when there are more records than checksums, or
+/// fewer (`n`: the shorter count). A record holding a `\n` splits in two and fails here: the
+/// caller reads such a table row by row instead. The records are spans of `bodies`.
+#[pyfunction]
+#[pyo3(signature = (bodies, crcs, /))]
+fn verified_joined<'py>(py: Python<'py>, bodies: Bound<'py, PyBytes>, crcs: &str) -> (Option<Records>, isize) {
+    let content = bodies.as_bytes();
+    let mut spans = Vec::new();
+    let failed = py.detach(|| {
+        if crcs.is_empty() {
+            return (!content.is_empty()).then_some(0);
+        }
+        let mut at = 0usize;
+        for crc in crcs.split(',') {
+            if at > content.len() {
+                return Some(spans.len()); // more checksums than records
+            }
+            let end = find_newline(&content[at..]).map_or(content.len(), |i| at + i);
+            if decimal(crc) != Some(u64::from(crc32c_of_parts(&[&content[at..end]]))) {
+                return Some(spans.len());
+            }
+            spans.push((at, end));
+            at = end + 1;
+        }
+        (at <= content.len()).then_some(spans.len()) // more records than checksums
+    });
+    match failed {
+        Some(index) => (None, index as isize),
+        None => (Some(Records { content: bodies.unbind(), spans, sealed: false }), -1),
+    }
+}
+
+/// A non-negative decimal integer of at most 10 digits (a CRC-32C), else `None`.
+fn decimal(text: &str) -> Option<u64> {
+    if text.is_empty() || text.len() > 10 || !text.bytes().all(|byte| byte.is_ascii_digit()) {
+        return None;
+    }
+    text.parse().ok()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -461,6 +505,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Records>()?;
     m.add_function(wrap_pyfunction!(split_records, m)?)?;
     m.add_function(wrap_pyfunction!(verified_rows, m)?)?;
+    m.add_function(wrap_pyfunction!(verified_joined, m)?)?;
     m.add_function(wrap_pyfunction!(decode_records, m)?)?;
     Ok(())
 }

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from dshkit.session import Session, SessionCorruptError, SessionRecoveryWarning
-from dshkit.session._log.checksums import seal_line, unseal_line
+from dshkit.session._log.checksums import checksum, seal_line, unseal_line
 
 
 def write_log(path: Path, build) -> tuple[object, ...]:
@@ -179,3 +179,19 @@ def test_a_header_whose_version_disagrees_with_its_checksums_is_corruption(legac
     legacy_log.write_bytes(content)
     with pytest.raises(SessionCorruptError, match="line 1: a version 2 header on records without checksums"):
         Session.open(legacy_log)
+
+
+def test_a_joined_table_read_pairs_every_record_with_its_checksum():
+    from dshkit.session._log.checksums import verified_join
+
+    first, second = b'{"seq":0}', b'{"seq":1}'
+    crcs = f"{checksum(first)},{checksum(second)}"
+    records = verified_join(first + b"\n" + second, crcs)
+    assert records is not None and [records[0], records[1]] == [first, second]
+    assert len(verified_join(b"", "")) == 0  # no rows: group_concat gives NULL for both
+    assert verified_join(first + b"\n" + second, f"{checksum(first)},{checksum(second) ^ 1}") is None
+    assert verified_join(first + b"\n" + second + b"\n", crcs) is None  # more records than checksums
+    assert verified_join(first, crcs) is None  # more checksums than records
+    assert verified_join(first + b"\n" + second, f"{checksum(first)},x") is None  # not an integer
+    assert verified_join(first, str(checksum(first) + (1 << 32))) is None  # beyond 32 bits
+    assert verified_join(first, f"+{checksum(first)}") is None and verified_join(first, "") is None

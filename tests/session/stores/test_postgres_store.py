@@ -479,6 +479,39 @@ def test_every_record_carries_its_checksum_and_a_retry_must_match_it(postgres_ur
             connection.execute(WRITE_EVENTS, write_params(session.id, [row[:5] + (None,)])).fetchone()
 
 
+def test_the_events_are_read_in_one_query_and_a_bad_checksum_still_names_its_event(postgres_url, build):
+    # One value per column, checked natively; a checksum out of a CRC's range, NULL, or a record
+    # holding a newline sends the read row by row, which names the event (or reads it as written).
+    from dshkit._core import Records
+    from dshkit.session.stores.postgres import PostgresStore
+
+    with Session.create(postgres_url, durability="always") as session:
+        build.tool_turn(session, 1, ["c1"])
+        expected = [message.id for message in session.messages()]
+    store = PostgresStore(postgres_url, session_id=session.id)
+    try:
+        _, records = store.load("none", read_only=True)
+    finally:
+        store.close()
+    assert isinstance(records, Records) and len(records) == len(session.events)
+    seq = next(event.seq for event in session.events if event.type == "assistant/message")
+    with psycopg.connect(postgres_url, autocommit=True) as connection:
+        body, crc = connection.execute(
+            "SELECT body, crc FROM dshkit_events WHERE session_id = %s AND seq = %s", (session.id, seq)
+        ).fetchone()
+        for stored in (crc - (1 << 32), crc + (1 << 32), None):
+            _update_event(connection, session.id, seq, body, stored)
+            with pytest.raises(SessionCorruptError, match=f"session {session.id}: event {seq}: checksum mismatch"):
+                Session.open(postgres_url, session_id=session.id, read_only=True)
+        spaced = body.replace('"data":', '"data":\n', 1)
+        _update_event(connection, session.id, seq, spaced, checksum(spaced))
+        with Session.open(postgres_url, session_id=session.id, read_only=True) as reopened:
+            assert [message.id for message in reopened.messages()] == expected
+        _update_event(connection, session.id, seq, spaced, crc)
+        with pytest.raises(SessionCorruptError, match=f"session {session.id}: event {seq}: checksum mismatch"):
+            Session.open(postgres_url, session_id=session.id, read_only=True)
+
+
 def _utf8_text(data: bytes) -> str | None:
     """`data` as text a PostgreSQL `text` column can hold, or None."""
     try:

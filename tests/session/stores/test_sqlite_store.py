@@ -46,3 +46,93 @@ def test_a_second_header_row_is_corruption(tmp_path: Path):
         db.execute("INSERT INTO dshkit_session (header, crc) VALUES ('{}', 0)")
     with pytest.raises(SessionCorruptError, match="exactly one header row"):
         Session.open(path)
+
+
+# --- reading the events in one query, checksums checked natively -------------------------------
+
+
+def write_conversation(path: Path, build) -> list[str]:
+    """A log of a finished tool turn and two prompts (7 events); the message ids, in order."""
+    with Session.create(path, durability="none") as session:
+        build.tool_turn(session, 1, ["c1"])
+        session.append("user/message", build.user("and one more question"))
+        session.append("user/message", build.user("and the last one"))
+        return [message.id for message in session.messages()]
+
+
+def damage(path: Path, sql: str, *parameters: object) -> None:
+    with closing(sqlite3.connect(path)) as db, db:
+        db.execute(sql, parameters)
+
+
+def test_the_events_are_read_in_one_query_into_native_records(tmp_path: Path, build):
+    # No Python object per row: the table arrives as one joined value, split and checked natively.
+    from dshkit._core import Records
+    from dshkit.session.stores.sqlite import SqliteStore
+
+    path = tmp_path / "log.sqlite"
+    write_conversation(path, build)
+    store = SqliteStore(path)
+    try:
+        _, records = store.load("none", read_only=True)
+    finally:
+        store.close()
+    assert isinstance(records, Records)
+    with closing(sqlite3.connect(path)) as db:
+        bodies = [body for (body,) in db.execute("SELECT CAST(body AS BLOB) FROM dshkit_events ORDER BY seq")]
+    assert [records[index] for index in range(len(records))] == bodies
+
+
+@pytest.mark.parametrize(
+    "stored",
+    ["text", "real", "negative", "too big", "right, then a comma"],
+)
+def test_a_checksum_that_is_not_the_integer_written_names_its_row(tmp_path: Path, build, stored: str):
+    path = tmp_path / "log.sqlite"
+    write_conversation(path, build)
+    with closing(sqlite3.connect(path)) as db:
+        (crc,) = db.execute("SELECT crc FROM dshkit_events WHERE seq = 3").fetchone()
+    value = {
+        "text": str(crc), "real": float(crc), "negative": crc - (1 << 32), "too big": crc + (1 << 32),
+        "right, then a comma": f"{crc},{crc}",
+    }[stored]
+    # A column declared INTEGER turns a decimal text into an integer: a type-less table keeps it as stored.
+    damage(path, "ALTER TABLE dshkit_events RENAME TO old_events")
+    damage(path, "CREATE TABLE dshkit_events (seq INTEGER PRIMARY KEY, type TEXT NOT NULL, time INTEGER NOT NULL, body TEXT NOT NULL, crc)")
+    damage(path, "INSERT INTO dshkit_events SELECT * FROM old_events")
+    damage(path, "DROP TABLE old_events")
+    damage(path, "UPDATE dshkit_events SET crc = ? WHERE seq = 3", value)
+    for read_only in (True, False):
+        with pytest.raises(SessionCorruptError, match=r"log\.sqlite: row 4 of dshkit_events: checksum mismatch"):
+            Session.open(path, read_only=read_only)
+
+
+def test_a_record_holding_a_newline_is_read_row_by_row(tmp_path: Path, build):
+    # The joined read cannot tell where such a record ends, so the rows are read one by one: a
+    # newline that is JSON whitespace under a matching checksum is the record as written, one
+    # under a stale checksum is named by its row.
+    from dshkit.session._log.checksums import checksum
+
+    path = tmp_path / "log.sqlite"
+    expected = write_conversation(path, build)
+    with closing(sqlite3.connect(path)) as db:
+        (body,) = db.execute("SELECT body FROM dshkit_events WHERE seq = 5").fetchone()
+    spaced = body.replace('"data":', '"data":\n', 1)
+    damage(path, "UPDATE dshkit_events SET body = ?, crc = ? WHERE seq = 5", spaced, checksum(spaced))
+    with Session.open(path, read_only=True) as session:
+        assert [message.id for message in session.messages()] == expected
+    damage(path, "UPDATE dshkit_events SET crc = ? WHERE seq = 5", checksum(body))
+    with pytest.raises(SessionCorruptError, match=r"row 6 of dshkit_events: checksum mismatch"):
+        Session.open(path, read_only=True)
+
+
+def test_rows_swapped_with_their_checksums_are_refused(tmp_path: Path, build):
+    # Each record passes its own checksum, but not its place: a record's seq must be its row's.
+    path = tmp_path / "log.sqlite"
+    write_conversation(path, build)
+    with closing(sqlite3.connect(path)) as db:
+        rows = db.execute("SELECT seq, type, time, body, crc FROM dshkit_events WHERE seq IN (5, 6) ORDER BY seq").fetchall()
+    for (seq, *_), (_, *other) in zip(rows, reversed(rows)):
+        damage(path, "UPDATE dshkit_events SET type = ?, time = ?, body = ?, crc = ? WHERE seq = ?", *other, seq)
+    with pytest.raises(SessionCorruptError, match=r"row 6 of dshkit_events: seq 6 where 5 was expected"):
+        Session.open(path, read_only=True)

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from dshkit._core import Records, crc32c, split_records, verified_rows
+from dshkit._core import Records, crc32c, split_records, verified_joined, verified_rows
 
 from dshkit.session._log.event_codec import decode_header
 from dshkit.session.errors import SessionCorruptError
@@ -56,6 +56,13 @@ def verified(rows: Iterable[tuple[Any, Any]], describe: Callable[[int], str]) ->
     if records is None:
         raise mismatch(describe(bad))
     return records
+
+
+def verified_join(bodies: bytes, crcs: str) -> Records | None:
+    """The records of a table read in one query, each checked natively, or `None` if any fails
+    (its caller then checks row by row with `verified`, which names the row): `bodies`, every
+    record's text joined by newlines; `crcs`, each row's stored checksum, comma-separated."""
+    return verified_joined(bodies, crcs)[0]
 
 
 def seal_line(record: str) -> bytes:

@@ -78,7 +78,17 @@ CREATE_SESSION = (
 )
 READ_HEADER = "SELECT header, crc FROM dshkit_sessions WHERE session_id = %s"
 READ_EVENTS = "SELECT seq, body, crc FROM dshkit_events WHERE session_id = %s ORDER BY seq"
-READ_MESSAGE_IDS = "SELECT message_id FROM dshkit_events WHERE session_id = %s AND message_id IS NOT NULL"
+# A session's events in one row (`PostgresStore._checked_records`): the bodies joined by newlines
+# and the checksums comma-separated (NULL as `x`, which no checksum matches). In seq order from
+# an ordered subquery, read along the primary key: an `ORDER BY` inside the aggregates sorts the
+# whole session (bodies and all) in the aggregate, on disk past `work_mem`. Were the order ever
+# otherwise, each record's own seq is checked against its place as it is decoded: refused, never taken.
+READ_EVENTS_JOINED = (
+    "SELECT string_agg(body, chr(10)), string_agg(coalesce(crc::text, 'x'), ',')"
+    " FROM (SELECT body, crc FROM dshkit_events WHERE session_id = %s ORDER BY seq) AS ordered"
+)
+# One array, not a row per message: a writer's open reads every message id of the session.
+READ_MESSAGE_IDS = "SELECT array_agg(message_id) FROM dshkit_events WHERE session_id = %s AND message_id IS NOT NULL"
 TRY_LOCK = "SELECT pg_try_advisory_lock(%s)"
 UNLOCK = "SELECT pg_advisory_unlock(%s)"
 
