@@ -24,6 +24,7 @@ use pyo3::Borrowed;
 pub(super) const INLINE: usize = 4;
 /// Entries a builder holds on the stack before it moves them to the heap.
 const STAGED: usize = 8;
+const _: () = assert!(STAGED >= INLINE, "a builder's stack holds at least the inline entries");
 
 /// A key (an exact `str`) and its frozen value: strong references owned by whoever holds it.
 pub(super) type Entry = (*mut ffi::PyObject, *mut ffi::PyObject);
@@ -84,6 +85,19 @@ impl Entries {
             Entries::Inline { len: staged.len() as u8, depth, items }
         } else {
             Entries::Heap { depth, items: HeapEntries::copy_of(staged), index: OnceLock::new() }
+        }
+    }
+
+    /// The first `len` entries of a builder's stack: a fixed-size copy when they fit inline
+    /// (the slots past `len` are null and ignored).
+    #[inline]
+    fn from_stack(stack: &[Entry; STAGED], len: usize, depth: u16) -> Self {
+        if len <= INLINE {
+            let mut items = [EMPTY; INLINE];
+            items.copy_from_slice(&stack[..INLINE]);
+            Entries::Inline { len: len as u8, depth, items }
+        } else {
+            Entries::Heap { depth, items: HeapEntries::copy_of(&stack[..len]), index: OnceLock::new() }
         }
     }
 
@@ -202,18 +216,14 @@ impl EntriesBuilder {
     }
 
     /// The storage of the entries of a mapping `depth` deep, which now own the references.
-    pub(super) fn finish(mut self, depth: u16) -> Entries {
-        match &mut self.staging {
-            Staging::Stack { len, items } => {
-                let entries = Entries::settle(&items[..*len], depth);
-                *len = 0; // moved: the builder must not release them
-                entries
-            }
-            Staging::Spilled(heap) => {
-                let entries = Entries::settle(heap, depth);
-                heap.clear(); // moved (plain pointers: nothing released)
-                entries
-            }
+    pub(super) fn finish(self, depth: u16) -> Entries {
+        // The references move to the storage: the builder must not release them (no `Drop`).
+        let this = std::mem::ManuallyDrop::new(self);
+        // SAFETY: read once from a builder that is never used or dropped again.
+        match unsafe { std::ptr::read(&this.staging) } {
+            Staging::Stack { len, items } => Entries::from_stack(&items, len, depth),
+            // The Vec is freed; its entries are plain pointers, so nothing is released.
+            Staging::Spilled(heap) => Entries::settle(&heap, depth),
         }
     }
 }
