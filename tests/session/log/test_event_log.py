@@ -245,3 +245,15 @@ def test_moved_events_are_held_compressed():
     # Per event: the type, time, message and end columns (~32 bytes) and a little of a pack; the
     # JSON alone is ~115 bytes, which each event held before packs.
     assert retained / (40 * HOT) < 32 + json_size / 2
+
+
+def test_reading_between_moves_finds_each_event_in_its_own_pack():
+    session = Session()
+    appended = [session.append("turn/start", {"turn": 1})]
+    for round_ in range(6):
+        for step in range(HOT):
+            appended.append(session.append("step/start", {"turn": 1, "step": round_ * HOT + step}))
+        # The newest pack, read while it is the last one, then again once more packs follow it.
+        for seq in (session._events._cold - 1, 0, session._events._cold // 2):
+            assert tuple(session.events[seq]) == tuple(appended[seq])
+    assert [tuple(event) for event in session.events] == [tuple(event) for event in appended]

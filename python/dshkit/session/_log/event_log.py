@@ -65,7 +65,7 @@ class EventLog(Sequence[Event]):
         self._ends = array("Q")  # end offset of each cold event's compact form, in _blob or in its pack
         self._packs: list[bytes] = []  # the compact forms of each batch `_compact` moved, zlib-compressed
         self._pack_starts = array("q")  # the first seq of each pack; events before the first are in _blob
-        self._unpacked: tuple[int, bytes] = (-1, b"")  # the pack last read, decompressed
+        self._unpacked: tuple[int, int, bytes] = (0, 0, b"")  # the seqs of the pack last read, and it inflated
         self._kept: dict[int, Event] = {}  # seq -> a cold event whose data cannot be written as JSON
         self.header_seq: int | None = None  # seq of the latest request/header event (kept by the session)
 
@@ -147,14 +147,17 @@ class EventLog(Sequence[Event]):
 
     def _compact_form(self, seq: int) -> tuple[bytes | bytearray, int, int]:
         """Where cold event `seq`'s compact form is: a buffer, its start and end offsets in it."""
-        starts = self._pack_starts
-        if not starts or seq < starts[0]:
-            return self._blob, (self._ends[seq - 1] if seq else 0), self._ends[seq]
-        pack = bisect_right(starts, seq) - 1
-        unpacked = self._unpacked
-        if unpacked[0] != pack:
-            unpacked = self._unpacked = (pack, zlib.decompress(self._packs[pack]))
-        return unpacked[1], (self._ends[seq - 1] if seq > starts[pack] else 0), self._ends[seq]
+        first, end, text = self._unpacked
+        if not first <= seq < end:
+            starts = self._pack_starts
+            if not starts or seq < starts[0]:
+                return self._blob, (self._ends[seq - 1] if seq else 0), self._ends[seq]
+            pack = bisect_right(starts, seq) - 1
+            first = starts[pack]
+            end = starts[pack + 1] if pack + 1 < len(starts) else self._cold
+            text = zlib.decompress(self._packs[pack])
+            self._unpacked = (first, end, text)
+        return text, (self._ends[seq - 1] if seq > first else 0), self._ends[seq]
 
     def _decode(self, seq: int) -> Event:
         """Rebuild cold event `seq`."""
