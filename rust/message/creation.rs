@@ -10,6 +10,7 @@ use pyo3::types::{PyAny, PyBool, PyDict, PyString, PyTuple};
 
 use crate::json::read::fields::{parse_fields, Fields, TopLevel};
 use crate::message::content::{check_role, freeze_content, freeze_source, minted_id, validate_blocks, validate_source};
+use crate::message::model_source;
 use crate::value::freeze::{freeze_at, freeze_below};
 use crate::value::frozendict::FrozenDict;
 use crate::value::message::Content;
@@ -101,16 +102,25 @@ pub(crate) fn create_assistant_message<'py>(
     let provider = required("create_assistant_message", "provider", provider)?;
     let model = required("create_assistant_message", "model", model)?;
     let content = freeze_content(py, content, "content", 1)?;
-    let source = PyDict::new(py);
-    source.set_item(intern!(py, "kind"), intern!(py, "model"))?;
-    source.set_item(intern!(py, "provider"), provider)?;
-    source.set_item(intern!(py, "model"), model)?;
-    if let Some(state) = replay_state {
-        if !state.is_none() {
-            source.set_item(intern!(py, "replay_state"), freeze_below(state, "replay_state", 2)?.value)?;
+    let replay_state = replay_state.filter(|state| !state.is_none());
+    let shared = if replay_state.is_none() { model_source::reuse(provider, model) } else { None };
+    let source = match shared {
+        Some(source) => source,
+        None => {
+            let source = PyDict::new(py);
+            source.set_item(intern!(py, "kind"), intern!(py, "model"))?;
+            source.set_item(intern!(py, "provider"), provider)?;
+            source.set_item(intern!(py, "model"), model)?;
+            if let Some(state) = replay_state {
+                source.set_item(intern!(py, "replay_state"), freeze_below(state, "replay_state", 2)?.value)?;
+            }
+            let source = freeze_source(source.as_any())?;
+            if replay_state.is_none() {
+                model_source::remember(provider, model, &source);
+            }
+            source
         }
-    }
-    let source = freeze_source(source.as_any())?;
+    };
     Message::build(py, minted_id(py)?, intern!(py, "assistant").clone(), content, source)
 }
 

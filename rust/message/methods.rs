@@ -2,6 +2,8 @@
 //! itself is `value/message.rs`; the ways to get one are in `creation.rs`; the content rules in
 //! `content.rs`.
 
+use std::sync::atomic::Ordering;
+
 use pyo3::exceptions::PyTypeError;
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -13,7 +15,7 @@ use crate::json::write::tree::{json_bytes, json_str, with_buffer};
 use crate::message::content::freeze_content;
 use crate::message::creation::{freeze_message_function, import_json};
 use crate::value::frozendict::FrozenDict;
-use crate::value::message::Message;
+use crate::value::message::{Message, UNHASHED};
 
 impl Message {
     /// The content blocks whose `type` is `kind`, in order.
@@ -158,8 +160,9 @@ impl Message {
     }
 
     fn __hash__(&self, py: Python<'_>) -> PyResult<isize> {
-        if let Some(hash) = self.hash.get() {
-            return Ok(*hash);
+        let known = self.hash.load(Ordering::Relaxed);
+        if known != UNHASHED {
+            return Ok(known);
         }
         let fields = PyTuple::new(
             py,
@@ -171,7 +174,8 @@ impl Message {
             ],
         )?;
         let hash = fields.hash()?;
-        Ok(*self.hash.get_or_init(|| hash))
+        self.hash.store(hash, Ordering::Relaxed); // any thread computes the same value
+        Ok(hash)
     }
 
     fn __copy__(slf: Bound<'_, Self>) -> Bound<'_, Self> {

@@ -1,14 +1,16 @@
 //! `FrozenDict`: an immutable, hashable, insertion-ordered mapping of `str` keys to frozen JSON
 //! values, with the semantics of PEP 814's builtin `frozendict`.
 //!
-//! Entries are stored in the object itself (up to `INLINE` of them without any further
-//! allocation), like a small struct: a JSON object is usually a handful of keys, so freezing one
-//! costs one allocation and a lookup is a short scan. Larger mappings get a private lookup `dict`,
-//! built on the first lookup. Nothing ever hands out a mutable container: every value is
+//! Entries are stored in the object itself (up to 4 of them without any further allocation, more
+//! in one heap slice: `frozendict/entries.rs`), like a small struct: a JSON object is usually a
+//! handful of keys, so freezing one costs one allocation and a lookup is a short scan. Mappings
+//! too large to scan get a private lookup `dict`, built on the first lookup. Nothing ever hands out a mutable container: every value is
 //! deep-frozen on the way in (the constructor freezes), which is what lets `freeze` return an
 //! existing `FrozenDict` as it is.
 
-use std::sync::OnceLock;
+mod entries;
+
+use std::sync::atomic::{AtomicIsize, Ordering};
 
 use pyo3::exceptions::{PyKeyError, PyTypeError};
 use pyo3::ffi;
@@ -21,125 +23,19 @@ use pyo3::Borrowed;
 use crate::value::freeze::freeze_at;
 use crate::value::walk::{is_mapping, untrack, STACK_GROWTH, STACK_RED_ZONE};
 
-/// Entries held without another allocation.
-const INLINE: usize = 8;
+use entries::Entries;
+pub(crate) use entries::EntriesBuilder;
+
 /// Lookups scan at most this many entries; larger mappings build a lookup dict once.
 const SCAN_MAX: usize = 8;
-
-/// A key (an exact `str`) and its frozen value: strong references owned by the `Entries`.
-type Entry = (*mut ffi::PyObject, *mut ffi::PyObject);
-
-enum Entries {
-    Inline { len: usize, items: [Entry; INLINE] },
-    Heap(Vec<Entry>),
-}
-
-// SAFETY: the entries never change after construction and are only read or released by a
-// thread attached to the interpreter (lookups, and tp_dealloc for the release).
-unsafe impl Send for Entries {}
-unsafe impl Sync for Entries {}
-
-impl Entries {
-    #[inline]
-    fn with_capacity(capacity: usize) -> Self {
-        if capacity <= INLINE {
-            Entries::Inline { len: 0, items: [(std::ptr::null_mut(), std::ptr::null_mut()); INLINE] }
-        } else {
-            Entries::Heap(Vec::with_capacity(capacity))
-        }
-    }
-
-    /// Take ownership of one strong reference to each of `key` and `value`.
-    #[inline(always)]
-    fn push(&mut self, key: *mut ffi::PyObject, value: *mut ffi::PyObject) {
-        match self {
-            Entries::Inline { len, items } if *len < INLINE => {
-                items[*len] = (key, value);
-                *len += 1;
-            }
-            Entries::Inline { len, items } => {
-                let mut heap = Vec::with_capacity(INLINE * 2);
-                heap.extend_from_slice(&items[..*len]);
-                *len = 0; // moved: the inline copy must not release them
-                heap.push((key, value));
-                *self = Entries::Heap(heap);
-            }
-            Entries::Heap(heap) => heap.push((key, value)),
-        }
-    }
-
-    #[inline]
-    fn as_slice(&self) -> &[Entry] {
-        match self {
-            Entries::Inline { len, items } => &items[..*len],
-            Entries::Heap(heap) => heap,
-        }
-    }
-
-    #[inline]
-    fn as_mut_slice(&mut self) -> &mut [Entry] {
-        match self {
-            Entries::Inline { len, items } => &mut items[..*len],
-            Entries::Heap(heap) => heap,
-        }
-    }
-}
-
-impl Drop for Entries {
-    fn drop(&mut self) {
-        for &(key, value) in self.as_slice() {
-            unsafe {
-                ffi::Py_DECREF(key);
-                ffi::Py_DECREF(value);
-            }
-        }
-    }
-}
-
-/// Builds a `FrozenDict` from unique `str` keys and frozen values.
-pub(crate) struct EntriesBuilder {
-    entries: Entries,
-}
+/// `hash` before the first `__hash__`: no Python hash is -1 (it signals an error in C).
+const UNHASHED: isize = -1;
 
 impl EntriesBuilder {
-    pub(crate) fn with_capacity(capacity: usize) -> Self {
-        EntriesBuilder { entries: Entries::with_capacity(capacity) }
-    }
-
-    /// Append an entry; the key must be an exact `str` not already present.
-    #[inline]
-    pub(crate) fn push(&mut self, key: Bound<'_, PyAny>, value: Bound<'_, PyAny>) {
-        self.entries.push(key.into_ptr(), value.into_ptr());
-    }
-
-    #[inline]
-    pub(crate) fn len(&self) -> usize {
-        self.entries.as_slice().len()
-    }
-
-    /// The key of entry `index`, borrowed.
-    pub(crate) fn key<'a, 'py>(&'a self, py: Python<'py>, index: usize) -> Borrowed<'a, 'py, PyAny> {
-        unsafe { Borrowed::from_ptr(py, self.entries.as_slice()[index].0) }
-    }
-
-    /// The value of entry `index`, borrowed.
-    pub(crate) fn value<'a, 'py>(&'a self, py: Python<'py>, index: usize) -> Borrowed<'a, 'py, PyAny> {
-        unsafe { Borrowed::from_ptr(py, self.entries.as_slice()[index].1) }
-    }
-
-    /// Replace the value of entry `index`.
-    pub(crate) fn set_value(&mut self, index: usize, value: Bound<'_, PyAny>) {
-        let slot = &mut self.entries.as_mut_slice()[index].1;
-        let old = std::mem::replace(slot, value.into_ptr());
-        unsafe { ffi::Py_DECREF(old) };
-    }
-
     pub(crate) fn build<'py>(self, py: Python<'py>, depth: usize) -> Bound<'py, FrozenDict> {
         let frozen = FrozenDict {
-            entries: self.entries,
-            index: OnceLock::new(),
-            hash: OnceLock::new(),
-            depth: depth as u16, // never above MAX_DEPTH
+            entries: self.finish(depth as u16), // never above MAX_DEPTH
+            hash: AtomicIsize::new(UNHASHED),
         };
         let frozen = Bound::new(py, frozen).expect("allocating a FrozenDict failed");
         untrack(frozen.as_any());
@@ -150,13 +46,10 @@ impl EntriesBuilder {
 /// An immutable, hashable, insertion-ordered mapping of `str` keys to frozen JSON values.
 #[pyclass(frozen, mapping, freelist = 4096, module = "dshkit._core", name = "FrozenDict")]
 pub(crate) struct FrozenDict {
+    /// The entries (in one of two size classes, `frozendict/entries.rs`) and the depth.
     entries: Entries,
-    /// Key -> value, for lookups in mappings too large to scan; built on first use.
-    index: OnceLock<Py<PyDict>>,
-    hash: OnceLock<isize>,
-    /// Nesting depth of this mapping (1 + its deepest value): lets a frozen part be reused
-    /// inside a new tree without walking it, while the depth limit still holds.
-    depth: u16,
+    /// `hash(frozenset(self.items()))` once asked for, else `UNHASHED`.
+    hash: AtomicIsize,
 }
 
 impl FrozenDict {
@@ -169,8 +62,15 @@ impl FrozenDict {
         builder.build(py, depth)
     }
 
+    /// Nesting depth of this mapping (1 + its deepest value): lets a frozen part be reused
+    /// inside a new tree without walking it, while the depth limit still holds.
     pub(crate) fn depth(&self) -> usize {
-        self.depth as usize
+        self.entries.depth() as usize
+    }
+
+    /// The cached hash, if computed.
+    fn known_hash(&self) -> Option<isize> {
+        Some(self.hash.load(Ordering::Relaxed)).filter(|&hash| hash != UNHASHED)
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -200,13 +100,18 @@ impl FrozenDict {
         Ok(dict)
     }
 
-    fn index<'py>(&self, py: Python<'py>) -> PyResult<&Bound<'py, PyDict>> {
-        if let Some(index) = self.index.get() {
-            return Ok(index.bind(py));
+    /// The lookup dict of a mapping too large to scan, built on first use (a small mapping, of
+    /// inline entries, is always scanned: it gets a throwaway one).
+    fn index<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let Some(index) = self.entries.index() else {
+            return self.to_dict(py);
+        };
+        if let Some(index) = index.get() {
+            return Ok(index.bind(py).clone());
         }
         let dict = self.to_dict(py)?;
         untrack(dict.as_any());
-        Ok(self.index.get_or_init(|| dict.unbind()).bind(py))
+        Ok(index.get_or_init(|| dict.unbind()).bind(py).clone())
     }
 
     /// The value under `key` with `dict` semantics (an unhashable key is a `TypeError`).
@@ -343,12 +248,12 @@ impl FrozenDict {
         }
         let frozen = freeze_at(dict.as_any(), "FrozenDict")?;
         let frozen = frozen.cast_into::<FrozenDict>()?;
-        let mut entries = Entries::with_capacity(frozen.get().len());
+        let mut entries = EntriesBuilder::with_capacity(frozen.get().len());
         for (key, value) in frozen.get().iter(py) {
-            entries.push(key.to_owned().into_ptr(), value.to_owned().into_ptr());
+            entries.push(key.to_owned(), value.to_owned());
         }
         // The new object itself is tracked by the allocator; harmless for the rare direct call.
-        Ok(FrozenDict { entries, index: OnceLock::new(), hash: OnceLock::new(), depth: frozen.get().depth })
+        Ok(FrozenDict { entries: entries.finish(frozen.get().entries.depth()), hash: AtomicIsize::new(UNHASHED) })
     }
 
     fn __getitem__<'py>(&self, py: Python<'py>, key: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
@@ -413,7 +318,7 @@ impl FrozenDict {
                     Some(true)
                 } else if let Ok(theirs) = other.cast::<FrozenDict>() {
                     let (a, b) = (slf.get(), theirs.get());
-                    match (a.hash.get(), b.hash.get()) {
+                    match (a.known_hash(), b.known_hash()) {
                         (Some(x), Some(y)) if x != y => Some(false),
                         _ if a.len() != b.len() => Some(false),
                         _ => Some(a.entries_equal(py, |key| b.lookup(py, key))?),
@@ -446,8 +351,8 @@ impl FrozenDict {
 
     /// Order-independent, like `hash(frozenset(self.items()))` (PEP 814); computed once.
     fn __hash__(&self, py: Python<'_>) -> PyResult<isize> {
-        if let Some(hash) = self.hash.get() {
-            return Ok(*hash);
+        if let Some(hash) = self.known_hash() {
+            return Ok(hash);
         }
         let items = self
             .iter(py)
@@ -455,7 +360,8 @@ impl FrozenDict {
             .collect::<PyResult<Vec<_>>>()?;
         // Hashing recurses through nested values: make sure there is stack for it.
         let hash = stacker::maybe_grow(STACK_RED_ZONE, STACK_GROWTH, || PyFrozenSet::new(py, items.iter())?.hash())?;
-        Ok(*self.hash.get_or_init(|| hash))
+        self.hash.store(hash, Ordering::Relaxed); // any thread computes the same value
+        Ok(hash)
     }
 
     fn __or__<'py>(slf: &Bound<'py, Self>, other: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {

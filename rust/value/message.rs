@@ -3,7 +3,7 @@
 //! `json/write/message.rs`; the type lives here, below all of them, so that freezing and the JSON
 //! writer can keep a `Message` inside a tree without depending on the layers above.
 
-use std::sync::OnceLock;
+use std::sync::atomic::AtomicIsize;
 
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -11,6 +11,9 @@ use pyo3::types::{PyDict, PyString, PyTuple};
 
 use crate::value::frozendict::FrozenDict;
 use crate::value::walk::untrack;
+
+/// `Message::hash` before the first `__hash__`.
+pub(crate) const UNHASHED: isize = -1;
 
 /// Frozen content blocks and the nesting depth of their tuple.
 pub(crate) struct Content<'py> {
@@ -25,7 +28,8 @@ pub(crate) struct Message {
     pub(crate) role: Py<PyString>,
     pub(crate) content: Py<PyTuple>,
     pub(crate) source: Py<FrozenDict>,
-    pub(crate) hash: OnceLock<isize>,
+    /// The hash once asked for, else `UNHASHED` (no Python hash is -1): 8 bytes, not a `OnceLock`'s 16.
+    pub(crate) hash: AtomicIsize,
     /// Nesting depth of the message's JSON object (see `FrozenDict::depth`).
     pub(crate) depth: u16,
 }
@@ -46,7 +50,7 @@ impl Message {
                 role: role.unbind(),
                 content: content.blocks.unbind(),
                 source: source.unbind(),
-                hash: OnceLock::new(),
+                hash: AtomicIsize::new(UNHASHED),
                 depth: depth as u16,
             },
         )?;

@@ -6,6 +6,7 @@ import collections.abc
 import copy
 import gc
 import pickle
+import sys
 import types
 import typing
 from typing import Any
@@ -457,10 +458,10 @@ def test_reduce_does_not_hand_out_internal_state() -> None:
     assert fd == {"a": 1}
 
 
-@pytest.mark.parametrize("size", [0, 1, 7, 8, 9, 16, 17, 100])
+@pytest.mark.parametrize("size", [0, 1, 3, 4, 5, 7, 8, 9, 16, 17, 100])
 def test_every_size_keeps_order_lookups_and_equality(size: int) -> None:
-    """Entries live inline up to 8 and in an array beyond, with a lookup table past 8: each
-    size behaves the same, whichever way the FrozenDict was built."""
+    """Entries live inline up to 4 and in a heap array beyond, with a lookup table past 8 (a
+    builder stages 8 before it spills): each size behaves the same, however it was built."""
     plain = {f"k{i}": i for i in range(size)}
     built = [FrozenDict(plain), freeze(plain), from_json(to_json(plain)), FrozenDict(**plain)]
     for frozen in built:
@@ -472,3 +473,29 @@ def test_every_size_keeps_order_lookups_and_equality(size: int) -> None:
         assert "missing" not in frozen and frozen.get("missing", "default") == "default"
         assert hash(frozen) == hash(built[0])
         assert thaw(frozen) == plain
+        assert frozen.get(1) is None and 1 not in frozen  # a non-str key: dict semantics
+        with pytest.raises(KeyError):
+            frozen[1]
+        with pytest.raises(TypeError, match="unhashable"):
+            frozen.get([])
+
+
+@pytest.mark.parametrize("size", [2, 4])
+def test_a_small_frozendict_holds_its_entries_in_112_bytes(size: int) -> None:
+    """A history holds thousands of 2-4 key mappings (sources, blocks, event data): each is one
+    112-byte object, GC header included (it was 216, with room for 8 entries), and one
+    allocation."""
+    plain = {f"k{i}": i for i in range(size)}
+    frozen = freeze(plain)
+    assert sys.getsizeof(frozen) <= 112
+    kept: list[Any] = []
+    size_of_1000, _ = traced_allocation(lambda: kept.extend(freeze(plain) for _ in range(1000)))
+    assert size_of_1000 <= 1000 * 112 + 16 * 1024  # the list of them and slack, no second allocation
+
+
+def test_a_large_frozendict_keeps_its_entries_on_the_python_heap() -> None:
+    """Beyond 4 entries the entries move to one exactly sized block that tracemalloc sees too."""
+    plain = {f"k{i}": i for i in range(20)}
+    kept: list[Any] = []
+    size_of_100, _ = traced_allocation(lambda: kept.extend(freeze(plain) for _ in range(100)))
+    assert size_of_100 >= 100 * 20 * 16  # (the objects themselves may come from the free list)

@@ -559,3 +559,35 @@ def test_other_roles_are_refused(role: Any, error: type[Exception]) -> None:
 def test_role_none_is_refused() -> None:
     with pytest.raises(TypeError, match="role"):
         create_message(role=None, content="x", source=USER)  # type: ignore[arg-type]
+
+
+def test_one_models_answers_share_their_source() -> None:
+    """A history of one model's answers holds one source `FrozenDict`, not one per message: a
+    frozen value, so sharing it shows only to `is`."""
+    first = create_assistant_message("a", provider="openai", model="gpt-x")
+    second = create_assistant_message("b", provider="openai", model="".join(["gpt", "-x"]))
+    assert second.source is first.source
+    assert second.source == {"kind": "model", "provider": "openai", "model": "gpt-x"}
+    other = create_assistant_message("c", provider="openai", model="gpt-y")
+    assert other.source is not first.source and other.source["model"] == "gpt-y"
+    stateful = create_assistant_message("d", provider="openai", model="gpt-y", replay_state={"r": 1})
+    assert stateful.source is not other.source and stateful.source["replay_state"] == {"r": 1}
+
+
+def test_a_str_subclass_provider_is_frozen_as_before_not_shared() -> None:
+    class Name(str):
+        pass
+
+    plain = create_assistant_message("a", provider="p", model="m")
+    subclassed = create_assistant_message("b", provider=Name("p"), model="m")
+    assert subclassed.source == plain.source and type(subclassed.source["provider"]) is str
+    with pytest.raises(TypeError, match="provider"):
+        create_assistant_message("c", provider=1, model="m")
+    assert create_assistant_message("d", provider="p", model="m").source == plain.source
+
+
+def test_a_message_object_is_80_bytes() -> None:
+    """Four references, the depth and an 8-byte cached hash (it was 88 with a 16-byte one)."""
+    message = create_user_message("hi", source=USER)
+    assert sys.getsizeof(message) <= 80
+    assert hash(message) == hash(freeze_message(message.to_dict()))

@@ -206,3 +206,54 @@ def test_compact_events_names_what_it_cannot_move():
     types, times, messages, blob, ends, ops, kept = compact_events([event, event], 1, 10)
     assert (types, messages, blob, ops, kept) == (["turn/start"], [None], b'D{"turn":1}', [], [])
     assert array("Q", ends).tolist() == [10 + len(blob)] and array("q", times).tolist() == [event.time]
+
+
+def test_a_reopened_log_appended_to_reads_back_its_opened_and_its_packed_events(tmp_path: Path):
+    """An opened log's events stay as their records; events appended and moved later go into
+    compressed packs: both come back field for field, read forwards, backwards and at random."""
+    path = tmp_path / "log.jsonl"
+    session = Session.create(path, durability="none")
+    appended = _fill(session, 12)
+    session.close()
+    reopened = Session.open(path)
+    added = _fill(reopened, HOT)  # past 2 * HOT new events: several packs
+    expected = [dshkit.to_json(tuple(event)) for event in [*appended, *added]]
+    assert [dshkit.to_json(tuple(event)) for event in reopened.events] == expected
+    assert reopened._events._packs and len(expected) > len(appended) + 2 * HOT
+    for seq in [*range(len(expected) - 1, -1, -1), 0, len(expected) // 2, 3, len(appended), len(expected) - 2 * HOT]:
+        assert dshkit.to_json(tuple(reopened.events[seq])) == expected[seq]
+    for event, original in zip(reopened.events[len(appended) :], added, strict=True):
+        _same(event, original)
+
+
+def test_moved_events_are_held_compressed():
+    """An agent's events repeat their keys and values: moved ones cost a fraction of their JSON."""
+    import tracemalloc
+
+    session = Session()
+    chunk = {"type": "tool_call_delta", "index": 0, "id": None, "name": "lookup", "arguments": "{}"}
+    session.append("turn/start", {"turn": 1})
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for step in range(40 * HOT):
+            session.append("assistant/chunk", {"turn": 1, "step": step, "chunk": {**chunk, "id": f"call-{step}"}})
+        retained = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    json_size = len(dshkit.to_json({"turn": 1, "step": 999, "chunk": {**chunk, "id": "call-999"}}))
+    # Per event: the type, time, message and end columns (~32 bytes) and a little of a pack; the
+    # JSON alone is ~115 bytes, which each event held before packs.
+    assert retained / (40 * HOT) < 32 + json_size / 2
+
+
+def test_reading_between_moves_finds_each_event_in_its_own_pack():
+    session = Session()
+    appended = [session.append("turn/start", {"turn": 1})]
+    for round_ in range(6):
+        for step in range(HOT):
+            appended.append(session.append("step/start", {"turn": 1, "step": round_ * HOT + step}))
+        # The newest pack, read while it is the last one, then again once more packs follow it.
+        for seq in (session._events._cold - 1, 0, session._events._cold // 2):
+            assert tuple(session.events[seq]) == tuple(appended[seq])
+    assert [tuple(event) for event in session.events] == [tuple(event) for event in appended]
