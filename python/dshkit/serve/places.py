@@ -4,6 +4,11 @@
 create a session (its header records the owning principal and the agent's name), to read a log
 read-only and to probe the newest seq of many sessions cheaply; the worker uses it to open a
 session as its one fenced writer.
+
+Connections are kept, not made per request: on PostgreSQL a new connection forks a server
+process (tens of ms on a busy machine, once per turn before), and on SQLite opening a file and
+reading its schema cost more than the `max(seq)` the live streams poll for (200 watched files
+opened every 50 ms took a third of a core).
 """
 
 from __future__ import annotations
@@ -42,6 +47,9 @@ class SessionPlace:
         self._owners: dict[str, dict[str, Any]] = {}
         self._owners_lock = threading.Lock()
         self._readers = ReadingPool(text) if self.is_postgres else None
+        self._writers = WritingPool(text) if self.is_postgres else None
+        self._watched: dict[str, sqlite3.Connection] = {}  # SQLite: a read-only connection per watched log
+        self._watched_lock = threading.Lock()
         if not self.is_postgres:
             folder = Path(text)
             if folder.exists() and not folder.is_dir():
@@ -50,6 +58,13 @@ class SessionPlace:
 
     def __repr__(self) -> str:
         return f"SessionPlace({self.location!r})"
+
+    def close(self) -> None:
+        """Close the connections kept idle (a session still open keeps its own until it closes)."""
+        for pool in (self._readers, self._writers):
+            if pool is not None:
+                pool.close()
+        self.latest_seqs([])
 
     def _path(self, session_id: str) -> Path:
         return Path(self.location) / f"{session_id}.sqlite"
@@ -115,25 +130,50 @@ class SessionPlace:
         return Session.open(**self._where(session_id), read_only=True)
 
     def open_writer(self, session_id: str) -> Session:
-        """The session as its one writer (crash repair runs here); `SessionError` if another holds it."""
+        """The session as its one writer (crash repair runs here); `SessionError` if another holds it.
+
+        On PostgreSQL the connection comes from this process's `WritingPool`: the fence is the
+        session's advisory lock, taken on it at every open and released before it goes back."""
+        if self._writers is not None:
+            return Session.open(store=PooledWriter(self.location, session_id, self._writers), durability="checkpoint")
         return Session.open(**self._where(session_id), durability="checkpoint")
 
     def latest_seqs(self, session_ids: list[str]) -> dict[str, int]:
-        """The newest seq of each session that has events (one query on PostgreSQL)."""
-        if not session_ids:
-            return {}
+        """The newest seq of each session that has events (one query on PostgreSQL).
+
+        On SQLite each watched log keeps a read-only connection between calls; the connections
+        of sessions not in `session_ids` are closed (so `latest_seqs([])` closes them all)."""
         if self._readers is not None:
-            return _postgres_latest(self._readers, session_ids)
+            return _postgres_latest(self._readers, session_ids) if session_ids else {}
         found = {}
-        for session_id in session_ids:
-            seq = _sqlite_latest(self._path(session_id))
-            if seq is not None:
-                found[session_id] = seq
+        with self._watched_lock:
+            for gone in set(self._watched).difference(session_ids):
+                self._watched.pop(gone).close()
+            for session_id in session_ids:
+                seq = self._sqlite_latest(session_id)
+                if seq is not None:
+                    found[session_id] = seq
         return found
+
+    def _sqlite_latest(self, session_id: str) -> int | None:
+        db = self._watched.get(session_id)
+        if db is None:
+            db = _sqlite_reader(self._path(session_id))
+            if db is None:
+                return None
+            self._watched[session_id] = db
+        try:
+            # fetchall steps the statement to its end, which ends the read transaction: a kept
+            # connection must never hold one (it would stop the writer's WAL checkpoints).
+            rows = db.execute("SELECT max(seq) FROM dshkit_events").fetchall()
+        except sqlite3.Error:
+            self._watched.pop(session_id).close()
+            return None
+        return rows[0][0] if rows else None
 
 
 class ReadingPool:
-    """Idle read-only PostgreSQL connections, reused (at most `keep` kept)."""
+    """Idle PostgreSQL connections for reading, reused (at most `keep` kept)."""
 
     def __init__(self, url: str, keep: int = 8) -> None:
         self._url = url
@@ -142,12 +182,15 @@ class ReadingPool:
         self._lock = threading.Lock()
 
     def borrow(self) -> Any:
-        """An idle connection, or a new one (autocommit: no transaction outlives a read)."""
+        """An idle connection, or a new one (autocommit: no transaction outlives a request)."""
         with self._lock:
             while self._idle:
                 connection = self._idle.pop()
                 if not connection.closed:
                     return connection
+        return self._new()
+
+    def _new(self) -> Any:
         import psycopg
 
         try:
@@ -155,13 +198,31 @@ class ReadingPool:
         except psycopg.OperationalError as error:
             raise ConnectionError(f"cannot connect to read sessions: {str(error).strip()}") from error
 
-    def give_back(self, connection: Any) -> None:
-        """Keep the connection for the next read (closed when enough are kept, or broken)."""
+    def close(self) -> None:
+        """Close every idle connection (one borrowed now is closed when given back)."""
         with self._lock:
-            if not connection.closed and not connection.broken and len(self._idle) < self._keep:
+            idle, self._idle, self._keep = self._idle, [], 0
+        for connection in idle:
+            connection.close()
+
+    def give_back(self, connection: Any) -> None:
+        """Keep the connection for the next borrower (closed when enough are kept, broken, or in a transaction)."""
+        from psycopg import pq
+
+        with self._lock:
+            usable = not connection.closed and not connection.broken and connection.info.transaction_status == pq.TransactionStatus.IDLE
+            if usable and len(self._idle) < self._keep:
                 self._idle.append(connection)
                 return
         connection.close()
+
+
+class WritingPool(ReadingPool):
+    """Idle connections for fenced writers, each made as the store makes its own (schema checked,
+    generic plans); at most `keep` kept, as many as a worker runs sessions at once by default."""
+
+    def _new(self) -> Any:
+        return PostgresStore(self._url)._connect()
 
 
 class PooledReader(PostgresStore):
@@ -181,16 +242,42 @@ class PooledReader(PostgresStore):
             self._pool.give_back(connection)
 
 
-def _sqlite_latest(path: Path) -> int | None:
+class PooledWriter(PostgresStore):
+    """A session's fenced writer whose connection comes from a `WritingPool` and goes back to it.
+
+    Every open takes the session's advisory lock on the borrowed connection (the store's own
+    `_open_connection`), so the fence is as before; `close` releases every advisory lock the
+    connection holds before giving it back, and a connection that cannot release them is closed
+    (which releases them too)."""
+
+    def __init__(self, url: str, session_id: str, pool: WritingPool) -> None:
+        super().__init__(url, session_id)
+        self._pool = pool
+
+    def _connect(self) -> Any:  # the store's one way to a connection (a reconnect takes the lock again)
+        return self._pool.borrow()
+
+    def close(self) -> None:
+        """Release the lock and give the connection back (held appends are dropped: sync first)."""
+        connection, self._connection = self._connection, None
+        self._held = []
+        self._locked = False
+        if connection is None:
+            return
+        try:
+            connection.execute("SELECT pg_advisory_unlock_all()")
+        except Exception:  # noqa: BLE001 - closing the connection releases the locks anyway
+            connection.close()
+            return
+        self._pool.give_back(connection)
+
+
+def _sqlite_reader(path: Path) -> sqlite3.Connection | None:
+    """A read-only connection to a session file, shared by the watcher's threads; None if it cannot open."""
     try:
-        db = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True, timeout=10.0)
+        return sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True, timeout=10.0, check_same_thread=False)
     except sqlite3.OperationalError:
         return None
-    try:
-        row = db.execute("SELECT max(seq) FROM dshkit_events").fetchone()
-    finally:
-        db.close()
-    return None if row is None else row[0]
 
 
 def _postgres_latest(pool: ReadingPool, session_ids: list[str]) -> dict[str, int]:

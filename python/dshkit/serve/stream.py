@@ -88,6 +88,7 @@ class LogWatcher:
                         if not future.done():
                             future.set_result(seq)
             await asyncio.sleep(self._interval)
+        await asyncio.to_thread(self._place.latest_seqs, [])  # nobody watches: let go of what it kept open
 
     def close(self) -> None:
         """Stop polling."""
