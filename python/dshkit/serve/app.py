@@ -66,6 +66,7 @@ def create_app(
         finally:
             served.watcher.close()
             await asyncio.to_thread(served.engine.destroy)
+            place.close()
 
     pages: list[Any] = [] if static is None else [Mount("/", app=StaticFiles(directory=os.fspath(static), html=True))]
     app = Starlette(routes=_routes() + pages, lifespan=lifespan, exception_handlers=_handlers())

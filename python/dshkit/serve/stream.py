@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
 from ag_ui.encoder import EventEncoder
 from sse_starlette import ServerSentEvent
@@ -26,6 +27,7 @@ from dshkit.serve.places import SessionPlace
 
 _EVENT_ID = re.compile(r"(\d{1,15})(?:\.(\d{1,6}))?")
 _ENCODER = EventEncoder()
+T = TypeVar("T")
 
 
 def resume_cursor(last_event_id: str | None) -> tuple[int, int]:
@@ -54,6 +56,13 @@ class LogWatcher:
         self._latest: dict[str, int] = {}
         self._waiters: dict[str, set[asyncio.Future[int]]] = {}
         self._task: asyncio.Task[None] | None = None
+        # The streams' re-reads of their logs run on threads of their own: on the loop's default
+        # pool they queued in front of the requests' short calls (owner lookups, enqueues).
+        self._reads = ThreadPoolExecutor(max_workers=2, thread_name_prefix="dshkit-stream-read")
+
+    async def read(self, function: Callable[..., T], *args: Any) -> T:
+        """`function(*args)` on one of the streams' reading threads."""
+        return await asyncio.get_running_loop().run_in_executor(self._reads, function, *args)
 
     async def wait_beyond(self, session_id: str, seq: int, timeout: float) -> None:
         """Return once the session's log holds an event after `seq` (or after `timeout` seconds)."""
@@ -88,11 +97,13 @@ class LogWatcher:
                         if not future.done():
                             future.set_result(seq)
             await asyncio.sleep(self._interval)
+        await asyncio.to_thread(self._place.latest_seqs, [])  # nobody watches: let go of what it kept open
 
     def close(self) -> None:
         """Stop polling."""
         if self._task is not None:
             self._task.cancel()
+        self._reads.shutdown(wait=False, cancel_futures=True)
 
 
 async def session_events(
@@ -101,7 +112,7 @@ async def session_events(
     """The session's AG-UI events from `cursor` on, forever (the client closes the stream)."""
     next_seq, skip = cursor
     while True:
-        batch, next_seq = await asyncio.to_thread(_read_after, place, session_id, next_seq, skip)
+        batch, next_seq = await watcher.read(_read_after, place, session_id, next_seq, skip)
         skip = 0
         for item in batch:
             yield item
