@@ -120,8 +120,9 @@ async def _cancel_on_message(agent: Agent) -> None:
 
     Started once the turn has run `_LISTEN_AFTER_SEC`, so a message waiting since before (since
     the workflow was queued, even) cancels the turn this workflow started; DBOS keeps messages
-    until received, so none sent to a running or queued workflow is missed. One sent after this listener stopped is never received: the cancel
-    workflow queued behind (the route enqueues both) then cancels whatever turn is left open.
+    until received, so none sent to a running or queued workflow is missed. One sent after this
+    listener stopped is never received: the cancel workflow queued behind (the route enqueues
+    both) then cancels whatever turn is left open.
     A listener that fails (its database unreachable) is logged and the turn runs on: the queued
     cancel still comes after it."""
     try:
