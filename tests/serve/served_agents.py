@@ -66,7 +66,19 @@ def echo_agent(session: Session) -> Agent:
     return Agent(EchoModel(delay), session=session, tools=[tool])
 
 
-AGENTS = {"echo": echo_agent}
+_FAILED_ONCE: set[str] = set()
+
+
+def flaky_agent(session: Session) -> Agent:
+    """The echo agent, but its first build for each session (in this process) fails as a lost
+    database connection does: the worker must try the request again, not drop it."""
+    if session.id not in _FAILED_ONCE:
+        _FAILED_ONCE.add(session.id)
+        raise ConnectionError("the database went away (a test's injected failure)")
+    return echo_agent(session)
+
+
+AGENTS = {"echo": echo_agent, "flaky": flaky_agent}
 
 
 class ClockModel:

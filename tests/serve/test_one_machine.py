@@ -98,6 +98,21 @@ def test_a_replayed_message_id_adds_nothing_and_answers_as_the_first(alice: http
     assert answers_of(log_events(alice, session_id)) == {"same": ["echo: once"], "next": ["echo: next"]}
 
 
+def test_a_request_that_fails_transiently_is_tried_again_not_dropped(alice: httpx.Client, server: tuple[Process, Path]) -> None:
+    # The "flaky" agent's first build for a session raises ConnectionError, as a lost database
+    # connection would: DBOS does not retry a workflow that raised, so the worker must.
+    created = alice.post("/sessions", json={"agent": "flaky"})
+    assert created.status_code == 201, created.text
+    session_id = created.json()["session_id"]
+    assert alice.post(f"/sessions/{session_id}/messages", json={"text": "still there?", "id": "f1"}).status_code == 202
+    read_sse(alice, f"/sessions/{session_id}/events", finished_runs(1))
+    events = log_events(alice, session_id)
+    assert answers_of(events) == {"f1": ["echo: still there?"]}
+    with Session.open(server[1] / f"{session_id}.sqlite", read_only=True) as session:
+        assert check_events(list(session.events)) == []
+    assert "retrying in 0.5 s" in server[0].log_path.read_text()
+
+
 def error_of(response: httpx.Response) -> tuple[int, str]:
     body = response.json()
     assert set(body) == {"error"} and body["error"]["message"], body

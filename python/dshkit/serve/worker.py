@@ -41,6 +41,7 @@ AgentFactory = Callable[[Session], Any]
 logger = logging.getLogger("dshkit.serve")
 
 _OPEN_PATIENCE_SEC = 60.0
+_RETRY_DELAYS_SEC = (0.5, 1.0, 2.0, 4.0, 8.0)  # ~15 s in all: a database restart, a failover
 CANCEL_TOPIC = "dshkit.cancel"
 # How long one `recv` waits before it is renewed: each wait that ends empty records one DBOS step
 # (a row), so a long wait keeps a long turn's record small; the listener is cancelled at the end.
@@ -63,7 +64,31 @@ WORKFLOW_NAME = "dshkit_serve_session"
 
 @DBOS.workflow(name=WORKFLOW_NAME)
 def run_session_workflow(session_id: str, action: dict[str, Any]) -> dict[str, Any]:
-    """Apply `action` to the session and run its agent until it is idle or waits for approval."""
+    """Apply `action` to the session and run its agent until it is idle or waits for approval.
+
+    A transient failure (`is_transient`: the database unreachable, a lost connection) is retried
+    from the top after a pause, `_RETRY_DELAYS_SEC`: DBOS does not retry a workflow that raised,
+    and the request (a posted message the client was told is accepted) would otherwise wait for
+    nothing. A retry is safe because every action is idempotent against the log."""
+    pauses = iter(_RETRY_DELAYS_SEC)
+    while True:
+        try:
+            return _serve_once(session_id, action)
+        except Exception as error:
+            pause = next(pauses, None)
+            if pause is None or not is_transient(error):
+                raise
+            logger.warning("session %s: %s; retrying in %g s", session_id, error, pause)
+            time.sleep(pause)
+
+
+def is_transient(error: BaseException) -> bool:
+    """Whether a failed attempt may succeed if made again: a connection or timeout error, or the
+    store's own `SessionError` (not one of its kinds, such as a corrupt log or a conflict)."""
+    return isinstance(error, (ConnectionError, TimeoutError)) or type(error) is SessionError
+
+
+def _serve_once(session_id: str, action: dict[str, Any]) -> dict[str, Any]:
     place: SessionPlace = _RUNTIME["place"]
     session = _open_writer(place, session_id)
     try:
