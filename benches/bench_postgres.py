@@ -77,17 +77,9 @@ def pg_url() -> Iterator[str]:
     import sys
 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-    from postgres_server import ServerUnavailable, start_server
+    from postgres_server import server_or_skip
 
-    server = start_server("dshkit_bench", fsync=os.environ.get("DSHKIT_BENCH_PG_FSYNC", "off") == "on")
-    try:
-        url = server.__enter__()
-    except ServerUnavailable as error:
-        pytest.skip(f"no PostgreSQL server: {error}")
-    try:
-        yield url
-    finally:
-        server.__exit__(None, None, None)
+    yield from server_or_skip("dshkit_bench", fsync=os.environ.get("DSHKIT_BENCH_PG_FSYNC", "off") == "on")
 
 
 RESULTS: dict[str, list[float]] = {}  # row -> [step 10 cost, step 100 cost] (seconds)

@@ -50,7 +50,7 @@ httpx = pytest.importorskip("httpx")
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from postgres_server import ServerUnavailable, start_server  # noqa: E402
+from postgres_server import server_or_skip  # noqa: E402
 
 from tests.serve.serving import Process, child_env, serve, worker  # noqa: E402
 
@@ -179,11 +179,7 @@ def _run(benchmark: Any, url: str, think: float, pg_url: str | None = None, **ex
 
 @pytest.fixture(scope="module")
 def pg_url() -> Iterator[str]:
-    try:
-        with start_server("dshkit_bench_serve", fsync=True) as url:  # as deployed: commits reach the disk
-            yield url
-    except ServerUnavailable as error:
-        pytest.skip(f"no PostgreSQL server: {error}")
+    yield from server_or_skip("dshkit_bench_serve", fsync=True)  # as deployed: commits reach the disk
 
 
 def _stop(*processes: Process) -> None:

@@ -19,14 +19,6 @@ settings.load_profile("dshkit")
 @pytest.fixture(scope="session")
 def postgres_url() -> Iterator[str]:
     """The URL of a database in a private PostgreSQL cluster started for this test run."""
-    from postgres_server import ServerUnavailable, start_server
+    from postgres_server import server_or_skip
 
-    server = start_server()
-    try:
-        url = server.__enter__()
-    except ServerUnavailable as error:
-        pytest.skip(f"no PostgreSQL server: {error}")
-    try:
-        yield url
-    finally:
-        server.__exit__(None, None, None)
+    yield from server_or_skip()

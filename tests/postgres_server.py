@@ -3,7 +3,7 @@
 PostgreSQL refuses to run as root, so when the tests run as root the cluster belongs to the
 `postgres` system user and every server command runs through `runuser -u postgres --`. Without
 the server binaries (or the psycopg driver) `start_server` raises `ServerUnavailable`, which the
-fixtures turn into a skip naming what is missing.
+fixtures turn into a skip naming what is missing (`server_or_skip`).
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+import pytest
 
 SEARCH_DIRS = tuple(
     str(path) for path in sorted(Path("/usr/lib/postgresql").glob("*/bin"), key=lambda p: p.parent.name, reverse=True)
@@ -100,3 +102,17 @@ def start_server(dbname: str = "dshkit_test", *, fsync: bool = False) -> Iterato
             timeout=120,
         )
         shutil.rmtree(root, ignore_errors=True)
+
+
+def server_or_skip(dbname: str = "dshkit_test", *, fsync: bool = False) -> Iterator[str]:
+    """`start_server` for a pytest fixture (``yield from server_or_skip(...)``): the URL, or a skip
+    naming what is missing when no server can start here."""
+    server = start_server(dbname, fsync=fsync)
+    try:
+        url = server.__enter__()
+    except ServerUnavailable as error:
+        pytest.skip(f"no PostgreSQL server: {error}")
+    try:
+        yield url
+    finally:
+        server.__exit__(None, None, None)

@@ -25,7 +25,7 @@ import pytest
 pytest.importorskip("dbos")
 pytest.importorskip("ag_ui")
 
-from postgres_server import ServerUnavailable, start_server  # noqa: E402
+from postgres_server import server_or_skip  # noqa: E402
 
 from dshkit.session import Session  # noqa: E402
 from dshkit.session._verify import check_events  # noqa: E402
@@ -37,11 +37,7 @@ KILL_EVERY = 3.0
 
 @pytest.fixture(scope="module")
 def database() -> Any:
-    try:
-        with start_server("dshkit_serve") as url:
-            yield url
-    except ServerUnavailable as exc:
-        pytest.skip(str(exc))
+    yield from server_or_skip("dshkit_serve")
 
 
 class Cluster:
