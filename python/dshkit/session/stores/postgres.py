@@ -330,7 +330,7 @@ class PostgresStore(SessionStore):
         self._connection = connection
         return header, records
 
-    def _checked_records(self, connection: Any, session_id: str, bodies: str | None, crcs: str | None) -> StoredRecords:
+    def _checked_records(self, connection: Any, session_id: str, bodies: bytes | None, crcs: str | None) -> StoredRecords:
         """The session's event records, `bodies` and `crcs` as `READ_SESSION` joined them, each
         checked against its `crc`; `SessionCorruptError` naming the first row that fails.
 
@@ -338,7 +338,7 @@ class PostgresStore(SessionStore):
         row; if that fails, the rows are read and checked one by one (`verified`), which names
         the row by its seq.
         """
-        records = verified_join((bodies or "").encode(), crcs or "")
+        records = verified_join(bodies or b"", crcs or "")
         if records is None:
             rows = connection.execute(READ_EVENTS, (session_id,)).fetchall()
             return verified([row[1:] for row in rows], lambda index: self.describe(rows[index][0]))

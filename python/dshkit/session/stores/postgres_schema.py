@@ -78,14 +78,16 @@ CREATE_SESSION = (
 )
 READ_EVENTS = "SELECT seq, body, crc FROM dshkit_events WHERE session_id = %s ORDER BY seq"
 # A session in one row (`read_session`): its header and checksum, its events' bodies
-# joined by newlines, their checksums comma-separated (NULL as `x`, which no checksum matches), and,
+# joined by newlines as UTF-8 bytes (`bytea`, read in binary: the client neither decodes 8 MB of
+# text nor encodes it again for the native check), their checksums comma-separated (NULL as `x`,
+# which no checksum matches), and,
 # for a writer (`message_ids` true), the message ids its events brought (`_new_message_id`) as one
 # array, from the same scan. The rows come in seq order from an ordered subquery read along the
 # primary key, under `READ_SESSION_PLAN`. Were the order ever otherwise, each record's own seq is
 # checked against its place as it is decoded: refused, never taken.
 READ_SESSION = (
     "SELECT s.header, s.crc, e.bodies, e.crcs, e.message_ids FROM dshkit_sessions s CROSS JOIN ("
-    " SELECT string_agg(body, chr(10)) AS bodies, string_agg(coalesce(crc::text, 'x'), ',') AS crcs,"
+    " SELECT convert_to(string_agg(body, chr(10)), 'UTF8') AS bodies, string_agg(coalesce(crc::text, 'x'), ',') AS crcs,"
     " array_agg(message_id) FILTER (WHERE %(message_ids)s AND message_id IS NOT NULL) AS message_ids"
     " FROM (SELECT body, crc, message_id FROM dshkit_events WHERE session_id = %(session)s ORDER BY seq) AS ordered"
     ") AS e WHERE s.session_id = %(session)s"
@@ -173,6 +175,6 @@ def read_session(connection: Any, session_id: str, *, message_ids: bool) -> tupl
 
     with connection.pipeline() if psycopg.Pipeline.is_supported() else connection.transaction():
         connection.execute(READ_SESSION_PLAN)
-        cursor = connection.execute(READ_SESSION, {"session": session_id, "message_ids": message_ids})
+        cursor = connection.cursor(binary=True).execute(READ_SESSION, {"session": session_id, "message_ids": message_ids})
     row: tuple[Any, ...] | None = cursor.fetchone()
     return row
