@@ -77,14 +77,14 @@ CREATE_SESSION = (
     " ON CONFLICT (session_id) DO NOTHING RETURNING session_id"
 )
 READ_EVENTS = "SELECT seq, body, crc FROM dshkit_events WHERE session_id = %s ORDER BY seq"
-# A session in one row (`read_session`): its header and checksum, its events' bodies
-# joined by newlines as UTF-8 bytes (`bytea`, read in binary: the client neither decodes 8 MB of
-# text nor encodes it again for the native check), their checksums comma-separated (NULL as `x`,
-# which no checksum matches), and,
-# for a writer (`message_ids` true), the message ids its events brought (`_new_message_id`) as one
-# array, from the same scan. The rows come in seq order from an ordered subquery read along the
-# primary key, under `READ_SESSION_PLAN`. Were the order ever otherwise, each record's own seq is
-# checked against its place as it is decoded: refused, never taken.
+# A session in one row (`read_session`): its header and checksum, its events' bodies joined by
+# newlines as UTF-8 bytes (`bytea`, read in binary: the client neither decodes 8 MB of text nor
+# encodes it again for the native check), their checksums comma-separated (NULL as `x`, which no
+# checksum matches), and for a writer (`message_ids` true) the message ids its events brought
+# (`PostgresStore._new_message_id`) as one array, from the same scan. The rows come in seq order
+# from an ordered subquery read along the primary key, under `READ_SESSION_PLAN`. Were the order
+# ever otherwise, each record's own seq is checked against its place as it is decoded: refused,
+# never taken.
 READ_SESSION = (
     "SELECT s.header, s.crc, e.bodies, e.crcs, e.message_ids FROM dshkit_sessions s CROSS JOIN ("
     " SELECT convert_to(string_agg(body, chr(10)), 'UTF8') AS bodies, string_agg(coalesce(crc::text, 'x'), ',') AS crcs,"
