@@ -34,9 +34,6 @@ from dshkit.session.stores.postgres_schema import (
     LOAD_ATTACHMENT,
     MIGRATIONS,
     READ_EVENTS,
-    READ_EVENTS_JOINED,
-    READ_HEADER,
-    READ_MESSAGE_IDS,
     READ_VERSION,
     SAVE_ATTACHMENT,
     SCHEMA_LOCK_KEY,
@@ -46,6 +43,7 @@ from dshkit.session.stores.postgres_schema import (
     UNLOCK,
     WRITE_EVENTS,
     WriteRow,
+    read_session,
     write_params,
 )
 from dshkit.session.stores.protocol import SessionStore, check_durability
@@ -311,36 +309,36 @@ class PostgresStore(SessionStore):
         self._durability = self._check_durability(durability)
         connection = self._open_connection(lock=not read_only)
         try:
-            header = connection.execute(READ_HEADER, (session_id,)).fetchone()
-            if header is None:
+            row = read_session(connection, session_id, message_ids=not read_only)
+            if row is None:
                 raise FileNotFoundError(f"no session {session_id} in {redact(self.url)}")
-            self._sealed = header[1] is not None
+            header, header_crc, bodies, crcs, message_ids = row
+            self._sealed = header_crc is not None
             if self._sealed:
-                verified([header], lambda _: self.describe(-1))
-            check_header(header[0], self._sealed, self.describe(-1))
+                verified([(header, header_crc)], lambda _: self.describe(-1))
+            check_header(header, self._sealed, self.describe(-1))
             if self._sealed:
-                records = self._checked_records(connection, session_id)
+                records = self._checked_records(connection, session_id, bodies, crcs)
             else:
                 rows = connection.execute(READ_EVENTS, (session_id,)).fetchall()
                 records = [self._unchecked(seq, body, crc) for seq, body, crc in rows]
             if not read_only:
-                self._message_ids = set(connection.execute(READ_MESSAGE_IDS, (session_id,)).fetchone()[0] or ())
+                self._message_ids = set(message_ids or ())
         except BaseException:
             self._release(connection)
             raise
         self._connection = connection
-        return header[0], records
+        return header, records
 
-    def _checked_records(self, connection: Any, session_id: str) -> StoredRecords:
-        """The session's event records in seq order, each checked against its `crc`;
-        `SessionCorruptError` naming the first row that fails.
+    def _checked_records(self, connection: Any, session_id: str, bodies: bytes | None, crcs: str | None) -> StoredRecords:
+        """The session's event records, `bodies` and `crcs` as `READ_SESSION` joined them, each
+        checked against its `crc`; `SessionCorruptError` naming the first row that fails.
 
-        One query reads them as two values (`READ_EVENTS_JOINED`), checked natively
-        (`verified_join`), so no Python object is made per row; if that fails, the rows are read
-        and checked one by one (`verified`), which names the row by its seq.
+        The two values are checked natively (`verified_join`), so no Python object is made per
+        row; if that fails, the rows are read and checked one by one (`verified`), which names
+        the row by its seq.
         """
-        bodies, crcs = connection.execute(READ_EVENTS_JOINED, (session_id,)).fetchone()
-        records = verified_join((bodies or "").encode(), crcs or "")
+        records = verified_join(bodies or b"", crcs or "")
         if records is None:
             rows = connection.execute(READ_EVENTS, (session_id,)).fetchall()
             return verified([row[1:] for row in rows], lambda index: self.describe(rows[index][0]))

@@ -76,19 +76,28 @@ CREATE_SESSION = (
     "INSERT INTO dshkit_sessions (session_id, header, crc, created_at, parent_id) VALUES (%s, %s, %s, %s, %s)"
     " ON CONFLICT (session_id) DO NOTHING RETURNING session_id"
 )
-READ_HEADER = "SELECT header, crc FROM dshkit_sessions WHERE session_id = %s"
 READ_EVENTS = "SELECT seq, body, crc FROM dshkit_events WHERE session_id = %s ORDER BY seq"
-# A session's events in one row (`PostgresStore._checked_records`): the bodies joined by newlines
-# and the checksums comma-separated (NULL as `x`, which no checksum matches). In seq order from
-# an ordered subquery, read along the primary key: an `ORDER BY` inside the aggregates sorts the
-# whole session (bodies and all) in the aggregate, on disk past `work_mem`. Were the order ever
-# otherwise, each record's own seq is checked against its place as it is decoded: refused, never taken.
-READ_EVENTS_JOINED = (
-    "SELECT string_agg(body, chr(10)), string_agg(coalesce(crc::text, 'x'), ',')"
-    " FROM (SELECT body, crc FROM dshkit_events WHERE session_id = %s ORDER BY seq) AS ordered"
+# A session in one row (`read_session`): its header and checksum, its events' bodies joined by
+# newlines as UTF-8 bytes (`bytea`, read in binary: the client neither decodes 8 MB of text nor
+# encodes it again for the native check), their checksums comma-separated (NULL as `x`, which no
+# checksum matches), and for a writer (`message_ids` true) the message ids its events brought
+# (`PostgresStore._new_message_id`) as one array, from the same scan. The rows come in seq order
+# from an ordered subquery read along the primary key, under `READ_SESSION_PLAN`. Were the order
+# ever otherwise, each record's own seq is checked against its place as it is decoded: refused,
+# never taken.
+READ_SESSION = (
+    "SELECT s.header, s.crc, e.bodies, e.crcs, e.message_ids FROM dshkit_sessions s CROSS JOIN ("
+    " SELECT convert_to(string_agg(body, chr(10)), 'UTF8') AS bodies, string_agg(coalesce(crc::text, 'x'), ',') AS crcs,"
+    " array_agg(message_id) FILTER (WHERE %(message_ids)s AND message_id IS NOT NULL) AS message_ids"
+    " FROM (SELECT body, crc, message_id FROM dshkit_events WHERE session_id = %(session)s ORDER BY seq) AS ordered"
+    ") AS e WHERE s.session_id = %(session)s"
 )
-# One array, not a row per message: a writer's open reads every message id of the session.
-READ_MESSAGE_IDS = "SELECT array_agg(message_id) FROM dshkit_events WHERE session_id = %s AND message_id IS NOT NULL"
+# Run before `READ_SESSION` in its transaction, and local to it (a caller's pooled connection keeps
+# its settings): the only plan left without a sort is the primary key's index scan, already in seq
+# order. Otherwise the planner sorts whenever it thinks few rows match, as it does for a session
+# written since the table was last analyzed (it guessed 339 of 40,000): a sort of every body, on
+# disk past `work_mem` (8.7 MB for 10,000 messages), 59 ms against 24 for the index scan.
+READ_SESSION_PLAN = "SELECT set_config('enable_sort', 'off', true)"
 TRY_LOCK = "SELECT pg_try_advisory_lock(%s)"
 UNLOCK = "SELECT pg_advisory_unlock(%s)"
 
@@ -156,3 +165,16 @@ def write_params(session_id: str, rows: list[WriteRow]) -> dict[str, Any]:
         "bodies": bodies,
         "crcs": crcs,
     }
+
+
+def read_session(connection: Any, session_id: str, *, message_ids: bool) -> tuple[Any, ...] | None:
+    """The session's row of `READ_SESSION` (None if there is no such session), run after
+    `READ_SESSION_PLAN` in one transaction: in one round trip where libpq can pipeline (a
+    pipeline's statements up to its sync are one implicit transaction), else in an explicit one."""
+    import psycopg
+
+    with connection.pipeline() if psycopg.Pipeline.is_supported() else connection.transaction():
+        connection.execute(READ_SESSION_PLAN)
+        cursor = connection.cursor(binary=True).execute(READ_SESSION, {"session": session_id, "message_ids": message_ids})
+    row: tuple[Any, ...] | None = cursor.fetchone()
+    return row

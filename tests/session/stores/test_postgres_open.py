@@ -1,0 +1,107 @@
+"""What opening a PostgreSQL session asks of the server: one statement reading the whole session
+in seq order along the primary key (never a sort, whatever the planner's estimates), in one round
+trip after the writer's lock, with the caller's connection settings left as they were. Seen from
+the server (`auto_explain` and `log_statement` sent to the client as notices) and from libpq's own
+protocol trace, on a real connection."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dshkit.session import Session
+from dshkit.session.stores.postgres import PostgresStore
+
+psycopg = pytest.importorskip("psycopg", reason="the PostgreSQL store needs psycopg (dshkit[postgres])")
+
+
+class OneConnection:
+    """A pool lending one real connection, again and again (`PostgresConnections`)."""
+
+    def __init__(self, connection: Any) -> None:
+        self.connection = connection
+
+    def getconn(self) -> Any:
+        return self.connection
+
+    def putconn(self, connection: Any) -> None:
+        assert connection is self.connection
+
+
+@pytest.fixture
+def session_id(postgres_url: str, build) -> str:
+    """A session of 30 tool-calling turns (150 messages) in the test database."""
+    with Session.create(postgres_url, durability="none") as session:
+        for turn in range(1, 31):
+            session.append("user/message", build.user(f"question {turn}"))
+            build.tool_turn(session, turn, calls=(f"call-{turn}",))
+        return session.id
+
+
+def server_log(connection: Any) -> list[str]:
+    """Make the server report every statement of `connection` and its plan to it, as notices."""
+    notices: list[str] = []
+    connection.add_notice_handler(lambda notice: notices.append(notice.message_primary or ""))
+    try:
+        connection.execute("LOAD 'auto_explain'")
+    except psycopg.Error as error:
+        pytest.skip(f"the server has no auto_explain module: {error}")
+    connection.execute("SET auto_explain.log_min_duration = 0")
+    connection.execute("SET log_statement = 'all'")
+    connection.execute("SET client_min_messages = log")
+    return notices
+
+
+@pytest.mark.parametrize("read_only", [True, False], ids=["read_only", "to_write"])
+def test_an_open_reads_the_session_in_one_statement_along_the_primary_key(postgres_url: str, session_id: str, read_only: bool) -> None:
+    with psycopg.connect(postgres_url, autocommit=True) as connection:
+        # Costs under which any plan with a sort looks cheaper than the primary key's index scan,
+        # as they do for a session written since the table was last analyzed.
+        connection.execute("SET random_page_cost = 100000")
+        connection.execute("SET jit = off")  # those costs would compile the plan, slowly
+        notices = server_log(connection)
+        # Six opens on one connection: from the sixth run on, psycopg prepares the statement on
+        # the server, whose plan is then cached, and must still be the index scan.
+        for _ in range(6):
+            notices.clear()
+            with Session.open(store=PostgresStore(postgres_url, session_id, connections=OneConnection(connection)), read_only=read_only) as session:
+                assert len(session.messages()) == 150
+            statements = [notice for notice in notices if notice.startswith("execute") and "dshkit_" in notice]
+            plans = [notice for notice in notices if "plan:" in notice and "dshkit_events" in notice]
+            assert len(statements) == 1 and "FROM dshkit_sessions" in statements[0], statements
+            assert len(plans) == 1 and "Index Scan using dshkit_events_pkey" in plans[0] and "Sort" not in plans[0], plans
+        assert statements[0].startswith("execute _pg3_")  # the prepared statement's name
+        # The planner setting was local to the read: the caller's connection is as it was.
+        assert connection.execute("SHOW enable_sort").fetchone() == ("on",)
+
+
+def test_an_open_is_one_round_trip_after_the_writers_lock(postgres_url: str, session_id: str, tmp_path: Path) -> None:
+    with psycopg.connect(postgres_url, autocommit=True) as connection:
+        pool = OneConnection(connection)
+        syncs = {}
+        for read_only in (True, False):
+            trace = tmp_path / f"trace-{read_only}.txt"
+            with trace.open("w") as file:
+                connection.pgconn.trace(file.fileno())
+                connection.pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS)
+                try:
+                    Session.open(store=PostgresStore(postgres_url, session_id, connections=pool), read_only=read_only).close()
+                finally:
+                    connection.pgconn.untrace()
+            # Each Sync the client sends is a round trip: it waits for the server's ReadyForQuery.
+            messages = [line.split("\t") for line in trace.read_text().splitlines()]
+            syncs[read_only] = sum(fields[0] == "F" and fields[2] == "Sync" for fields in messages)
+        assert syncs == {True: 1, False: 3}  # the read; the writer's lock, the read, its unlock on close
+
+
+def test_a_writer_rewrites_a_message_written_before_it_opened(postgres_url: str, session_id: str) -> None:
+    # The open reads the session's message ids with its events: a same-id rewrite of an old
+    # message is known as one (no new id to index), not refused as a duplicate id.
+    with Session.open(postgres_url, session_id=session_id) as session:
+        first = session.messages()[0]
+        session.replace(first.with_content([{"type": "text", "text": "question 1, reworded"}]))
+        session.sync()
+    with Session.open(postgres_url, session_id=session_id, read_only=True) as read:
+        assert read.messages()[0].text == "question 1, reworded" and read.messages()[0].id == first.id
