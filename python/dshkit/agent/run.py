@@ -11,7 +11,7 @@ the partial result.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
@@ -87,7 +87,21 @@ class Runs:
                 await _run_parked(agent, state)
         finally:
             runs.pop(state.message_id, None)
-        return finished(agent, state)
+        # The result, or the error raised. Here rather than in a function of its own (one call fewer
+        # at the end of every run); without an output type the output is the answer's text, read from
+        # the log, so no keywords are passed (a call with keywords costs ~0.3 µs more in a turn).
+        assert state.end is not None and state.turn is not None
+        end_seq, reason = state.end
+        spec = state.spec
+        if spec is None:
+            result: RunResult[Any] = RunResult(agent.session, state.turn, end_seq)
+        else:
+            result = RunResult(agent.session, state.turn, end_seq, output=state.output, spec=spec)
+        if reason["kind"] not in _SUCCEEDED:
+            raise result.error  # type: ignore[misc]
+        if spec is not None and state.output is MISSING:
+            raise _no_output(spec.name, reason, result)
+        return result
 
     @overload
     def run_sync(self, prompt: str | Message, *, output_type: None = None, limits: UsageLimits | None = None, output_retries: int = 1) -> RunResult[str]: ...
@@ -124,23 +138,11 @@ async def _run_parked(agent: RunHost, state: RunState) -> None:
             return
 
 
-def finished(agent: RunHost, state: RunState) -> RunResult[Any]:
-    """The run's `RunResult`, or its error raised (an output type with no valid output is one)."""
-    assert state.end is not None and state.turn is not None
-    end_seq, reason = state.end
-    spec = state.spec
-    # Without an output type the output is the answer's text, read from the log: no keywords to
-    # pass (a call with keywords costs ~0.3 µs more at the end of a turn, benches/bench_run.py).
-    result: RunResult[Any] = (
-        RunResult(agent.session, state.turn, end_seq) if spec is None else RunResult(agent.session, state.turn, end_seq, output=state.output, spec=spec)
-    )
-    if reason["kind"] not in _SUCCEEDED:
-        raise result.error  # type: ignore[misc]
-    if state.spec is not None and state.output is MISSING:
-        why = "the answer was cut at max_tokens" if reason["kind"] == "max_tokens" else "the turn ended without one"
-        info = {"code": OUTPUT_VALIDATION_FAILED, "message": f"no valid {state.spec.name}: {why}", "problems": ()}
-        raise OutputValidationError(info["message"], result=result, info=info)  # type: ignore[arg-type]
-    return result
+def _no_output(name: str, reason: Mapping[str, Any], result: RunResult[Any]) -> OutputValidationError:
+    """The error of a run with an output type whose turn succeeded without a valid output."""
+    why = "the answer was cut at max_tokens" if reason["kind"] == "max_tokens" else "the turn ended without one"
+    info = {"code": OUTPUT_VALIDATION_FAILED, "message": f"no valid {name}: {why}", "problems": ()}
+    return OutputValidationError(info["message"], result=result, info=info)  # type: ignore[arg-type]
 
 
 def _abandon(agent: RunHost, state: RunState) -> None:
@@ -282,4 +284,4 @@ class RunStream:
         self._queue.put_nowait(RunEvent("output", output=document))
 
 
-__all__ = ["RunEvent", "RunStream", "Runs", "finished", "prompt_message", "run_sync"]
+__all__ = ["RunEvent", "RunStream", "Runs", "prompt_message", "run_sync"]
