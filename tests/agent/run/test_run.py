@@ -260,3 +260,51 @@ def test_a_run_on_a_closed_agent_is_refused_and_leaves_nothing_behind() -> None:
         assert agent._turns.runs == {} and len(agent.session.events) == 0
 
     asyncio.run(main())
+
+
+def test_a_run_cancelled_while_its_prompt_waits_takes_the_prompt_back_and_leaves_the_running_turn() -> None:
+    agent = Agent(ScriptedModel(["first answer", "never"], delay=0.01))
+
+    async def main() -> None:
+        agent.followup(dshkit.create_user_message("first", source={"kind": "user"}))
+        waiting = asyncio.ensure_future(agent.run("second"))
+        await asyncio.sleep(0)  # its prompt is queued behind the running turn
+        assert len(agent.inbox) == 1
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        await agent.when_idle()
+
+    asyncio.run(main())
+    assert len(agent.inbox) == 0 and agent.model.remaining == 1  # the second prompt never ran
+    discards = [event.data for event in agent.session.events if event.type == "agent/inbox/spliced" and event.data["outcome"] == "discarded"]
+    assert [data.get("cause") for data in discards] == ["run_cancelled"]
+    assert agent.last_turn is not None and agent.last_turn.status == "completed" and agent.last_turn.output == "first answer"
+    assert agent.runs == {}
+
+
+def test_a_run_whose_waiting_prompt_a_cancel_discards_raises_run_cancelled() -> None:
+    agent = Agent(ScriptedModel(["one two three four five six"], delay=0.05))
+
+    async def main() -> None:
+        agent.followup(dshkit.create_user_message("first", source={"kind": "user"}))
+        waiting = asyncio.ensure_future(agent.run("second"))
+        while not any(event.type == "assistant/chunk" for event in agent.session.events):
+            await asyncio.sleep(0.01)
+        agent.cancel("user")  # aborts the first turn and discards what is pending: the run's prompt
+        with pytest.raises(RunCancelled, match="discarded before its turn started"):
+            await waiting
+
+    asyncio.run(main())
+    assert agent.runs == {} and len(agent.inbox) == 0
+
+
+def test_two_runs_at_once_each_get_their_own_turns_result() -> None:
+    agent = Agent(ScriptedModel(["to the first", "to the second"], delay=0.01))
+
+    async def main() -> tuple[RunResult, RunResult]:
+        return await asyncio.gather(agent.run("first"), agent.run("second"))  # type: ignore[return-value]
+
+    first, second = asyncio.run(main())
+    assert (first.turn, first.output, first.messages[0].text) == (1, "to the first", "first")
+    assert (second.turn, second.output, second.messages[0].text) == (2, "to the second", "second")

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+import dshkit
 from dshkit.agent import Agent, ModelCallFailed, RunEvent, tool
 from dshkit.models import ScriptedModel, call
 
@@ -82,3 +83,38 @@ def test_leaving_the_block_early_cancels_the_run() -> None:
 
     asyncio.run(main())
     assert agent.session.events[-1].data["reason"] == {"kind": "aborted", "cause": "run_cancelled"}
+
+
+def test_a_stream_queued_behind_another_turn_gets_only_its_own_turns_events() -> None:
+    # The stream learns its turn from the claim of its own prompt: the turn running before it
+    # (a follow-up's, answered with text too) must not leak into it.
+    agent = Agent(ScriptedModel(["first answer", "second answer"], delay=0.01))
+
+    async def main() -> tuple[list[RunEvent], Any]:
+        agent.followup(dshkit.create_user_message("first", source={"kind": "user"}))
+        async with agent.run_stream("second") as stream:
+            events = [event async for event in stream]
+            return events, await stream.result()
+
+    events, result = asyncio.run(main())
+    assert "".join(event.text for event in events) == "second answer"
+    assert result.turn == 2 and result.output == "second answer" and result.messages[0].text == "second"
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "message"),
+    [
+        ({"limits": {"requests": 1}}, TypeError, "Agent.run_stream limits: expected a dshkit.agent.UsageLimits, got dict"),
+        ({"output_retries": -1}, ValueError, r"Agent.run_stream output_retries: expected an int >= 0, got -1"),
+    ],
+)
+def test_bad_stream_arguments_raise_from_async_with_and_queue_nothing(options: dict[str, Any], error: type, message: str) -> None:
+    agent = Agent(ScriptedModel(["never"]))
+
+    async def main() -> None:
+        with pytest.raises(error, match=message):
+            async with agent.run_stream("hi", **options):
+                raise AssertionError("the block must not run")
+
+    asyncio.run(main())
+    assert len(agent.session.events) == 0 and len(agent.inbox) == 0

@@ -16,15 +16,17 @@ from typing import Any
 from dshkit.agent.cancel import CancelToken
 from dshkit.agent.errors import OUTPUT_VALIDATION_FAILED
 from dshkit.agent.limits import UsageCount, UsageLimits, check_request, check_tokens, check_tool_calls
-from dshkit.agent._run.output import OutputSpec, problems_text
+from dshkit.agent._run.output import OutputSpec, output_spec, problems_text
 from dshkit.agent.tools import Tool, ToolContext, ToolOutput
 from dshkit.llm import Message, create_user_message, freeze
+from dshkit.models.protocol import supports_native_output
 from dshkit.models.stream_translation import usage_summary
 
 MISSING: Any = object()  # no valid output yet
 ACCEPTED = "Final result accepted."
 # The retry prompt's source: a plugin message, so a viewer tells it from what a person typed.
 _RETRY_SOURCE = {"kind": "plugin", "plugin": "dshkit.output"}
+_USER = {"kind": "user"}  # a str prompt's source: typed by a person
 _NO_LIMITS = UsageLimits()
 _UNUSED = UsageCount()  # never counted into: an inactive run's turn skips every check
 
@@ -36,7 +38,13 @@ class RunState:
     """
 
     # What a run without limits or output type never changes is a class default: such a run (the
-    # common one, which `run` adds to a turn) sets only what it needs (benches/bench_run.py).
+    # common one, which `run` adds to a turn) sets only its prompt id and waiter (benches/bench_run.py).
+    active = False
+    spec: OutputSpec | None = None
+    native = False
+    limits = _NO_LIMITS
+    used = _UNUSED
+    output_retries = 1
     failed_outputs = 0
     output: Any = MISSING
     failure: dict[str, Any] | None = None
@@ -46,19 +54,24 @@ class RunState:
     _config: tuple[Any, Any] = (None, None)
     _specs: tuple[Any, Any] = (None, None)
 
-    def __init__(
-        self, message_id: str, spec: OutputSpec | None, limits: UsageLimits | None, native: bool, output_retries: int,
-        waiter: asyncio.Future[None],
-    ) -> None:
-        self.message_id = message_id
-        self.waiter = waiter
+    def __init__(self, model: object, prompt: object, output_type: Any, limits: UsageLimits | None, output_retries: int, where: str) -> None:
+        """Check a run's arguments (errors name `where`) and make its prompt (`message`) and state;
+        nothing is queued yet. `model` is the agent's, asked whether it takes native output."""
+        # The checks are here, not in a function of their own: `run` makes one state per call.
+        self.message = message = create_user_message(prompt, source=_USER) if type(prompt) is str else prompt_message(prompt, where)
+        if limits is not None and not isinstance(limits, UsageLimits):
+            raise TypeError(f"{where} limits: expected a dshkit.agent.UsageLimits, got {type(limits).__name__}")
+        if type(output_retries) is not int or output_retries < 0:
+            raise ValueError(f"{where} output_retries: expected an int >= 0, got {output_retries!r}")
+        spec = None if output_type is None or output_type is str else output_spec(output_type)
+        self.message_id = message.id
+        self.waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if spec is None and limits is None:
+            return  # inactive: its turn skips every check
+        self.active = True
         self.spec = spec
         self.output_retries = output_retries
-        self.active = active = spec is not None or limits is not None
-        if not active:
-            self.native, self.limits, self.used = False, _NO_LIMITS, _UNUSED
-            return
-        self.native = native
+        self.native = native = spec is not None and supports_native_output(model)
         self.limits = limits if limits is not None else _NO_LIMITS
         self.used = UsageCount()
         if spec is not None and not native:
@@ -162,6 +175,15 @@ class RunState:
             self.waiter.set_result(None)
 
 
+def prompt_message(prompt: object, where: str) -> Message:
+    """A run's prompt as a user message: a `str` becomes a new person-typed message."""
+    if isinstance(prompt, str):
+        return create_user_message(prompt, source=_USER)
+    if isinstance(prompt, Message):
+        return prompt
+    raise TypeError(f"{where} prompt: expected a str or a user Message, got {type(prompt).__name__}")
+
+
 def attach_run(runs: dict[str, RunState], turn: int, claimed: list[tuple[Message, int]], tool_calls: Any) -> RunState | None:
     """The state of the run whose prompt turn `turn` claimed, if any; its final-answer tool is the turn's."""
     for message, _ in claimed:
@@ -189,4 +211,4 @@ def refusing(error: Mapping[str, Any]) -> CancelToken:
     return token
 
 
-__all__ = ["ACCEPTED", "MISSING", "RunState", "attach_run", "refusing", "wake_unclaimed"]
+__all__ = ["ACCEPTED", "MISSING", "RunState", "attach_run", "prompt_message", "refusing", "wake_unclaimed"]
