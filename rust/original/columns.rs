@@ -19,11 +19,17 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 use crate::json::read::from_json;
 use crate::log::record_scanner::Kind;
 use crate::original::chunk_row::read_row;
+use crate::log::message_record::read_message_record;
+use crate::log::message_vouch::vouch_message_append;
 use crate::original::data_rules::{presented_data, Presented};
+use crate::original::message_text::dshkit_message_record;
 use crate::original::record_top::{scan_top, Top};
 
 const KIND_DATA: u8 = b'D';
 const KIND_KEPT: u8 = b'E';
+const KIND_USER: u8 = b'U';
+const KIND_MESSAGE: u8 = b'M';
+const MESSAGE_TYPES: [&[u8]; 3] = [b"user/message", b"assistant/message", b"tool/result"];
 const CHUNK_TYPE: &str = "assistant/chunk";
 const CALL_ROW: &[u8] = b"tool-call-chunks";
 
@@ -39,10 +45,14 @@ struct Vocabulary {
 struct Columns<'py> {
     types: Vec<Bound<'py, PyAny>>,
     times: Vec<i64>,
+    /// Each event's `Message` (`None` but for a message append read here).
+    messages: Vec<Bound<'py, PyAny>>,
     blob: Vec<u8>,
     ends: Vec<u64>,
-    /// `(record index, seq)` of each record left to the Python decoder.
-    pending: Vec<(usize, usize)>,
+    /// In seq order: `(record index, seq)` of each record left to the Python decoder, and
+    /// `(seqs, tags, record indexes)` of each run of appends read and vouched for here.
+    pending: Bound<'py, PyList>,
+    run: (Vec<usize>, Vec<Bound<'py, PyAny>>, Vec<usize>),
     names: HashMap<Vec<u8>, Bound<'py, PyAny>>,
 }
 
@@ -58,6 +68,7 @@ impl<'py> Columns<'py> {
     }
 
     fn event(&mut self, event_type: Bound<'py, PyAny>, time: i64, kind: u8, data: &[&[u8]]) {
+        self.messages.push(self.pending.py().None().into_bound(self.pending.py()));
         self.types.push(event_type);
         self.times.push(time);
         self.blob.push(kind);
@@ -65,9 +76,32 @@ impl<'py> Columns<'py> {
         self.ends.push(self.blob.len() as u64);
     }
 
-    fn left_to_python(&mut self, py: Python<'py>, index: usize) {
-        self.pending.push((index, self.types.len()));
+    fn left_to_python(&mut self, py: Python<'py>, index: usize) -> PyResult<()> {
+        self.flush()?;
+        self.pending.append((index, self.types.len()))?;
         self.event(py.None().into_bound(py), 0, KIND_KEPT, &[]);
+        Ok(())
+    }
+
+    /// A message append read and vouched for here (`record` index `index`).
+    fn vouched(&mut self, py: Python<'py>, index: usize, event_type: &[u8], append: MessageAppend<'py>) -> PyResult<()> {
+        let seq = self.types.len();
+        let event_type = self.name(py, event_type);
+        self.event(event_type, append.time, append.kind, &[&append.kept]);
+        self.messages[seq] = append.message;
+        self.run.0.push(seq);
+        self.run.1.push(append.tag);
+        self.run.2.push(index);
+        Ok(())
+    }
+
+    fn flush(&mut self) -> PyResult<()> {
+        if !self.run.0.is_empty() {
+            let py = self.pending.py();
+            let run = (PyList::new(py, self.run.0.drain(..))?, PyList::new(py, self.run.1.drain(..))?, PyList::new(py, self.run.2.drain(..))?);
+            self.pending.append(run)?;
+        }
+        Ok(())
     }
 }
 
@@ -77,6 +111,8 @@ enum Read<'a> {
     Event(&'a [u8], i64, Presented<'a>),
     /// A packed row, read by `row`.
     Row(&'a [u8]),
+    /// A message event, perhaps an append read here.
+    Message(&'a [u8]),
     /// One event the Python decoder reads.
     Python,
     /// A record whose type the scan cannot tell.
@@ -91,6 +127,9 @@ fn read<'a>(text: &'a [u8], seq: usize, vocabulary: &Vocabulary) -> Read<'a> {
     let Some(event_type) = top.event_type.plain_str(text) else { return Read::Python };
     if vocabulary.rows.contains_key(event_type) {
         return Read::Row(event_type);
+    }
+    if MESSAGE_TYPES.contains(&event_type) {
+        return Read::Message(event_type);
     }
     match one_event(text, &top, seq, event_type, vocabulary) {
         Some((time, data)) => Read::Event(event_type, time, data),
@@ -136,6 +175,42 @@ fn add_row<'py>(py: Python<'py>, columns: &mut Columns<'py>, text: &[u8], tag: &
     Some(())
 }
 
+/// A message append read here: what the columns keep of it, and its tag for `Surface.fold_appends`.
+struct MessageAppend<'py> {
+    time: i64,
+    message: Bound<'py, PyAny>,
+    kind: u8,
+    /// `[data with null for its message, source seqs]` (kind `M`), or nothing (`U`: a user
+    /// message citing nothing), as `log/records.rs` keeps a vouched append.
+    kept: Vec<u8>,
+    tag: Bound<'py, PyAny>,
+}
+
+/// Record `text` of message event `seq` read as dshkit's record of it (`message_text.rs`) by
+/// `log/`'s reader, when it is an append that passes every rule not depending on the log
+/// before it (`vouch_message_append`); else `None`.
+fn message_append<'py>(py: Python<'py>, text: &[u8], event_type: &[u8], seq: usize) -> Option<MessageAppend<'py>> {
+    let rewritten = dshkit_message_record(text, event_type, seq)?;
+    let rewritten = std::str::from_utf8(&rewritten).ok()?;
+    let type_name = std::str::from_utf8(event_type).ok()?;
+    let record = read_message_record(py, rewritten, seq, type_name)?;
+    if !record.envelope_passes(rewritten) {
+        return None;
+    }
+    let append = vouch_message_append(type_name, seq, &record.message, &record.surface_op, record.source_seqs.as_any())?;
+    let tag = append.into_tag(py).ok()?;
+    let bytes = rewritten.as_bytes();
+    let (kind, kept) = if type_name == "user/message" && record.source_seqs.is_empty() {
+        (KIND_USER, Vec::new())
+    } else {
+        let ((data_start, data_end), (message_start, message_end)) = (record.data_span, record.message_span);
+        let (seqs_start, seqs_end) = record.source_seqs_span;
+        let parts: [&[u8]; 7] = [b"[", &bytes[data_start..message_start], b"null", &bytes[message_end..data_end], b",", &bytes[seqs_start..seqs_end], b"]"];
+        (KIND_MESSAGE, parts.concat())
+    };
+    Some(MessageAppend { time: record.time, message: record.message.into_any(), kind, kept, tag })
+}
+
 fn text_of<'a>(item: &'a Bound<'_, PyAny>) -> PyResult<&'a [u8]> {
     match item.cast::<PyBytes>() {
         Ok(bytes) => Ok(bytes.as_bytes()),
@@ -179,7 +254,9 @@ fn decode_original_records<'py>(
         times: Vec::with_capacity(items.len()),
         blob: Vec::with_capacity(size + items.len()),
         ends: Vec::with_capacity(items.len()),
-        pending: Vec::new(),
+        messages: Vec::with_capacity(items.len()),
+        pending: PyList::empty(py),
+        run: (Vec::new(), Vec::new(), Vec::new()),
         names: HashMap::new(),
     };
     for (index, item) in items.iter().enumerate() {
@@ -194,18 +271,25 @@ fn decode_original_records<'py>(
                     return Ok(None);
                 }
             }
-            Read::Python => columns.left_to_python(py, index),
+            Read::Message(name) => match message_append(py, text, name, columns.types.len()) {
+                Some(append) => columns.vouched(py, index, name, append)?,
+                None => columns.left_to_python(py, index)?,
+            },
+            Read::Python => columns.left_to_python(py, index)?,
             Read::TypeUnknown if parses_as_row(item, &vocabulary) => return Ok(None),
-            Read::TypeUnknown => columns.left_to_python(py, index),
+            Read::TypeUnknown => columns.left_to_python(py, index)?,
         }
     }
+    columns.flush()?;
     let as_bytes = |words: Vec<[u8; 8]>| PyBytes::new(py, words.as_flattened());
     let times = as_bytes(columns.times.iter().map(|time| time.to_ne_bytes()).collect());
     let ends = as_bytes(columns.ends.iter().map(|end| end.to_ne_bytes()).collect());
     let types = PyList::new(py, columns.types)?;
     let blob = pyo3::types::PyByteArray::new(py, &columns.blob);
-    let pending = PyList::new(py, columns.pending)?;
-    Ok(Some(PyTuple::new(py, [types.into_any(), times.into_any(), blob.into_any(), ends.into_any(), pending.into_any()])?))
+    let messages = PyList::new(py, columns.messages)?;
+    let pending = columns.pending;
+    let parts = [types.into_any(), times.into_any(), messages.into_any(), blob.into_any(), ends.into_any(), pending.into_any()];
+    Ok(Some(PyTuple::new(py, parts)?))
 }
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

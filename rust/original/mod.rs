@@ -8,6 +8,7 @@
 pub(crate) mod chunk_row;
 pub(crate) mod columns;
 pub(crate) mod data_rules;
+pub(crate) mod message_text;
 pub(crate) mod record_top;
 
 use pyo3::prelude::*;

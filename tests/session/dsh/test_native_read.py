@@ -161,7 +161,7 @@ def test_the_native_pass_reads_the_plain_records_and_leaves_the_rest() -> None:
     records = [_line({**record, "seq": seq}) for seq, record in enumerate(ODD_RECORDS)]
     columns = decode_original_records(records, VERBATIM_TYPES, IGNORABLE_TYPES, ROW_TYPES)
     assert columns is not None
-    types, _, blob, _, pending = columns
+    types, _, _, blob, _, pending = columns
     # Left to Python: ignorable data holding "ignorable" itself, extra envelope keys, a surrogate
     # pair's escapes, unknown types, turn ends dshkit names otherwise, a call naming both
     # `callId` and `call_id`, a request header, a time past 64 bits.

@@ -128,8 +128,9 @@ class EventLog(Sequence[Event]):
             self._blob[at] = _MESSAGE_RECORD
 
     def keep(self, seq: int, event: Event) -> None:
-        """Fill in adopted event `seq` (kind `E`, left `None`) with `event`, kept whole: for a
-        format whose records are not its events' JSON (the original's, `dshkit.session.dsh.codec`)."""
+        """Fill in adopted event `seq` with `event`, kept whole (kind `E`): for a format whose
+        records are not its events' JSON (the original's, `dshkit.session.dsh.codec`)."""
+        self._blob[self._ends[seq - 1] if seq else 0] = _KEPT
         self._types[seq] = event.type
         self._times[seq] = event.time
         self._messages[seq] = event.message

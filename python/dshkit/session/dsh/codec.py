@@ -94,42 +94,83 @@ def decode_records(
     fold: Callable[[Event], object],
     *,
     into: EventLog | None = None,
+    fold_appends: Callable[[list[int], list[Any], list[Any], int], int] | None = None,
 ) -> EventLog:
     """The original's stored lines as dshkit events (packed rows expanded), `fold` called on the
     message events on its surface and on unknown types, in seq order.
 
     The hot path of opening an original log: one native pass (`dshkit._core.decode_original_records`)
     reads the records whose events are plain (boundaries, chunks, packed rows, the original's
-    own types presented ignorable) straight into the log's columns; every other record is
+    own types presented ignorable, `tool/call`, most `turn/end`s) straight into the log's
+    columns, and the message appends it vouches for into `Message`s, each run of them folded by
+    `fold_appends` (`Surface.fold_appends`; without one, `fold` on each); every other record is
     translated here (`_translate`), as `decode_records_in_python` does. A log the native pass is
     not sure of as a whole (a packed row it does not read) takes `decode_records_in_python`.
     """
     if into is None or not len(into):
         columns = decode_original_records(records, VERBATIM_TYPES, IGNORABLE_TYPES, ROW_TYPES)
         if columns is not None:
-            return _decode_columns(columns, records, describe, fold, EventLog() if into is None else into)
+            events = EventLog() if into is None else into
+            return _decode_columns(columns, _Reader(records, describe, fold, events), fold_appends)
     return decode_records_in_python(records, describe, fold, into=into)
 
 
-def _decode_columns(columns: Any, records: StoredRecords, describe: Callable[[int], str], fold: Callable[[Event], object], events: EventLog) -> EventLog:
-    """`decode_records` from the native pass's columns: the records it left, translated in order.
+class _Reader:
+    """What `_decode_columns` reads the records it is left with by: the records, their names,
+    the fold, the log being filled and the original's surface nodes."""
 
-    While `fold` runs on event `seq`, `events` holds exactly the events before it.
-    """
-    types, times, blob, ends, pending = columns
-    events.adopt(types, times, [None] * len(types), blob, ends)
-    nodes = _OriginalNodes()
-    for index, seq in pending:
+    __slots__ = ("records", "describe", "fold", "events", "nodes")
+
+    def __init__(self, records: StoredRecords, describe: Callable[[int], str], fold: Callable[[Event], object], events: EventLog) -> None:
+        self.records, self.describe, self.fold, self.events = records, describe, fold, events
+        self.nodes = _OriginalNodes()
+
+    def translate(self, index: int, seq: int) -> None:
+        """Record `index` (event `seq`) translated in Python, folded with the events before it."""
+        events = self.events
         events.reveal(seq)
         record: Any = None
         try:
-            record = from_json(records[index])
-            event = _translate(record, record["type"], seq, nodes, events, fold)
+            record = from_json(self.records[index])
+            event = _translate(record, record["type"], seq, self.nodes, events, self.fold)
         except SessionCorruptError:
             raise
         except Exception as error:
-            raise _corrupt(describe(index), record, error) from None
+            raise _corrupt(self.describe(index), record, error) from None
         events.keep(seq, event)
+
+    def appended(self, seqs: list[int], tags: list[Any]) -> None:
+        """Appends folded natively, noted on the original's surface nodes (`False`: no model-visible content)."""
+        self.nodes.seqs += seqs
+        self.nodes.hidden.update(seq for seq, tag in zip(seqs, tags) if tag is False)
+
+
+def _decode_columns(columns: Any, reader: _Reader, fold_appends: Callable[[list[int], list[Any], list[Any], int], int] | None) -> EventLog:
+    """`decode_records` from the native pass's columns: the records it left translated in order,
+    its runs of appends folded. While an event is folded, the log holds exactly the events before it."""
+    types, times, messages, blob, ends, pending = columns
+    events = reader.events
+    events.adopt(types, times, messages, blob, ends)
+    for item in pending:
+        if len(item) == 2:
+            reader.translate(*item)
+            continue
+        seqs, tags, indexes = item
+        if fold_appends is None:
+            for seq in seqs:
+                events.reveal(seq + 1)
+                event = events[seq]
+                events.reveal(seq)
+                reader.fold(event)
+            reader.appended(seqs, tags)
+            continue
+        done = start = 0
+        while start <= len(seqs):
+            done = fold_appends(seqs, tags, messages, start)
+            reader.appended(seqs[start:done], tags[start:done])
+            if done < len(seqs):  # a rule it breaks: the full way names it
+                reader.translate(indexes[done], seqs[done])
+            start = done + 1
     events.reveal(len(types))
     return events
 
