@@ -9,6 +9,7 @@ fail with the same error on the same record.
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -270,3 +271,136 @@ def test_a_torn_last_line_opens_the_same_both_ways(tmp_path: Path, monkeypatch: 
     monkeypatch.setattr(codec, "decode_original_records", lambda *args: None)
     with pytest.warns(SessionRecoveryWarning, match="torn last line"):
         assert _open(torn[1]) == native
+
+
+# -- message events ----------------------------------------------------------------------------
+
+
+def _conversation(**variant: Any) -> list[bytes]:
+    """A turn with a prompt, a tool call and its result, and an answer; `variant` changes records
+    by name (`prompt`, `call`, `result`, `answer`): a function of the record, returning it."""
+    log = OriginalLog()
+    log.event("turn/start", {"turn": 1})
+    log.event("step/start", {"turn": 1, "step": 1})
+    log.event("user/message", user("look it up \u00e9 \\ \"x\""), surfaceOp="append")
+    call = {"type": "tool-call", "id": "call_1", "name": "lookup", "arguments": "{}"}
+    log.event("assistant/message", {"turn": 1, "step": 1, "message": assistant({"type": "text", "text": "ok"}, call),
+                                    "usage": {"inputTokens": 9, "outputTokens": 4, "cacheReadTokens": 0}}, surfaceOp="append")
+    call_seq = log.event("tool/call", {"turn": 1, "step": 1, "callId": "call_1", "name": "lookup", "arguments": "{}"})
+    log.event("tool/result", {"turn": 1, "step": 1, "message": tool_result("call_1", "blue")}, sourceEventSeqs=[call_seq], surfaceOp="append")
+    log.event("assistant/message", {"turn": 1, "step": 2, "message": assistant({"type": "text", "text": "It is blue."}), "finishReason": "stop"},
+              surfaceOp="append")
+    log.event("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
+    names = {"prompt": 2, "call": 3, "result": 5, "answer": 6}
+    for name, change in variant.items():
+        log.records[names[name]] = change(json.loads(json.dumps(log.records[names[name]])))
+    return _lines(log)
+
+
+def _set(path: str, value: Any) -> Any:
+    """A change setting `record[path...]` (keys split on `/`; `DELETE` removes the key)."""
+
+    def change(record: dict[str, Any]) -> dict[str, Any]:
+        *parents, last = path.split("/")
+        target: Any = record
+        for part in parents:
+            target = target[int(part)] if isinstance(target, list) else target[part]
+        index: Any = int(last) if isinstance(target, list) else last
+        if value is DELETE:
+            del target[index]
+        else:
+            target[index] = value
+        return record
+
+    return change
+
+
+DELETE = object()
+MESSAGE_VARIANTS = {
+    "as written": {},
+    "prompt with an extra message key": {"prompt": _set("data/extra", 1)},
+    "prompt off the surface": {"prompt": _set("surfaceOp", DELETE)},
+    "prompt with an ignorable envelope": {"prompt": _set("ignorable", True)},
+    "prompt citing itself": {"prompt": _set("sourceEventSeqs", [2])},
+    "prompt citing a dict": {"prompt": _set("sourceEventSeqs", {"a": 1})},
+    "prompt from a plugin": {"prompt": _set("data/source", {"kind": "plugin", "plugin": "notes"})},
+    "prompt from the compact plugin": {"prompt": _set("data/source", {"kind": "plugin", "plugin": "compact", "compactionId": "c1"})},
+    "prompt with an image by attachment": {"prompt": _set("data/content/0", {"type": "image", "attachment": {"attachmentId": "sha256:" + "0" * 64, "mediaType": "image/png"}})},
+    "prompt with an image by url": {"prompt": _set("data/content/0", {"type": "image", "url": "https://example.com/a.png"})},
+    "prompt with a block no object": {"prompt": _set("data/content/0", "text")},
+    "call replayed from state": {"call": _set("data/message/source/replayState", {"x": 1})},
+    "call with snake and camel finish reasons": {"call": _set("data/finishReason", "stop")},
+    "call with both finish reasons": {"call": lambda r: _set("data/finish_reason", "stop")(_set("data/finishReason", "stop")(r))},
+    "call with usage keys meeting": {"call": _set("data/usage/input_tokens", 3)},
+    "call with usage no object": {"call": _set("data/usage", [1])},
+    "call without a message": {"call": _set("data/message", DELETE)},
+    "result without isError": {"result": _set("data/message/content/0/isError", DELETE)},
+    "result with isError true": {"result": _set("data/message/content/0/isError", True)},
+    "result without toolCallId": {"result": _set("data/message/content/0/toolCallId", DELETE)},
+    "result without content": {"result": _set("data/message/content/0/content", DELETE)},
+    "result with content text": {"result": _set("data/message/content/0/content", "blue")},
+    "result with a nested call": {"result": _set("data/message/content/0/content/0", {"type": "tool-call", "id": "x", "name": "n", "arguments": "{}"})},
+    "result with an extra block key": {"result": _set("data/message/content/0/note", "n")},
+    "result with a tool_call_id key": {"result": _set("data/message/content/0/tool_call_id", "call_1")},
+    "result answering another call": {"result": lambda r: _set("data/message/source/callId", "call_9")(_set("data/message/content/0/toolCallId", "call_9")(r))},
+    "result source without callId": {"result": _set("data/message/source/callId", DELETE)},
+    "result source with both call ids": {"result": _set("data/message/source/call_id", "call_1")},
+    "answer repeating the prompt's id": {"answer": lambda r: r},
+    "answer with a bad turn": {"answer": _set("data/turn", "one")},
+    "answer empty": {"answer": _set("data/message/content", [])},
+}
+
+
+@pytest.mark.parametrize("name", sorted(MESSAGE_VARIANTS))
+def test_message_events_read_the_same_both_ways(name: str) -> None:
+    records = _conversation(**MESSAGE_VARIANTS[name])
+    if name == "answer repeating the prompt's id":
+        records[6] = records[6].replace(json.loads(records[6])["data"]["message"]["id"].encode(), json.loads(records[2])["data"]["id"].encode())
+    assert_same_both_ways(records, native=None)
+
+
+def test_the_messages_of_a_conversation_are_read_natively() -> None:
+    columns = decode_original_records(_conversation(), VERBATIM_TYPES, IGNORABLE_TYPES, ROW_TYPES)
+    assert columns is not None
+    assert [item for item in columns[5] if len(item) == 2] == []  # nothing left to Python
+    runs = [item for item in columns[5] if len(item) == 3]
+    assert [seq for seqs, _, _ in runs for seq in seqs] == [2, 3, 5, 6]
+
+
+def _open_both_ways(path: Path, monkeypatch: pytest.MonkeyPatch, **options: Any) -> Any:
+    """`Session.open(path)` with the native pass and without: the same events, messages and
+    warnings, or the same error."""
+    outcomes = []
+    for native in (True, False):
+        with monkeypatch.context() as patch:
+            if not native:
+                patch.setattr(codec, "decode_original_records", lambda *args: None)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                try:
+                    outcome: Any = _open(path, **options)
+                except SessionCorruptError as error:
+                    outcome = str(error)
+            outcomes.append((outcome, [str(warning.message) for warning in caught]))
+    assert outcomes[0] == outcomes[1]
+    return outcomes[0]
+
+
+@pytest.mark.parametrize("name", sorted(MESSAGE_VARIANTS))
+@pytest.mark.parametrize("read_only", [True, False])
+def test_message_events_open_the_same_both_ways(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, read_only: bool) -> None:
+    records = _conversation(**MESSAGE_VARIANTS[name])
+    if name == "answer repeating the prompt's id":
+        records[6] = records[6].replace(json.loads(records[6])["data"]["message"]["id"].encode(), json.loads(records[2])["data"]["id"].encode())
+    header = json.dumps(OriginalLog().header).encode()
+    path = tmp_path / "session.jsonl"
+    path.write_bytes(b"\n".join([header, *records]) + b"\n")
+    _open_both_ways(path, monkeypatch, read_only=read_only)
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+@pytest.mark.parametrize("read_only", [True, False])
+def test_every_scenario_opens_the_same_both_ways(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, read_only: bool) -> None:
+    log = SCENARIOS[name]()
+    (outcome, caught) = _open_both_ways(log.write(tmp_path / "session.jsonl"), monkeypatch, read_only=read_only)
+    assert not isinstance(outcome, str) and outcome[1]
