@@ -135,12 +135,14 @@ def decode_records(
     each run of appends vouched for natively as `(seqs, tags)` (see `Surface.fold_appends`)."""
 
 def decode_original_records(
-    records: Sequence[bytes | str], verbatim: AbstractSet[str], ignorable: AbstractSet[str], rows: Mapping[str, str], /
-) -> tuple[list[Any], bytes, bytearray, bytes, list[tuple[int, int]]] | None:
-    """The original harness's event records as `EventLog` columns `(types, times, blob, ends,
-    pending)`: the records whose dshkit event is plain read natively (`rust/original/`), each
-    other one left to Python as `(record index, seq)` in `pending`; `None` when the whole log must
-    take the Python path (a packed row not read natively)."""
+    records: Records | Sequence[bytes | str], verbatim: AbstractSet[str], ignorable: AbstractSet[str], rows: Mapping[str, str], /
+) -> tuple[list[Any], bytes, list[Message | None], bytearray, bytes, list[tuple[Any, ...]]] | None:
+    """The original harness's event records as `EventLog` columns `(types, times, messages, blob,
+    ends, pending)` (`rust/original/`): the records whose dshkit event is plain read natively, the
+    message appends it vouches for as `Message`s; `pending` holds, in seq order, `(record index,
+    seq)` of each record left to Python and `(seqs, tags, record indexes)` of each run of vouched
+    appends (see `Surface.fold_appends`). `None` when the whole log must take the Python path (a
+    packed row not read natively)."""
 
 def compact_events(
     events: list[Any], count: int, offset: int, /
