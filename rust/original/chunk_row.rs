@@ -126,3 +126,63 @@ pub(crate) fn read_row(text: &[u8], span: (usize, usize), calls: bool) -> Scan<R
     }
     Ok(Row { turn, step, index, id, name, gaps, members })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn members(text: &[u8], calls: bool) -> Option<Vec<String>> {
+        let row = read_row(text, (0, text.len()), calls).ok()?;
+        let delta = if calls { "tool-call-delta" } else { "text-delta" };
+        Some(
+            (0..row.len())
+                .map(|k| {
+                    let mut out = Vec::new();
+                    row.write_member(k, delta, &mut out);
+                    String::from_utf8(out).unwrap()
+                })
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn a_text_row_is_written_member_by_member_with_its_strings_as_read() {
+        let text = br#"{"turn":2,"step":1,"index":-0,"dt":[5,-3],"texts":["a","\n\"",  "\u00e9"]}"#;
+        let written = members(text, false).unwrap();
+        assert_eq!(written[0], r#"{"turn":2,"step":1,"chunk":{"type":"text-delta","index":0,"text":"a"}}"#);
+        assert_eq!(written[1], r#"{"turn":2,"step":1,"chunk":{"type":"text-delta","index":0,"text":"\n\""}}"#);
+        assert_eq!(written[2], r#"{"turn":2,"step":1,"chunk":{"type":"text-delta","index":0,"text":"\u00e9"}}"#);
+        let row = read_row(text, (0, text.len()), false).unwrap();
+        assert_eq!(row.times(10), Some(vec![10, 15, 12]));
+        assert_eq!(row.times(i64::MAX), None);
+    }
+
+    #[test]
+    fn a_call_row_names_its_call_and_its_name_when_it_has_one() {
+        let named = br#"{"turn":1,"step":1,"index":1,"id":"c","name":"bash","dt":[0],"args":["{","}"]}"#;
+        assert_eq!(
+            members(named, true).unwrap()[1],
+            r#"{"turn":1,"step":1,"chunk":{"type":"tool-call-delta","index":1,"id":"c","name":"bash","argumentsDelta":"}"}}"#
+        );
+        let unnamed = br#"{"turn":1,"step":1,"index":1,"id":"c","dt":[],"args":["{}"]}"#;
+        assert_eq!(members(unnamed, true).unwrap(), [r#"{"turn":1,"step":1,"chunk":{"type":"tool-call-delta","index":1,"id":"c","argumentsDelta":"{}"}}"#]);
+    }
+
+    #[test]
+    fn any_doubt_is_refused() {
+        for text in [
+            &br#"{"turn":1,"step":1,"index":0,"dt":[1],"texts":["a","b","c"]}"#[..],
+            br#"{"turn":1,"step":1,"index":0,"dt":[],"texts":[]}"#,
+            br#"{"turn":1.0,"step":1,"index":0,"dt":[],"texts":["a"]}"#,
+            br#"{"turn":1,"turn":1,"step":1,"index":0,"dt":[],"texts":["a"]}"#,
+            br#"{"turn":1,"step":1,"index":0,"dt":[],"texts":["a"],"x":1}"#,
+            br#"{"turn":1,"step":1,"index":0,"dt":[],"texts":[1]}"#,
+            br#"{"turn":1,"step":1,"ind\u0065x":0,"dt":[],"texts":["a"]}"#,
+            br#"{"turn":1,"step":1,"index":0,"id":"c","dt":[],"texts":["a"]}"#,
+        ] {
+            assert!(members(text, false).is_none(), "{}", String::from_utf8_lossy(text));
+        }
+        assert!(members(br#"{"turn":1,"step":1,"index":0,"dt":[],"args":["a"]}"#, true).is_none()); // no id
+        assert!(members(br#"{"turn":1,"step":1,"index":0,"id":"c","name":1,"dt":[],"args":["a"]}"#, true).is_none());
+    }
+}

@@ -291,3 +291,41 @@ pub(crate) fn dshkit_message_record(text: &[u8], event_type: &[u8], seq: usize) 
     out.push(b'}');
     Some(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rewritten(text: &str, event_type: &str, seq: usize) -> Option<String> {
+        dshkit_message_record(text.as_bytes(), event_type.as_bytes(), seq).map(|out| String::from_utf8(out).unwrap())
+    }
+
+    #[test]
+    fn a_prompt_keeps_its_message_and_gains_dshkit_envelope_names() {
+        let text = r#"{"type":"user/message","seq":3,"time":9,"data":{"content":[{"type":"text","text":"hi"}],"source":{"kind":"user"},"role":"user","id":"u1"},"surfaceOp":"append"}"#;
+        assert_eq!(
+            rewritten(text, "user/message", 3).unwrap(),
+            r#"{"seq":3,"time":9,"type":"user/message","data":{"content":[{"type":"text","text":"hi"}],"source":{"kind":"user"},"role":"user","id":"u1"},"surface_op":"append","source_event_seqs":[]}"#
+        );
+        assert_eq!(rewritten(text, "user/message", 4), None); // another seq
+        assert_eq!(rewritten(&text.replace(r#","surfaceOp":"append""#, ""), "user/message", 3), None); // off the surface
+        assert_eq!(rewritten(&text.replace(r#""id":"u1""#, r#""id":"u1","x":1"#), "user/message", 3), None);
+    }
+
+    #[test]
+    fn calls_results_sources_and_usage_are_renamed() {
+        let answer = r#"{"type":"assistant/message","seq":4,"time":9,"data":{"turn":1,"message":{"role":"assistant","content":[{"type":"tool-call","id":"c","name":"n","arguments":"{}"}],"source":{"kind":"model"},"id":"a"},"usage":{"inputTokens":1,"x":2},"finishReason":"stop"},"sourceEventSeqs":[1,2],"surfaceOp":"append"}"#;
+        assert_eq!(
+            rewritten(answer, "assistant/message", 4).unwrap(),
+            r#"{"seq":4,"time":9,"type":"assistant/message","data":{"turn":1,"message":{"role":"assistant","content":[{"type":"tool_call","id":"c","name":"n","arguments":"{}"}],"source":{"kind":"model"},"id":"a"},"usage":{"input_tokens":1,"x":2},"finish_reason":"stop"},"surface_op":"append","source_event_seqs":[1,2]}"#
+        );
+        let result = r#"{"type":"tool/result","seq":5,"time":9,"data":{"message":{"role":"user","source":{"kind":"tool","callId":"c"},"content":[{"type":"tool-result","toolCallId":"c","content":[{"type":"text","text":"t"}]}],"id":"r"}},"surfaceOp":"append"}"#;
+        assert_eq!(
+            rewritten(result, "tool/result", 5).unwrap(),
+            r#"{"seq":5,"time":9,"type":"tool/result","data":{"message":{"role":"user","source":{"kind":"tool","call_id":"c"},"content":[{"type":"tool_result","tool_call_id":"c","content":[{"type":"text","text":"t"}],"is_error":false,"is_error_omitted":true}],"id":"r"}},"surface_op":"append","source_event_seqs":[]}"#
+        );
+        assert_eq!(rewritten(&answer.replace(r#""x":2"#, r#""input_tokens":2"#), "assistant/message", 4), None);
+        assert_eq!(rewritten(&answer.replace(r#""kind":"model""#, r#""kind":"model","replayState":{}"#), "assistant/message", 4), None);
+        assert_eq!(rewritten(&result.replace(r#""callId":"c""#, r#""callId":"c","call_id":"c""#), "tool/result", 5), None);
+    }
+}
