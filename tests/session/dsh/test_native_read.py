@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from dshkit._core import decode_original_records
 from dshkit.session import Session, SessionCorruptError, SessionRecoveryWarning
 from dshkit.session.dsh import codec
 from dshkit.session.dsh.chunk_rows import ROW_TYPES
+from dshkit.session.dsh.repair import plan_closers
 from dshkit.session.dsh.vocabulary import IGNORABLE_TYPES, VERBATIM_TYPES
 from dshkit.session.events import Event
 from tests.session.dsh.original_logs import OriginalLog, assistant, tool_result, user
@@ -404,3 +406,31 @@ def test_every_scenario_opens_the_same_both_ways(tmp_path: Path, monkeypatch: py
     log = SCENARIOS[name]()
     (outcome, caught) = _open_both_ways(log.write(tmp_path / "session.jsonl"), monkeypatch, read_only=read_only)
     assert not isinstance(outcome, str) and outcome[1]
+
+
+class _CountingEvents(Sequence[Event]):
+    """A log's events that note which ones are rebuilt (`type_at` reads a type without rebuilding)."""
+
+    def __init__(self, events: list[Event]) -> None:
+        self.events, self.rebuilt = events, set[int]()
+
+    def __len__(self) -> int:
+        return len(self.events)
+
+    def __getitem__(self, index: Any) -> Any:
+        self.rebuilt.add(index)
+        return self.events[index]
+
+    def type_at(self, index: int) -> str:
+        return self.events[index].type
+
+
+def test_the_crash_repair_reads_only_the_last_turn(tmp_path: Path) -> None:
+    log = _agent_log(3)
+    log.event("turn/start", {"turn": 4})
+    log.event("step/start", {"turn": 4, "step": 1})
+    with Session.open(log.write(tmp_path / "session.jsonl"), read_only=True) as session:
+        events = _CountingEvents(list(session.events))
+    closers = plan_closers(events)
+    assert [closer[0] for closer in closers] == ["step/end", "turn/end"]
+    assert min(index % len(events) for index in events.rebuilt) == len(events) - 2  # the last turn/start on
