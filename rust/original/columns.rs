@@ -111,8 +111,8 @@ enum Read<'a> {
     Event(&'a [u8], i64, Presented<'a>),
     /// A packed row, read by `row`.
     Row(&'a [u8]),
-    /// A message event, perhaps an append read here.
-    Message(&'a [u8]),
+    /// A message event, perhaps an append read here (its top level scanned).
+    Message(&'a [u8], Box<Top>),
     /// One event the Python decoder reads.
     Python,
     /// A record whose type the scan cannot tell.
@@ -129,7 +129,7 @@ fn read<'a>(text: &'a [u8], seq: usize, vocabulary: &Vocabulary) -> Read<'a> {
         return Read::Row(event_type);
     }
     if MESSAGE_TYPES.contains(&event_type) {
-        return Read::Message(event_type);
+        return Read::Message(event_type, Box::new(top));
     }
     match one_event(text, &top, seq, event_type, vocabulary) {
         Some((time, data)) => Read::Event(event_type, time, data),
@@ -189,8 +189,8 @@ struct MessageAppend<'py> {
 /// Record `text` of message event `seq` read as dshkit's record of it (`message_text.rs`) by
 /// `log/`'s reader, when it is an append that passes every rule not depending on the log
 /// before it (`vouch_message_append`); else `None`.
-fn message_append<'py>(py: Python<'py>, text: &[u8], event_type: &[u8], seq: usize) -> Option<MessageAppend<'py>> {
-    let rewritten = dshkit_message_record(text, event_type, seq)?;
+fn message_append<'py>(py: Python<'py>, text: &[u8], top: &Top, event_type: &[u8], seq: usize) -> Option<MessageAppend<'py>> {
+    let rewritten = dshkit_message_record(text, top, event_type, seq)?;
     let rewritten = std::str::from_utf8(&rewritten).ok()?;
     let type_name = std::str::from_utf8(event_type).ok()?;
     let record = read_message_record(py, rewritten, seq, type_name)?;
@@ -271,7 +271,7 @@ fn decode_original_records<'py>(
                     return Ok(None);
                 }
             }
-            Read::Message(name) => match message_append(py, text, name, columns.types.len()) {
+            Read::Message(name, top) => match message_append(py, text, &top, name, columns.types.len()) {
                 Some(append) => columns.vouched(py, index, name, append)?,
                 None => columns.left_to_python(py, index)?,
             },

@@ -20,7 +20,7 @@
 //! Keys that would meet a renamed one (`call_id` beside `callId` ...) take Python too.
 
 use crate::log::record_scanner::{Kind, Scan, Scanner};
-use crate::original::record_top::{entries, only, Entry, Member};
+use crate::original::record_top::{entries, only, Entry, Member, Top};
 
 const USAGE: [(&[u8], &[u8]); 5] = [
     (b"inputTokens", b"input_tokens"),
@@ -260,31 +260,30 @@ fn write_usage(out: &mut Vec<u8>, text: &[u8], usage: &Member) -> Option<()> {
     write_object(out, text, &members, |out, entry| Some(out.extend_from_slice(value(text, &entry.value))), |name| renamed(name).unwrap_or(name))
 }
 
-/// dshkit's record of the original's message event record `text` (`event_type`, event `seq`),
-/// an append; `None` when unsure.
-pub(crate) fn dshkit_message_record(text: &[u8], event_type: &[u8], seq: usize) -> Option<Vec<u8>> {
-    let start = text.iter().position(|byte| !byte.is_ascii_whitespace())?;
-    let end = text.len() - text.iter().rev().position(|byte| !byte.is_ascii_whitespace())?;
-    let members = entries(text, (start, end)).ok()?;
-    let field = |name: &[u8]| only(text, &members, name).ok();
-    let (seq_entry, time, data, op) = (field(b"seq")??, field(b"time")??, field(b"data")??, field(b"surfaceOp")??);
-    let sources = field(b"sourceEventSeqs")?;
-    field(b"type")??;
-    if members.len() != 5 + usize::from(sources.is_some()) || seq_entry.value.int()? != seq as i64 || op.value.plain_str(text)? != b"append" {
+/// dshkit's record of the original's message event record `text` (its top level `top`, of
+/// `event_type`, event `seq`), an append; `None` when unsure.
+pub(crate) fn dshkit_message_record(text: &[u8], top: &Top, event_type: &[u8], seq: usize) -> Option<Vec<u8>> {
+    let once = [&top.event_type, &top.seq, &top.time, &top.data, &top.surface_op].iter().all(|member| member.count == 1);
+    let sources = (top.source_seqs.count == 1).then_some(&top.source_seqs);
+    if !once || top.escaped_key || top.source_seqs.count > 1 || top.members != 5 + usize::from(sources.is_some()) {
         return None;
     }
-    let time = time.value.int()?;
+    if top.seq.int()? != seq as i64 || top.surface_op.plain_str(text)? != b"append" {
+        return None;
+    }
+    let (time, data) = (&top.time, &top.data);
+    let time = time.int()?;
     let mut out = format!("{{\"seq\":{seq},\"time\":{time},\"type\":\"").into_bytes();
     out.extend_from_slice(event_type);
     out.extend_from_slice(b"\",\"data\":");
     if event_type == b"user/message" {
-        write_message(&mut out, text, &data.value)?;
+        write_message(&mut out, text, data)?;
     } else {
-        write_message_data(&mut out, text, &data.value)?;
+        write_message_data(&mut out, text, data)?;
     }
     out.extend_from_slice(b",\"surface_op\":\"append\",\"source_event_seqs\":");
     match sources {
-        Some(entry) if text[entry.value.span.0] == b'[' => out.extend_from_slice(value(text, &entry.value)),
+        Some(member) if text[member.span.0] == b'[' => out.extend_from_slice(value(text, member)),
         Some(_) => return None,
         None => out.extend_from_slice(b"[]"),
     }
@@ -297,7 +296,8 @@ mod tests {
     use super::*;
 
     fn rewritten(text: &str, event_type: &str, seq: usize) -> Option<String> {
-        dshkit_message_record(text.as_bytes(), event_type.as_bytes(), seq).map(|out| String::from_utf8(out).unwrap())
+        let top = crate::original::record_top::scan_top(text.as_bytes()).ok()?;
+        dshkit_message_record(text.as_bytes(), &top, event_type.as_bytes(), seq).map(|out| String::from_utf8(out).unwrap())
     }
 
     #[test]

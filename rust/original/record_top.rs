@@ -1,6 +1,6 @@
 //! The top level of one of the original's records, scanned strictly (`log/record_scanner.rs`):
-//! the members a reader looks at (`type`, `seq`, `time`, `data`, and a packed row's `seq0`,
-//! `time0`), each with how often it occurs, what it is and where it is. `Err(())` when the text
+//! the members a reader looks at (`type`, `seq`, `time`, `data`, a packed row's `seq0`, `time0`,
+//! a message event's `surfaceOp`, `sourceEventSeqs`), each with how often it occurs, what it is and where it is. `Err(())` when the text
 //! is not a JSON object the scanner vouches for (the Python decoder then decides).
 
 use crate::log::record_scanner::{Kind, Scan, Scanner};
@@ -47,6 +47,9 @@ pub(crate) struct Top {
     pub(crate) data: Member,
     pub(crate) seq0: Member,
     pub(crate) time0: Member,
+    /// A message event's `surfaceOp` and `sourceEventSeqs`.
+    pub(crate) surface_op: Member,
+    pub(crate) source_seqs: Member,
     /// How many members in all.
     pub(crate) members: usize,
     /// A key held an escape (it could spell any of the above).
@@ -80,6 +83,8 @@ pub(crate) fn scan_top(text: &[u8]) -> Scan<Top> {
         data: Member::NONE,
         seq0: Member::NONE,
         time0: Member::NONE,
+        surface_op: Member::NONE,
+        source_seqs: Member::NONE,
         members: 0,
         escaped_key: false,
     };
@@ -91,6 +96,8 @@ pub(crate) fn scan_top(text: &[u8]) -> Scan<Top> {
             Some(b"data") => &mut top.data,
             Some(b"seq0") => &mut top.seq0,
             Some(b"time0") => &mut top.time0,
+            Some(b"surfaceOp") => &mut top.surface_op,
+            Some(b"sourceEventSeqs") => &mut top.source_seqs,
             Some(_) => return scanner.member_value(depth).map(drop),
             None => {
                 top.escaped_key = true;
