@@ -12,6 +12,7 @@
 //! (`None`).
 
 use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasherDefault, Hasher};
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
@@ -33,12 +34,34 @@ const MESSAGE_TYPES: [&[u8]; 3] = [b"user/message", b"assistant/message", b"tool
 const CHUNK_TYPE: &str = "assistant/chunk";
 const CALL_ROW: &[u8] = b"tool-call-chunks";
 
+/// FNV-1a: the keys looked up per record are a few short type names, for which the default
+/// SipHash showed in the profile.
+#[derive(Default)]
+struct Fnv(u64);
+
+impl Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        let mut hash = if self.0 == 0 { 0xcbf2_9ce4_8422_2325 } else { self.0 };
+        for byte in bytes {
+            hash = (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3);
+        }
+        self.0 = hash;
+    }
+}
+
+type ByName<V> = HashMap<Vec<u8>, V, BuildHasherDefault<Fnv>>;
+type NameSet = HashSet<Vec<u8>, BuildHasherDefault<Fnv>>;
+
 /// The type names a reader sorts by, from the Python tables (`vocabulary.py`, `chunk_rows.py`).
 struct Vocabulary {
-    verbatim: HashSet<Vec<u8>>,
-    ignorable: HashSet<Vec<u8>>,
+    verbatim: NameSet,
+    ignorable: NameSet,
     /// A packed row's type -> the delta type of its chunks.
-    rows: HashMap<Vec<u8>, String>,
+    rows: ByName<String>,
 }
 
 /// The columns as they are built (`EventLog.adopt` takes them), and the records left to Python.
@@ -53,7 +76,7 @@ struct Columns<'py> {
     /// `(seqs, tags, record indexes)` of each run of appends read and vouched for here.
     pending: Bound<'py, PyList>,
     run: (Vec<usize>, Vec<Bound<'py, PyAny>>, Vec<usize>),
-    names: HashMap<Vec<u8>, Bound<'py, PyAny>>,
+    names: ByName<Bound<'py, PyAny>>,
 }
 
 impl<'py> Columns<'py> {
@@ -219,10 +242,10 @@ fn text_of<'a>(item: &'a Bound<'_, PyAny>) -> PyResult<&'a [u8]> {
 }
 
 fn vocabulary(verbatim: &Bound<'_, PyAny>, ignorable: &Bound<'_, PyAny>, rows: &Bound<'_, PyDict>) -> PyResult<Vocabulary> {
-    let names = |set: &Bound<'_, PyAny>| -> PyResult<HashSet<Vec<u8>>> {
+    let names = |set: &Bound<'_, PyAny>| -> PyResult<NameSet> {
         set.try_iter()?.map(|name| Ok(name?.extract::<String>()?.into_bytes())).collect()
     };
-    let mut row_deltas = HashMap::new();
+    let mut row_deltas = ByName::default();
     for (tag, delta) in rows.iter() {
         row_deltas.insert(tag.extract::<String>()?.into_bytes(), delta.extract::<String>()?);
     }
@@ -257,7 +280,7 @@ fn decode_original_records<'py>(
         messages: Vec::with_capacity(items.len()),
         pending: PyList::empty(py),
         run: (Vec::new(), Vec::new(), Vec::new()),
-        names: HashMap::new(),
+        names: ByName::default(),
     };
     for (index, item) in items.iter().enumerate() {
         let text = text_of(item)?;
