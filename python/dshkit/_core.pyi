@@ -1,6 +1,7 @@
 """Type stubs for the native core (`rust/`). Checked against the module by mypy's stubtest."""
 
-from collections.abc import Iterable, Iterator, KeysView, ItemsView, Mapping, Sequence, ValuesView
+from collections.abc import ItemsView, Iterable, Iterator, KeysView, Mapping, Sequence, ValuesView
+from collections.abc import Set as AbstractSet
 from typing import Any, ClassVar, Literal, NoReturn, TypeVar, final, overload
 
 from typing_extensions import Never
@@ -132,6 +133,16 @@ def decode_records(
     """Every record as `EventLog` columns `(types, times, messages, blob, ends, pending)`; `pending`
     holds, in seq order, each message event decoded, the index of each record left to Python, and
     each run of appends vouched for natively as `(seqs, tags)` (see `Surface.fold_appends`)."""
+
+def decode_original_records(
+    records: Records | Sequence[bytes | str], verbatim: AbstractSet[str], ignorable: AbstractSet[str], rows: Mapping[str, str], /
+) -> tuple[list[Any], bytes, list[Message | None], bytearray, bytes, list[tuple[Any, ...]]] | None:
+    """The original harness's event records as `EventLog` columns `(types, times, messages, blob,
+    ends, pending)` (`rust/original/`): the records whose dshkit event is plain read natively, the
+    message appends it vouches for as `Message`s; `pending` holds, in seq order, `(record index,
+    seq)` of each record left to Python and `(seqs, tags, record indexes)` of each run of vouched
+    appends (see `Surface.fold_appends`). `None` when the whole log must take the Python path (a
+    packed row not read natively)."""
 
 def compact_events(
     events: list[Any], count: int, offset: int, /

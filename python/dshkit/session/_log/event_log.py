@@ -127,6 +127,15 @@ class EventLog(Sequence[Event]):
         if self._blob[at] == _RECORD and (message is not None or event.surface_op is not None or event.source_event_seqs):
             self._blob[at] = _MESSAGE_RECORD
 
+    def keep(self, seq: int, event: Event) -> None:
+        """Fill in adopted event `seq` with `event`, kept whole (kind `E`): for a format whose
+        records are not its events' JSON (the original's, `dshkit.session.dsh.codec`)."""
+        self._blob[self._ends[seq - 1] if seq else 0] = _KEPT
+        self._types[seq] = event.type
+        self._times[seq] = event.time
+        self._messages[seq] = event.message
+        self._kept[seq] = event
+
     def _compact(self, count: int) -> None:
         """Move the oldest `count` hot events into the columns (`rust/log/event_columns.rs` writes them)."""
         hot = self._hot

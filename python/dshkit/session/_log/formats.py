@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from dshkit import FrozenDict, new_message_id
 
-from dshkit.session._log.event_codec import StoredRecords, decode_events, decode_header, encode_event, encode_header
+from dshkit.session._log.event_codec import StoredRecords, decode_events, decode_header, decode_stored, encode_event, encode_header
 from dshkit.session._log.event_log import EventLog
 from dshkit.session.events import Event
 from dshkit.session._repair import plan_closers
@@ -45,6 +45,18 @@ class LogFormat(Protocol):
     ) -> EventLog:
         """The events of the stored records, added to `into` as `fold` is called on each in seq order."""
 
+    def load_events(
+        self,
+        records: StoredRecords,
+        describe: Callable[[int], str],
+        fold: Callable[[Event], object],
+        fold_appends: Callable[[list[int], list[Any], list[Any], int], int],
+        *,
+        into: EventLog | None = None,
+    ) -> EventLog:
+        """`decode_events` for opening a log: a run of appends a native pass vouched for goes to
+        `fold_appends` (`Surface.fold_appends`) instead of `fold`."""
+
     def encode_event(self, event: Event, surface: Surface) -> str:
         """The stored record of an event about to be appended (`surface`: the fold before it)."""
 
@@ -70,6 +82,7 @@ class DshkitFormat:
         return header["id"], header["created_at"], header
 
     decode_events = staticmethod(decode_events)
+    load_events = staticmethod(decode_stored)
 
     @staticmethod
     def encode_event(event: Event, surface: Surface) -> str:

@@ -7,7 +7,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
-from dshkit.session._log.event_codec import StoredRecords, decode_stored
+from dshkit.session._log.event_codec import StoredRecords
 from dshkit.session.errors import SessionIntegrityWarning
 from dshkit.session._log.event_log import EventLog
 from dshkit.session.events import KNOWN_EVENT_TYPES, Event
@@ -68,11 +68,8 @@ def load_events(
                 broken.append(f"{describe(event.seq) if seq_is_index else f'{describe(-1)}: event {event.seq}'}: {error}")
         fold(event)
 
-    # dshkit's own format is decoded natively; it folds only the events that can matter.
-    if seq_is_index:
-        decode_stored(records, describe, load, surface.fold_appends, into=events)
-    else:
-        log_format.decode_events(records, describe, load, into=events)
+    # Decoded natively where the format can be; only the events that can matter are folded.
+    log_format.load_events(records, describe, load, surface.fold_appends, into=events)
     if broken:
         warnings.warn(
             SessionIntegrityWarning(

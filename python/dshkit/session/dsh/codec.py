@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
 from dshkit import FrozenDict, from_json, thaw, to_json
+from dshkit._core import decode_original_records
 from dshkit.session._log.event_codec import StoredRecords
 from dshkit.session.errors import SessionCorruptError
 from dshkit.session._log.event_log import EventLog
@@ -20,7 +21,13 @@ from dshkit.session.events import MESSAGE_EVENT_TYPES, REQUEST_HEADER, USER_MESS
 from dshkit.session._surface import Surface, is_model_visible
 from dshkit.session.dsh.chunk_rows import ROW_TYPES, expand_row
 from dshkit.session.dsh.detect import is_original_header
-from dshkit.session.dsh.vocabulary import ORIGINAL_EVENT_TYPES, VERBATIM_TYPES, data_to_dshkit, data_to_original
+from dshkit.session.dsh.vocabulary import (
+    IGNORABLE_TYPES,
+    ORIGINAL_EVENT_TYPES,
+    VERBATIM_TYPES,
+    data_to_dshkit,
+    data_to_original,
+)
 
 FORMAT_VERSION = 0
 _RETIRED_HEADER_KEYS = ("sandboxMode", "approvalPolicy")
@@ -87,18 +94,101 @@ def decode_records(
     fold: Callable[[Event], object],
     *,
     into: EventLog | None = None,
+    fold_appends: Callable[[list[int], list[Any], list[Any], int], int] | None = None,
 ) -> EventLog:
-    """The original's stored lines as dshkit events (packed rows expanded), `fold` called on each.
+    """The original's stored lines as dshkit events (packed rows expanded), `fold` called on the
+    message events on its surface and on unknown types, in seq order.
 
-    The hot path of opening an original log: one native parse per line, data mapped only where
-    the vocabularies differ, and only message events and unknown types reach `fold`.
+    The hot path of opening an original log: one native pass (`dshkit._core.decode_original_records`)
+    reads the records whose events are plain (boundaries, chunks, packed rows, the original's
+    own types presented ignorable, `tool/call`, most `turn/end`s) straight into the log's
+    columns, and the message appends it vouches for into `Message`s, each run of them folded by
+    `fold_appends` (`Surface.fold_appends`; without one, `fold` on each); every other record is
+    translated here (`_translate`), as `decode_records_in_python` does. A log the native pass is
+    not sure of as a whole (a packed row it does not read) takes `decode_records_in_python`.
     """
+    if into is None or not len(into):
+        columns = decode_original_records(records, VERBATIM_TYPES, IGNORABLE_TYPES, ROW_TYPES)
+        if columns is not None:
+            events = EventLog() if into is None else into
+            return _decode_columns(columns, _Reader(records, describe, fold, events), fold_appends)
+    return decode_records_in_python(records, describe, fold, into=into)
+
+
+class _Reader:
+    """What `_decode_columns` reads the records it is left with by: the records, their names,
+    the fold, the log being filled and the original's surface nodes."""
+
+    __slots__ = ("records", "describe", "fold", "events", "nodes")
+
+    def __init__(self, records: StoredRecords, describe: Callable[[int], str], fold: Callable[[Event], object], events: EventLog) -> None:
+        self.records, self.describe, self.fold, self.events = records, describe, fold, events
+        self.nodes = _OriginalNodes()
+
+    def translate(self, index: int, seq: int) -> None:
+        """Record `index` (event `seq`) translated in Python, folded with the events before it."""
+        events = self.events
+        events.reveal(seq)
+        record: Any = None
+        try:
+            record = from_json(self.records[index])
+            event = _translate(record, record["type"], seq, self.nodes, events, self.fold)
+        except SessionCorruptError:
+            raise
+        except Exception as error:
+            raise _corrupt(self.describe(index), record, error) from None
+        events.keep(seq, event)
+
+    def appended(self, seqs: list[int], tags: list[Any]) -> None:
+        """Appends folded natively, noted on the original's surface nodes (`False`: no model-visible content)."""
+        self.nodes.seqs += seqs
+        self.nodes.hidden.update(seq for seq, tag in zip(seqs, tags) if tag is False)
+
+
+def _decode_columns(columns: Any, reader: _Reader, fold_appends: Callable[[list[int], list[Any], list[Any], int], int] | None) -> EventLog:
+    """`decode_records` from the native pass's columns: the records it left translated in order,
+    its runs of appends folded. While an event is folded, the log holds exactly the events before it."""
+    types, times, messages, blob, ends, pending = columns
+    events = reader.events
+    events.adopt(types, times, messages, blob, ends)
+    for item in pending:
+        if len(item) == 2:
+            reader.translate(*item)
+            continue
+        seqs, tags, indexes = item
+        if fold_appends is None:
+            for seq in seqs:
+                events.reveal(seq + 1)
+                event = events[seq]
+                events.reveal(seq)
+                reader.fold(event)
+            reader.appended(seqs, tags)
+            continue
+        done = start = 0
+        while start <= len(seqs):
+            done = fold_appends(seqs, tags, messages, start)
+            reader.appended(seqs[start:done], tags[start:done])
+            if done < len(seqs):  # a rule it breaks: the full way names it
+                reader.translate(indexes[done], seqs[done])
+            start = done + 1
+    events.reveal(len(types))
+    return events
+
+
+def decode_records_in_python(
+    records: StoredRecords,
+    describe: Callable[[int], str],
+    fold: Callable[[Event], object],
+    *,
+    into: EventLog | None = None,
+) -> EventLog:
+    """`decode_records` one record at a time in Python: one native parse per line, data mapped
+    only where the vocabularies differ (the reference the native pass is held to)."""
     make = tuple.__new__
     event_class = Event
     events = EventLog() if into is None else into
     add = events.append
     nodes = _OriginalNodes()
-    known, verbatim, row_types, message_types = ORIGINAL_EVENT_TYPES, VERBATIM_TYPES, ROW_TYPES, MESSAGE_EVENT_TYPES
     next_seq = 0
     for index in range(len(records)):
         text = records[index]
@@ -106,7 +196,7 @@ def decode_records(
         try:
             record = from_json(text)
             event_type = record["type"]
-            if event_type in row_types:
+            if event_type in ROW_TYPES:
                 seq0 = record.get("seq0")
                 if seq0 != next_seq or type(seq0) is not int:  # by type too: true == 1, 1.0 == 1
                     raise ValueError(f"seq0 {seq0!r} where {next_seq} was expected (seqs are contiguous from 0)")
@@ -114,33 +204,42 @@ def decode_records(
                     add(make(event_class, ("assistant/chunk", seq, time, data, None, ())))
                 next_seq = len(events)
                 continue
-            seq, time, raw = record["seq"], record["time"], record["data"]
-            if seq != next_seq or type(seq) is not int:  # by type too: true == 1, 1.0 == 1
-                raise ValueError(f"seq {seq!r} where {next_seq} was expected (seqs are contiguous from 0)")
-            if type(time) is not int:
-                raise ValueError("'time' must be an int")
+            add(_translate(record, event_type, next_seq, nodes, events, fold))
             next_seq += 1
-            if event_type in verbatim:
-                add(make(event_class, (event_type, seq, time, raw, None, ())))
-            elif event_type not in known:
-                event = _unknown_event(record, event_type, seq, time, raw)
-                fold(event)  # an unknown type not marked ignorable blocks derivation
-                add(event)
-            elif event_type not in message_types:
-                if event_type == REQUEST_HEADER:
-                    events.header_seq = seq
-                add(make(event_class, (event_type, seq, time, data_to_dshkit(event_type, raw), None, ())))
-            else:
-                event = _message_event(nodes, record, event_type, seq, time, raw)
-                if event.surface_op is not None:  # one off the original's surface is logged, never folded
-                    fold(event)
-                add(event)
         except SessionCorruptError:
             raise
         except Exception as error:
-            reason = "not valid JSON" if record is None else f"bad {_type_of(record)} record: {error}"
-            raise SessionCorruptError(f"{describe(index)}: {reason}") from None
+            raise _corrupt(describe(index), record, error) from None
     return events
+
+
+def _translate(record: Any, event_type: Any, seq: int, nodes: _OriginalNodes, events: EventLog, fold: Callable[[Event], object]) -> Event:
+    """The dshkit event of a record that is one event (`seq`: the one expected), folded when the
+    original's rules say so (`events` holds the events before it)."""
+    stored_seq, time, raw = record["seq"], record["time"], record["data"]
+    if stored_seq != seq or type(stored_seq) is not int:  # by type too: true == 1, 1.0 == 1
+        raise ValueError(f"seq {stored_seq!r} where {seq} was expected (seqs are contiguous from 0)")
+    if type(time) is not int:
+        raise ValueError("'time' must be an int")
+    if event_type in VERBATIM_TYPES:
+        return tuple.__new__(Event, (event_type, seq, time, raw, None, ()))
+    if event_type not in ORIGINAL_EVENT_TYPES:
+        event = _unknown_event(record, event_type, seq, time, raw)
+        fold(event)  # an unknown type not marked ignorable blocks derivation
+        return event
+    if event_type not in MESSAGE_EVENT_TYPES:
+        if event_type == REQUEST_HEADER:
+            events.header_seq = seq
+        return tuple.__new__(Event, (event_type, seq, time, data_to_dshkit(event_type, raw), None, ()))
+    event = _message_event(nodes, record, event_type, seq, time, raw)
+    if event.surface_op is not None:  # one off the original's surface is logged, never folded
+        fold(event)
+    return event
+
+
+def _corrupt(where: str, record: Any, error: Exception) -> SessionCorruptError:
+    reason = "not valid JSON" if record is None else f"bad {_type_of(record)} record: {error}"
+    return SessionCorruptError(f"{where}: {reason}")
 
 
 def _unknown_event(record: Any, event_type: Any, seq: int, time: int, raw: Any) -> Event:

@@ -45,6 +45,18 @@ class OriginalFormat:
         return codec.decode_records(lines, describe, fold, into=into)
 
     @staticmethod
+    def load_events(
+        lines: StoredRecords,
+        describe: Callable[[int], str],
+        fold: Callable[[Event], object],
+        fold_appends: Callable[[list[int], list[Any], list[Any], int], int],
+        *,
+        into: EventLog | None = None,
+    ) -> EventLog:
+        """`decode_events` for opening a log: runs of appends read natively go to `fold_appends`."""
+        return codec.decode_records(lines, describe, fold, into=into, fold_appends=fold_appends)
+
+    @staticmethod
     def encode_event(event: Event, surface: Surface) -> str:
         """The original's line for an event about to be appended."""
         return codec.encode_event(event, surface)

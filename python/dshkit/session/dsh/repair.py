@@ -17,7 +17,7 @@ from typing import Any
 
 from dshkit import freeze_message
 from dshkit.session.events import Event
-from dshkit.session._repair import compaction_closer
+from dshkit.session._repair import compaction_closer, event_type_reader
 
 TOOL_NOT_STARTED = "TOOL_NOT_STARTED"
 TOOL_OUTCOME_UNKNOWN = "TOOL_OUTCOME_UNKNOWN"
@@ -39,7 +39,8 @@ def plan_closers(events: Sequence[Event]) -> list[tuple[str, Any, tuple[int, ...
     open_turn: Any = None
     open_step: Any = None
     pending: dict[str, list[Any]] = {}  # call id -> [step, seq of its tool/call or None], log order
-    for event in events:
+    for seq in range(_last_turn_boundary(events), len(events)):
+        event = events[seq]
         event_type, data = event.type, event.data
         if event_type == "turn/start":
             open_turn, open_step = data["turn"], None
@@ -74,6 +75,16 @@ def plan_closers(events: Sequence[Event]) -> list[tuple[str, Any, tuple[int, ...
         closers.append(("step/end", {"turn": open_turn, "step": open_step}, ()))
     closers.append(("turn/end", {"turn": open_turn, "reason": {"kind": "interrupted"}}, ()))
     return closers
+
+
+def _last_turn_boundary(events: Sequence[Event]) -> int:
+    """Index of the last `turn/start` or `turn/end` (0 if none): both reset everything
+    `plan_closers` tracks, so it reads the events from there on, not the whole log (issue 37)."""
+    type_at = event_type_reader(events)
+    for index in range(len(events) - 1, -1, -1):
+        if type_at(index) in ("turn/start", "turn/end"):
+            return index
+    return 0
 
 
 def _closer_result(call_id: str, seq: int, turn: Any, step: Any, call_seq: int | None) -> tuple[str, Any, tuple[int, ...]]:

@@ -1,0 +1,320 @@
+//! `decode_original_records`: the original's records as `EventLog` columns, in one native pass.
+//!
+//! A record is read here only when its dshkit event is sure: exactly `type`, `seq`, `time`, `data`
+//! (`seq` the next one, ints where the Python decoder asks for them) of a type whose data is
+//! presented as stored (`verbatim`) or marked ignorable (`ignorable`, an object whose keys hold
+//! no escape and no `ignorable`), or a packed chunk row (`chunk_row.rs`). Its event's data goes
+//! to the blob as JSON (kind `D`, what `EventLog._decode` reads back). Any other record is one
+//! event left to the Python decoder by its index (kind `E`: the Python side keeps the event it
+//! decodes). A record whose type the scan cannot tell (it does not vouch for the text, an escape
+//! in a key or the type) is parsed to learn it. A packed row not read here (malformed, or with
+//! such a type) stands for an unknown number of events: the whole log is then left to Python
+//! (`None`).
+
+use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasherDefault, Hasher};
+
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
+
+use crate::json::read::from_json;
+use crate::log::record_scanner::Kind;
+use crate::original::chunk_row::read_row;
+use crate::log::message_record::read_message_record;
+use crate::log::message_vouch::vouch_message_append;
+use crate::original::data_rules::{presented_data, Presented};
+use crate::original::message_text::dshkit_message_record;
+use crate::original::record_top::{scan_top, Top};
+
+const KIND_DATA: u8 = b'D';
+const KIND_KEPT: u8 = b'E';
+const KIND_USER: u8 = b'U';
+const KIND_MESSAGE: u8 = b'M';
+const MESSAGE_TYPES: [&[u8]; 3] = [b"user/message", b"assistant/message", b"tool/result"];
+const CHUNK_TYPE: &str = "assistant/chunk";
+const CALL_ROW: &[u8] = b"tool-call-chunks";
+
+/// FNV-1a: the keys looked up per record are a few short type names, for which the default
+/// SipHash showed in the profile.
+#[derive(Default)]
+struct Fnv(u64);
+
+impl Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        let mut hash = if self.0 == 0 { 0xcbf2_9ce4_8422_2325 } else { self.0 };
+        for byte in bytes {
+            hash = (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3);
+        }
+        self.0 = hash;
+    }
+}
+
+type ByName<V> = HashMap<Vec<u8>, V, BuildHasherDefault<Fnv>>;
+type NameSet = HashSet<Vec<u8>, BuildHasherDefault<Fnv>>;
+
+/// The type names a reader sorts by, from the Python tables (`vocabulary.py`, `chunk_rows.py`).
+struct Vocabulary {
+    verbatim: NameSet,
+    ignorable: NameSet,
+    /// A packed row's type -> the delta type of its chunks.
+    rows: ByName<String>,
+}
+
+/// The columns as they are built (`EventLog.adopt` takes them), and the records left to Python.
+struct Columns<'py> {
+    types: Vec<Bound<'py, PyAny>>,
+    times: Vec<i64>,
+    /// Each event's `Message` (`None` but for a message append read here).
+    messages: Vec<Bound<'py, PyAny>>,
+    blob: Vec<u8>,
+    ends: Vec<u64>,
+    /// In seq order: `(record index, seq)` of each record left to the Python decoder, and
+    /// `(seqs, tags, record indexes)` of each run of appends read and vouched for here.
+    pending: Bound<'py, PyList>,
+    run: (Vec<usize>, Vec<Bound<'py, PyAny>>, Vec<usize>),
+    names: ByName<Bound<'py, PyAny>>,
+}
+
+impl<'py> Columns<'py> {
+    fn name(&mut self, py: Python<'py>, name: &[u8]) -> Bound<'py, PyAny> {
+        if let Some(value) = self.names.get(name) {
+            return value.clone();
+        }
+        // SAFETY: `scan_top` checked the text is UTF-8; the name lies between ASCII quotes.
+        let value = PyString::intern(py, unsafe { std::str::from_utf8_unchecked(name) }).into_any();
+        self.names.insert(name.to_vec(), value.clone());
+        value
+    }
+
+    fn event(&mut self, event_type: Bound<'py, PyAny>, time: i64, kind: u8, data: &[&[u8]]) {
+        self.messages.push(self.pending.py().None().into_bound(self.pending.py()));
+        self.types.push(event_type);
+        self.times.push(time);
+        self.blob.push(kind);
+        data.iter().for_each(|part| self.blob.extend_from_slice(part));
+        self.ends.push(self.blob.len() as u64);
+    }
+
+    fn left_to_python(&mut self, py: Python<'py>, index: usize) -> PyResult<()> {
+        self.flush()?;
+        self.pending.append((index, self.types.len()))?;
+        self.event(py.None().into_bound(py), 0, KIND_KEPT, &[]);
+        Ok(())
+    }
+
+    /// A message append read and vouched for here (`record` index `index`).
+    fn vouched(&mut self, py: Python<'py>, index: usize, event_type: &[u8], append: MessageAppend<'py>) -> PyResult<()> {
+        let seq = self.types.len();
+        let event_type = self.name(py, event_type);
+        self.event(event_type, append.time, append.kind, &[&append.kept]);
+        self.messages[seq] = append.message;
+        self.run.0.push(seq);
+        self.run.1.push(append.tag);
+        self.run.2.push(index);
+        Ok(())
+    }
+
+    fn flush(&mut self) -> PyResult<()> {
+        if !self.run.0.is_empty() {
+            let py = self.pending.py();
+            let run = (PyList::new(py, self.run.0.drain(..))?, PyList::new(py, self.run.1.drain(..))?, PyList::new(py, self.run.2.drain(..))?);
+            self.pending.append(run)?;
+        }
+        Ok(())
+    }
+}
+
+/// What one record is.
+enum Read<'a> {
+    /// One event: its type, time and data's JSON (in parts).
+    Event(&'a [u8], i64, Presented<'a>),
+    /// A packed row, read by `row`.
+    Row(&'a [u8]),
+    /// A message event, perhaps an append read here (its top level scanned).
+    Message(&'a [u8], Box<Top>),
+    /// One event the Python decoder reads.
+    Python,
+    /// A record whose type the scan cannot tell.
+    TypeUnknown,
+}
+
+fn read<'a>(text: &'a [u8], seq: usize, vocabulary: &Vocabulary) -> Read<'a> {
+    let Ok(top) = scan_top(text) else { return Read::TypeUnknown };
+    if top.escaped_key || top.event_type.count > 1 || top.event_type.escaped {
+        return Read::TypeUnknown;
+    }
+    let Some(event_type) = top.event_type.plain_str(text) else { return Read::Python };
+    if vocabulary.rows.contains_key(event_type) {
+        return Read::Row(event_type);
+    }
+    if MESSAGE_TYPES.contains(&event_type) {
+        return Read::Message(event_type, Box::new(top));
+    }
+    match one_event(text, &top, seq, event_type, vocabulary) {
+        Some((time, data)) => Read::Event(event_type, time, data),
+        None => Read::Python,
+    }
+}
+
+/// The time and data JSON of a record of one event whose data `presented_data` reads.
+fn one_event<'a>(text: &'a [u8], top: &Top, seq: usize, event_type: &[u8], vocabulary: &Vocabulary) -> Option<(i64, Presented<'a>)> {
+    if !top.is_exactly(&top.seq, &top.time) || top.seq.int()? != seq as i64 {
+        return None;
+    }
+    let time = top.time.int()?;
+    let verbatim = vocabulary.verbatim.contains(event_type);
+    let ignorable = vocabulary.ignorable.contains(event_type);
+    Some((time, presented_data(text, &top.data, event_type, verbatim, ignorable)?))
+}
+
+/// Whether `item`, a record whose type the scan could not tell, parses as a packed row's record
+/// (then it is not one event: the whole log takes the Python path).
+fn parses_as_row(item: &Bound<'_, PyAny>, vocabulary: &Vocabulary) -> bool {
+    let Ok(record) = from_json(item) else { return false };
+    let Ok(event_type) = record.get_item("type") else { return false };
+    event_type.extract::<String>().is_ok_and(|name| vocabulary.rows.contains_key(name.as_bytes()))
+}
+
+/// The events of packed row `text` added to `columns` (`None`: not read here).
+fn add_row<'py>(py: Python<'py>, columns: &mut Columns<'py>, text: &[u8], tag: &[u8], vocabulary: &Vocabulary) -> Option<()> {
+    let top = scan_top(text).ok()?;
+    if !top.is_exactly(&top.seq0, &top.time0) || top.seq0.int()? != columns.types.len() as i64 || top.data.kind != Kind::Object {
+        return None;
+    }
+    let row = read_row(text, top.data.span, tag == CALL_ROW).ok()?;
+    let times = row.times(top.time0.int()?)?;
+    let delta = &vocabulary.rows[tag];
+    let chunk_type = columns.name(py, CHUNK_TYPE.as_bytes());
+    let mut data = Vec::new();
+    for (k, time) in times.into_iter().enumerate().take(row.len()) {
+        data.clear();
+        row.write_member(k, delta, &mut data);
+        columns.event(chunk_type.clone(), time, KIND_DATA, &[&data]);
+    }
+    Some(())
+}
+
+/// A message append read here: what the columns keep of it, and its tag for `Surface.fold_appends`.
+struct MessageAppend<'py> {
+    time: i64,
+    message: Bound<'py, PyAny>,
+    kind: u8,
+    /// `[data with null for its message, source seqs]` (kind `M`), or nothing (`U`: a user
+    /// message citing nothing), as `log/records.rs` keeps a vouched append.
+    kept: Vec<u8>,
+    tag: Bound<'py, PyAny>,
+}
+
+/// Record `text` of message event `seq` read as dshkit's record of it (`message_text.rs`) by
+/// `log/`'s reader, when it is an append that passes every rule not depending on the log
+/// before it (`vouch_message_append`); else `None`.
+fn message_append<'py>(py: Python<'py>, text: &[u8], top: &Top, event_type: &[u8], seq: usize) -> Option<MessageAppend<'py>> {
+    let rewritten = dshkit_message_record(text, top, event_type, seq)?;
+    let rewritten = std::str::from_utf8(&rewritten).ok()?;
+    let type_name = std::str::from_utf8(event_type).ok()?;
+    let record = read_message_record(py, rewritten, seq, type_name)?;
+    if !record.envelope_passes(rewritten) {
+        return None;
+    }
+    let append = vouch_message_append(type_name, seq, &record.message, &record.surface_op, record.source_seqs.as_any())?;
+    let tag = append.into_tag(py).ok()?;
+    let bytes = rewritten.as_bytes();
+    let (kind, kept) = if type_name == "user/message" && record.source_seqs.is_empty() {
+        (KIND_USER, Vec::new())
+    } else {
+        let ((data_start, data_end), (message_start, message_end)) = (record.data_span, record.message_span);
+        let (seqs_start, seqs_end) = record.source_seqs_span;
+        let parts: [&[u8]; 7] = [b"[", &bytes[data_start..message_start], b"null", &bytes[message_end..data_end], b",", &bytes[seqs_start..seqs_end], b"]"];
+        (KIND_MESSAGE, parts.concat())
+    };
+    Some(MessageAppend { time: record.time, message: record.message.into_any(), kind, kept, tag })
+}
+
+fn text_of<'a>(item: &'a Bound<'_, PyAny>) -> PyResult<&'a [u8]> {
+    match item.cast::<PyBytes>() {
+        Ok(bytes) => Ok(bytes.as_bytes()),
+        Err(_) => Ok(item.cast::<PyString>()?.to_str()?.as_bytes()),
+    }
+}
+
+fn vocabulary(verbatim: &Bound<'_, PyAny>, ignorable: &Bound<'_, PyAny>, rows: &Bound<'_, PyDict>) -> PyResult<Vocabulary> {
+    let names = |set: &Bound<'_, PyAny>| -> PyResult<NameSet> {
+        set.try_iter()?.map(|name| Ok(name?.extract::<String>()?.into_bytes())).collect()
+    };
+    let mut row_deltas = ByName::default();
+    for (tag, delta) in rows.iter() {
+        row_deltas.insert(tag.extract::<String>()?.into_bytes(), delta.extract::<String>()?);
+    }
+    Ok(Vocabulary { verbatim: names(verbatim)?, ignorable: names(ignorable)?, rows: row_deltas })
+}
+
+/// The original's event records (`bytes` or `str`, the header excluded) as `EventLog` columns:
+/// `(types, times, blob, ends, pending)`, or `None` when the whole log must take the Python path.
+///
+/// `verbatim`/`ignorable`: the type names whose data is presented as stored / marked ignorable;
+/// `rows`: packed row type -> delta type. `types` is a list (`None` where the Python decoder
+/// decides), `times` and `ends` native `int64`/`uint64` bytes, `blob` a bytearray of a kind byte
+/// and the data's JSON per event (`D`), or the kind byte alone (`E`) for an event left to Python;
+/// `pending` the `(record index, seq)` of each of those, in order.
+#[pyfunction]
+#[pyo3(signature = (records, verbatim, ignorable, rows, /))]
+fn decode_original_records<'py>(
+    py: Python<'py>,
+    records: &Bound<'py, PyAny>,
+    verbatim: &Bound<'py, PyAny>,
+    ignorable: &Bound<'py, PyAny>,
+    rows: &Bound<'py, PyDict>,
+) -> PyResult<Option<Bound<'py, PyTuple>>> {
+    let vocabulary = vocabulary(verbatim, ignorable, rows)?;
+    let items: Vec<Bound<'py, PyAny>> = records.try_iter()?.collect::<PyResult<_>>()?;
+    let size: usize = items.iter().map(|item| text_of(item).map_or(0, <[u8]>::len)).sum();
+    let mut columns = Columns {
+        types: Vec::with_capacity(items.len()),
+        times: Vec::with_capacity(items.len()),
+        blob: Vec::with_capacity(size + items.len()),
+        ends: Vec::with_capacity(items.len()),
+        messages: Vec::with_capacity(items.len()),
+        pending: PyList::empty(py),
+        run: (Vec::new(), Vec::new(), Vec::new()),
+        names: ByName::default(),
+    };
+    for (index, item) in items.iter().enumerate() {
+        let text = text_of(item)?;
+        match read(text, columns.types.len(), &vocabulary) {
+            Read::Event(name, time, data) => {
+                let event_type = columns.name(py, name);
+                columns.event(event_type, time, KIND_DATA, &data.parts());
+            }
+            Read::Row(tag) => {
+                if add_row(py, &mut columns, text, tag, &vocabulary).is_none() {
+                    return Ok(None);
+                }
+            }
+            Read::Message(name, top) => match message_append(py, text, &top, name, columns.types.len()) {
+                Some(append) => columns.vouched(py, index, name, append)?,
+                None => columns.left_to_python(py, index)?,
+            },
+            Read::Python => columns.left_to_python(py, index)?,
+            Read::TypeUnknown if parses_as_row(item, &vocabulary) => return Ok(None),
+            Read::TypeUnknown => columns.left_to_python(py, index)?,
+        }
+    }
+    columns.flush()?;
+    let as_bytes = |words: Vec<[u8; 8]>| PyBytes::new(py, words.as_flattened());
+    let times = as_bytes(columns.times.iter().map(|time| time.to_ne_bytes()).collect());
+    let ends = as_bytes(columns.ends.iter().map(|end| end.to_ne_bytes()).collect());
+    let types = PyList::new(py, columns.types)?;
+    let blob = pyo3::types::PyByteArray::new(py, &columns.blob);
+    let messages = PyList::new(py, columns.messages)?;
+    let pending = columns.pending;
+    let parts = [types.into_any(), times.into_any(), messages.into_any(), blob.into_any(), ends.into_any(), pending.into_any()];
+    Ok(Some(PyTuple::new(py, parts)?))
+}
+
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(decode_original_records, m)?)
+}

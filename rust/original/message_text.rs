@@ -1,0 +1,331 @@
+//! An original message event's record rewritten as dshkit's record of the same event, so that
+//! `log/`'s one-pass reader (`read_message_record`) builds its `Message` and the append rules
+//! vouch for it (`vouch_message_append`). The rewrite is the rules of
+//! `python/dshkit/session/dsh/vocabulary.py` (`message_to_dshkit`, `_block_to_dshkit`,
+//! `_source_to_dshkit`, `_message_event_to_dshkit`) and of `codec._message_event` for an append,
+//! done on the bytes, for the shapes it is sure of; anything else is `None` and the Python
+//! decoder translates the record:
+//!
+//! - the record is exactly `type`, `seq`, `time`, `data`, `surfaceOp: "append"` and optionally
+//!   `sourceEventSeqs` (a replace, or a message off the original's surface, takes Python);
+//! - the message is exactly `content`, `source`, `role`, `id`; its blocks are objects; a
+//!   `tool-call` block becomes `tool_call`; a `tool-result` block becomes `tool_result` with
+//!   `tool_call_id`, its content (blocks named alike in both vocabularies), and `is_error`
+//!   (`false` plus `is_error_omitted` when the original had none); an image or file block
+//!   referring to an attachment, a model source with `replayState`, a compaction checkpoint's
+//!   source take Python; a tool source's `callId` becomes `call_id`;
+//! - beside the message, `finishReason` becomes `finish_reason` and `usage`'s token counts are
+//!   named in snake case.
+//!
+//! Keys that would meet a renamed one (`call_id` beside `callId` ...) take Python too.
+
+use crate::log::record_scanner::{Kind, Scan, Scanner};
+use crate::original::record_top::{entries, only, Entry, Member, Top};
+
+const USAGE: [(&[u8], &[u8]); 5] = [
+    (b"inputTokens", b"input_tokens"),
+    (b"outputTokens", b"output_tokens"),
+    (b"cacheReadTokens", b"cache_read_tokens"),
+    (b"cacheWriteTokens", b"cache_write_tokens"),
+    (b"reasoningTokens", b"reasoning_tokens"),
+];
+/// Block types the vocabularies name differently, or whose fields they do.
+const RENAMED_BLOCKS: [&[u8]; 4] = [b"tool-call", b"tool-result", b"image", b"file"];
+const RESULT_KEYS: [&[u8]; 3] = [b"toolCallId", b"isError", b"content"];
+const COMPACT_PLUGIN: &[u8] = b"compact";
+const RESULT_OUT_KEYS: [&[u8]; 3] = [b"tool_call_id", b"is_error", b"is_error_omitted"];
+
+fn key<'a>(text: &'a [u8], entry: &Entry) -> &'a [u8] {
+    &text[entry.key.0..entry.key.1]
+}
+
+fn value<'a>(text: &'a [u8], member: &Member) -> &'a [u8] {
+    &text[member.span.0..member.span.1]
+}
+
+/// Writes an object of `members`, each key given by `name` and each value by `write`.
+fn write_object(out: &mut Vec<u8>, text: &[u8], members: &[Entry], mut write: impl FnMut(&mut Vec<u8>, &Entry) -> Option<()>, name: impl Fn(&[u8]) -> &[u8]) -> Option<()> {
+    out.push(b'{');
+    for (i, entry) in members.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.push(b'"');
+        out.extend_from_slice(name(key(text, entry)));
+        out.extend_from_slice(b"\":");
+        write(out, entry)?;
+    }
+    out.push(b'}');
+    Some(())
+}
+
+/// The items of the array at `span` (`Err` if it is none).
+fn array_items(text: &[u8], span: (usize, usize)) -> Scan<Vec<Member>> {
+    let mut scanner = Scanner { bytes: &text[..span.1], pos: span.0, non_ascii: false };
+    scanner.expect(b'[')?;
+    let mut out = Vec::new();
+    scanner.skip_whitespace();
+    if scanner.peek() == Some(b']') {
+        return Ok(out);
+    }
+    loop {
+        scanner.skip_whitespace();
+        let start = scanner.pos;
+        let kind = scanner.value(2)?;
+        out.push(Member { count: 1, kind, span: (start, scanner.pos), escaped: false });
+        scanner.skip_whitespace();
+        match scanner.peek() {
+            Some(b',') => scanner.pos += 1,
+            Some(b']') => return Ok(out),
+            _ => return Err(()),
+        }
+    }
+}
+
+/// The type of a block (an object): `Some(None)` without one, `None` when unsure.
+fn block_type<'a>(text: &'a [u8], members: &[Entry]) -> Option<Option<&'a [u8]>> {
+    match only(text, members, b"type").ok()? {
+        None => Some(None),
+        Some(entry) if entry.value.kind == Kind::Str => Some(Some(entry.value.plain_str(text)?)),
+        Some(_) => Some(None), // not a str: no block type either vocabulary names
+    }
+}
+
+/// A `tool-result`'s content: copied when each block reads the same in both vocabularies.
+fn write_result_content(out: &mut Vec<u8>, text: &[u8], content: Option<&Entry>) -> Option<()> {
+    let Some(content) = content else {
+        out.extend_from_slice(b"[]");
+        return Some(());
+    };
+    for item in array_items(text, content.value.span).ok()? {
+        if item.kind != Kind::Object {
+            return None;
+        }
+        let members = entries(text, item.span).ok()?;
+        if block_type(text, &members)?.is_some_and(|kind| RENAMED_BLOCKS.contains(&kind)) {
+            return None;
+        }
+    }
+    out.extend_from_slice(value(text, &content.value));
+    Some(())
+}
+
+fn write_tool_result(out: &mut Vec<u8>, text: &[u8], members: &[Entry]) -> Option<()> {
+    let (call_id, is_error) = (only(text, members, b"toolCallId").ok()?, only(text, members, b"isError").ok()?);
+    let content = only(text, members, b"content").ok()?;
+    let kept: Vec<Entry> = members.iter().filter(|entry| !RESULT_KEYS.contains(&key(text, entry))).copied().collect();
+    if kept.iter().any(|entry| RESULT_OUT_KEYS.contains(&key(text, entry))) {
+        return None;
+    }
+    let write_kept = |out: &mut Vec<u8>, entry: &Entry| {
+        out.extend_from_slice(if key(text, entry) == b"type" { b"\"tool_result\"" } else { value(text, &entry.value) });
+        Some(())
+    };
+    write_object(out, text, &kept, write_kept, |name| name)?;
+    out.pop(); // the closing brace: the renamed fields follow
+    if !kept.is_empty() {
+        out.push(b',');
+    }
+    out.extend_from_slice(b"\"tool_call_id\":");
+    out.extend_from_slice(call_id.map_or(b"null", |entry| value(text, &entry.value)));
+    out.extend_from_slice(b",\"content\":");
+    write_result_content(out, text, content)?;
+    match is_error {
+        Some(entry) => {
+            out.extend_from_slice(b",\"is_error\":");
+            out.extend_from_slice(value(text, &entry.value));
+        }
+        None => out.extend_from_slice(b",\"is_error\":false,\"is_error_omitted\":true"),
+    }
+    out.push(b'}');
+    Some(())
+}
+
+fn write_block(out: &mut Vec<u8>, text: &[u8], block: &Member) -> Option<()> {
+    if block.kind != Kind::Object {
+        return None;
+    }
+    let members = entries(text, block.span).ok()?;
+    match block_type(text, &members)? {
+        Some(b"tool-call") => write_object(
+            out,
+            text,
+            &members,
+            |out, entry| {
+                out.extend_from_slice(if key(text, entry) == b"type" { b"\"tool_call\"" } else { value(text, &entry.value) });
+                Some(())
+            },
+            |name| name,
+        ),
+        Some(b"tool-result") => write_tool_result(out, text, &members),
+        Some(b"image" | b"file") if only(text, &members, b"attachment").ok()?.is_some_and(|entry| entry.value.kind == Kind::Object) => None,
+        _ => {
+            out.extend_from_slice(value(text, block));
+            Some(())
+        }
+    }
+}
+
+fn write_source(out: &mut Vec<u8>, text: &[u8], source: &Member) -> Option<()> {
+    if source.kind != Kind::Object {
+        return None;
+    }
+    let members = entries(text, source.span).ok()?;
+    let kind = only(text, &members, b"kind").ok()??.value.plain_str(text)?;
+    let present = |name: &[u8]| only(text, &members, name).ok().map(|entry| entry.is_some());
+    match kind {
+        b"model" if present(b"replayState")? => None,
+        b"plugin" => {
+            // A compaction checkpoint's source names its compaction otherwise (or the name holds an escape).
+            let plugin = only(text, &members, b"plugin").ok()?;
+            if plugin.is_some_and(|entry| entry.value.kind == Kind::Str && entry.value.plain_str(text).is_none_or(|name| name == COMPACT_PLUGIN)) {
+                return None;
+            }
+            out.extend_from_slice(value(text, source));
+            Some(())
+        }
+        b"tool" if present(b"callId")? => {
+            if present(b"call_id")? {
+                return None;
+            }
+            write_object(out, text, &members, |out, entry| Some(out.extend_from_slice(value(text, &entry.value))), |name| {
+                if name == b"callId" { b"call_id" } else { name }
+            })
+        }
+        _ => {
+            out.extend_from_slice(value(text, source));
+            Some(())
+        }
+    }
+}
+
+/// The original's message at `message` as dshkit's message object.
+fn write_message(out: &mut Vec<u8>, text: &[u8], message: &Member) -> Option<()> {
+    if message.kind != Kind::Object {
+        return None;
+    }
+    let members = entries(text, message.span).ok()?;
+    let fields = [b"content".as_slice(), b"source", b"role", b"id"];
+    if members.len() != 4 || fields.iter().any(|name| !matches!(only(text, &members, name), Ok(Some(_)))) {
+        return None;
+    }
+    write_object(
+        out,
+        text,
+        &members,
+        |out, entry| match key(text, entry) {
+            b"content" => {
+                out.push(b'[');
+                for (i, block) in array_items(text, entry.value.span).ok()?.iter().enumerate() {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    write_block(out, text, block)?;
+                }
+                out.push(b']');
+                Some(())
+            }
+            b"source" => write_source(out, text, &entry.value),
+            _ => Some(out.extend_from_slice(value(text, &entry.value))),
+        },
+        |name| name,
+    )
+}
+
+/// An assistant/message or tool/result's data: the message rewritten, the names beside it.
+fn write_message_data(out: &mut Vec<u8>, text: &[u8], data: &Member) -> Option<()> {
+    if data.kind != Kind::Object {
+        return None;
+    }
+    let members = entries(text, data.span).ok()?;
+    only(text, &members, b"message").ok()??;
+    if only(text, &members, b"finishReason").ok()?.is_some() && only(text, &members, b"finish_reason").ok()?.is_some() {
+        return None;
+    }
+    let write = |out: &mut Vec<u8>, entry: &Entry| match key(text, entry) {
+        b"message" => write_message(out, text, &entry.value),
+        b"usage" if entry.value.kind == Kind::Object => write_usage(out, text, &entry.value),
+        _ => Some(out.extend_from_slice(value(text, &entry.value))),
+    };
+    write_object(out, text, &members, write, |name| if name == b"finishReason" { b"finish_reason" } else { name })
+}
+
+fn write_usage(out: &mut Vec<u8>, text: &[u8], usage: &Member) -> Option<()> {
+    let members = entries(text, usage.span).ok()?;
+    let renamed = |name: &[u8]| USAGE.iter().find(|(from, _)| *from == name).map(|(_, to)| *to);
+    let names: Vec<&[u8]> = members.iter().map(|entry| renamed(key(text, entry)).unwrap_or(key(text, entry))).collect();
+    if (1..names.len()).any(|i| names[..i].contains(&names[i])) {
+        return None; // two keys would become one
+    }
+    write_object(out, text, &members, |out, entry| Some(out.extend_from_slice(value(text, &entry.value))), |name| renamed(name).unwrap_or(name))
+}
+
+/// dshkit's record of the original's message event record `text` (its top level `top`, of
+/// `event_type`, event `seq`), an append; `None` when unsure.
+pub(crate) fn dshkit_message_record(text: &[u8], top: &Top, event_type: &[u8], seq: usize) -> Option<Vec<u8>> {
+    let once = [&top.event_type, &top.seq, &top.time, &top.data, &top.surface_op].iter().all(|member| member.count == 1);
+    let sources = (top.source_seqs.count == 1).then_some(&top.source_seqs);
+    if !once || top.escaped_key || top.source_seqs.count > 1 || top.members != 5 + usize::from(sources.is_some()) {
+        return None;
+    }
+    if top.seq.int()? != seq as i64 || top.surface_op.plain_str(text)? != b"append" {
+        return None;
+    }
+    let (time, data) = (&top.time, &top.data);
+    let time = time.int()?;
+    let mut out = format!("{{\"seq\":{seq},\"time\":{time},\"type\":\"").into_bytes();
+    out.extend_from_slice(event_type);
+    out.extend_from_slice(b"\",\"data\":");
+    if event_type == b"user/message" {
+        write_message(&mut out, text, data)?;
+    } else {
+        write_message_data(&mut out, text, data)?;
+    }
+    out.extend_from_slice(b",\"surface_op\":\"append\",\"source_event_seqs\":");
+    match sources {
+        Some(member) if text[member.span.0] == b'[' => out.extend_from_slice(value(text, member)),
+        Some(_) => return None,
+        None => out.extend_from_slice(b"[]"),
+    }
+    out.push(b'}');
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rewritten(text: &str, event_type: &str, seq: usize) -> Option<String> {
+        let top = crate::original::record_top::scan_top(text.as_bytes()).ok()?;
+        dshkit_message_record(text.as_bytes(), &top, event_type.as_bytes(), seq).map(|out| String::from_utf8(out).unwrap())
+    }
+
+    #[test]
+    fn a_prompt_keeps_its_message_and_gains_dshkit_envelope_names() {
+        let text = r#"{"type":"user/message","seq":3,"time":9,"data":{"content":[{"type":"text","text":"hi"}],"source":{"kind":"user"},"role":"user","id":"u1"},"surfaceOp":"append"}"#;
+        assert_eq!(
+            rewritten(text, "user/message", 3).unwrap(),
+            r#"{"seq":3,"time":9,"type":"user/message","data":{"content":[{"type":"text","text":"hi"}],"source":{"kind":"user"},"role":"user","id":"u1"},"surface_op":"append","source_event_seqs":[]}"#
+        );
+        assert_eq!(rewritten(text, "user/message", 4), None); // another seq
+        assert_eq!(rewritten(&text.replace(r#","surfaceOp":"append""#, ""), "user/message", 3), None); // off the surface
+        assert_eq!(rewritten(&text.replace(r#""id":"u1""#, r#""id":"u1","x":1"#), "user/message", 3), None);
+    }
+
+    #[test]
+    fn calls_results_sources_and_usage_are_renamed() {
+        let answer = r#"{"type":"assistant/message","seq":4,"time":9,"data":{"turn":1,"message":{"role":"assistant","content":[{"type":"tool-call","id":"c","name":"n","arguments":"{}"}],"source":{"kind":"model"},"id":"a"},"usage":{"inputTokens":1,"x":2},"finishReason":"stop"},"sourceEventSeqs":[1,2],"surfaceOp":"append"}"#;
+        assert_eq!(
+            rewritten(answer, "assistant/message", 4).unwrap(),
+            r#"{"seq":4,"time":9,"type":"assistant/message","data":{"turn":1,"message":{"role":"assistant","content":[{"type":"tool_call","id":"c","name":"n","arguments":"{}"}],"source":{"kind":"model"},"id":"a"},"usage":{"input_tokens":1,"x":2},"finish_reason":"stop"},"surface_op":"append","source_event_seqs":[1,2]}"#
+        );
+        let result = r#"{"type":"tool/result","seq":5,"time":9,"data":{"message":{"role":"user","source":{"kind":"tool","callId":"c"},"content":[{"type":"tool-result","toolCallId":"c","content":[{"type":"text","text":"t"}]}],"id":"r"}},"surfaceOp":"append"}"#;
+        assert_eq!(
+            rewritten(result, "tool/result", 5).unwrap(),
+            r#"{"seq":5,"time":9,"type":"tool/result","data":{"message":{"role":"user","source":{"kind":"tool","call_id":"c"},"content":[{"type":"tool_result","tool_call_id":"c","content":[{"type":"text","text":"t"}],"is_error":false,"is_error_omitted":true}],"id":"r"}},"surface_op":"append","source_event_seqs":[]}"#
+        );
+        assert_eq!(rewritten(&answer.replace(r#""x":2"#, r#""input_tokens":2"#), "assistant/message", 4), None);
+        assert_eq!(rewritten(&answer.replace(r#""kind":"model""#, r#""kind":"model","replayState":{}"#), "assistant/message", 4), None);
+        assert_eq!(rewritten(&result.replace(r#""callId":"c""#, r#""callId":"c","call_id":"c""#), "tool/result", 5), None);
+    }
+}

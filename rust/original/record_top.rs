@@ -1,0 +1,165 @@
+//! The top level of one of the original's records, scanned strictly (`log/record_scanner.rs`):
+//! the members a reader looks at (`type`, `seq`, `time`, `data`, a packed row's `seq0`, `time0`,
+//! a message event's `surfaceOp`, `sourceEventSeqs`), each with how often it occurs, what it is and where it is. `Err(())` when the text
+//! is not a JSON object the scanner vouches for (the Python decoder then decides).
+
+use crate::log::record_scanner::{Kind, Scan, Scanner};
+
+/// One member of the record a reader looks at.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Member {
+    pub(crate) count: u8,
+    pub(crate) kind: Kind,
+    /// The value's span in the text (a string's with its quotes).
+    pub(crate) span: (usize, usize),
+    /// A string value holding an escape.
+    pub(crate) escaped: bool,
+}
+
+impl Member {
+    const NONE: Member = Member { count: 0, kind: Kind::Other, span: (0, 0), escaped: false };
+
+    /// Its value when it occurs exactly once (a repeated key: the parser keeps the last).
+    pub(crate) fn once(&self) -> Option<Kind> {
+        (self.count == 1).then_some(self.kind)
+    }
+
+    /// The integer it holds, when it occurs once and is one.
+    pub(crate) fn int(&self) -> Option<i64> {
+        match self.once() {
+            Some(Kind::Int(value)) => Some(value),
+            _ => None,
+        }
+    }
+
+    /// The text of a string without escapes occurring once (between its quotes).
+    pub(crate) fn plain_str<'a>(&self, text: &'a [u8]) -> Option<&'a [u8]> {
+        (self.once() == Some(Kind::Str) && !self.escaped).then(|| &text[self.span.0 + 1..self.span.1 - 1])
+    }
+}
+
+/// The members of a record's top object a reader looks at.
+#[derive(Debug)]
+pub(crate) struct Top {
+    pub(crate) event_type: Member,
+    pub(crate) seq: Member,
+    pub(crate) time: Member,
+    pub(crate) data: Member,
+    pub(crate) seq0: Member,
+    pub(crate) time0: Member,
+    /// A message event's `surfaceOp` and `sourceEventSeqs`.
+    pub(crate) surface_op: Member,
+    pub(crate) source_seqs: Member,
+    /// How many members in all.
+    pub(crate) members: usize,
+    /// A key held an escape (it could spell any of the above).
+    pub(crate) escaped_key: bool,
+}
+
+impl Top {
+    /// Exactly the members `type`, `seq`/`seq0`, `time`/`time0` and `data`, each once.
+    pub(crate) fn is_exactly(&self, first: &Member, second: &Member) -> bool {
+        !self.escaped_key
+            && self.members == 4
+            && self.event_type.count == 1
+            && first.count == 1
+            && second.count == 1
+            && self.data.count == 1
+    }
+}
+
+/// The top object of `text` (nothing but whitespace around it; UTF-8 checked where a string
+/// held a byte that is not ASCII).
+pub(crate) fn scan_top(text: &[u8]) -> Scan<Top> {
+    let mut scanner = Scanner { bytes: text, pos: 0, non_ascii: false };
+    scanner.skip_whitespace();
+    if scanner.peek() != Some(b'{') {
+        return Err(());
+    }
+    let mut top = Top {
+        event_type: Member::NONE,
+        seq: Member::NONE,
+        time: Member::NONE,
+        data: Member::NONE,
+        seq0: Member::NONE,
+        time0: Member::NONE,
+        surface_op: Member::NONE,
+        source_seqs: Member::NONE,
+        members: 0,
+        escaped_key: false,
+    };
+    top.members = scanner.object(0, |scanner, key, depth| {
+        let slot = match key {
+            Some(b"type") => &mut top.event_type,
+            Some(b"seq") => &mut top.seq,
+            Some(b"time") => &mut top.time,
+            Some(b"data") => &mut top.data,
+            Some(b"seq0") => &mut top.seq0,
+            Some(b"time0") => &mut top.time0,
+            Some(b"surfaceOp") => &mut top.surface_op,
+            Some(b"sourceEventSeqs") => &mut top.source_seqs,
+            Some(_) => return scanner.member_value(depth).map(drop),
+            None => {
+                top.escaped_key = true;
+                return scanner.member_value(depth).map(drop);
+            }
+        };
+        scanner.skip_whitespace();
+        let start = scanner.pos;
+        let (kind, escaped) = if scanner.peek() == Some(b'"') {
+            (Kind::Str, scanner.string()?)
+        } else {
+            (scanner.member_value(depth)?, false)
+        };
+        *slot = Member { count: slot.count.saturating_add(1), kind, span: (start, scanner.pos), escaped };
+        Ok(())
+    })?;
+    scanner.skip_whitespace();
+    if scanner.pos != text.len() || scanner.non_ascii && std::str::from_utf8(text).is_err() {
+        return Err(());
+    }
+    Ok(top)
+}
+
+/// One member of an object: its key's span (between the quotes) and its value's.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Entry {
+    pub(crate) key: (usize, usize),
+    pub(crate) value: Member,
+}
+
+/// The members of the object at `span` of `text`, in order; `Err` if a key holds an escape (it
+/// could spell any key) or the object has more than `MAX_ENTRIES` members.
+pub(crate) fn entries(text: &[u8], span: (usize, usize)) -> Scan<Vec<Entry>> {
+    const MAX_ENTRIES: usize = 64;
+    let mut scanner = Scanner { bytes: &text[..span.1], pos: span.0, non_ascii: false };
+    let mut out = Vec::new();
+    scanner.object(1, |scanner, key, depth| {
+        let key = key.ok_or(())?;
+        if out.len() == MAX_ENTRIES {
+            return Err(());
+        }
+        let key_start = key.as_ptr() as usize - text.as_ptr() as usize;
+        scanner.skip_whitespace();
+        let start = scanner.pos;
+        let (kind, escaped) = if scanner.peek() == Some(b'"') {
+            (Kind::Str, scanner.string()?)
+        } else {
+            (scanner.member_value(depth)?, false)
+        };
+        let value = Member { count: 1, kind, span: (start, scanner.pos), escaped };
+        out.push(Entry { key: (key_start, key_start + key.len()), value });
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// The one member of `entries` named `name` (`Err` if it occurs more than once).
+pub(crate) fn only<'e>(text: &[u8], entries: &'e [Entry], name: &[u8]) -> Scan<Option<&'e Entry>> {
+    let mut found = entries.iter().filter(|entry| &text[entry.key.0..entry.key.1] == name);
+    let first = found.next();
+    if found.next().is_some() {
+        return Err(());
+    }
+    Ok(first)
+}
