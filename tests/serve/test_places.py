@@ -65,7 +65,7 @@ def test_a_kept_connection_that_cannot_let_go_of_its_lock_is_not_reused(postgres
     writer = worker.open_writer(session_id)
     backend = writer.store._connection.info.backend_pid  # type: ignore[union-attr]
     with psycopg.connect(postgres_url, autocommit=True) as admin:
-        admin.execute("SELECT pg_terminate_backend(%s)", (backend,))
+        admin.execute("SELECT pg_terminate_backend(%s, 10000)", (backend,))
     writer.close()  # its unlock fails on the dead connection: closed, not given back
 
     again = other_worker.open_writer(session_id)  # the server released the lock with the connection

@@ -111,7 +111,7 @@ def test_a_pooled_writer_whose_connection_dies_gives_it_back_and_takes_another(p
         session.append("user/message", hello())
         first = pool.lent[0]
         with psycopg.connect(postgres_url, autocommit=True) as admin:
-            admin.execute("SELECT pg_terminate_backend(%s)", (first.info.backend_pid,))
+            admin.execute("SELECT pg_terminate_backend(%s, 10000)", (first.info.backend_pid,))
         session.append("user/message", hello())  # the store reconnects through the pool, takes its lock again
         assert pool.returned == [first] and len(pool.lent) == 2
         session.close()

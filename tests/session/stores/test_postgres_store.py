@@ -223,7 +223,7 @@ def test_a_write_whose_acknowledgement_is_lost_is_retried_once_and_stored_once(p
             return
         killed.append(connection.info.backend_pid)
         with psycopg.connect(postgres_url, autocommit=True) as admin:
-            admin.execute("SELECT pg_terminate_backend(%s)", (connection.info.backend_pid,))
+            admin.execute("SELECT pg_terminate_backend(%s, 10000)", (connection.info.backend_pid,))
         connection.execute("SELECT 1")  # the acknowledgement never arrives: a real connection error
 
     store._after_write = drop_connection_after_commit
@@ -294,7 +294,9 @@ def test_a_writer_that_lost_its_lock_cannot_fork_the_log(postgres_url, build):
     stale = Session.create(postgres_url, durability="always")
     stale.append("user/message", build.user("shared start"))
     with psycopg.connect(postgres_url, autocommit=True) as admin:  # the stale writer's connection dies
-        admin.execute("SELECT pg_terminate_backend(%s)", (stale.store._connection.info.backend_pid,))
+        # With a timeout the call waits for the backend to exit: without it, the successor could
+        # find the lock still held by a backend not yet gone (seen on a loaded machine).
+        admin.execute("SELECT pg_terminate_backend(%s, 10000)", (stale.store._connection.info.backend_pid,))
     with Session.open(postgres_url, session_id=stale.id, durability="always") as successor:
         successor.append("user/message", build.user("successor's"))
         with pytest.raises(SessionError, match="open for writing by another connection"):

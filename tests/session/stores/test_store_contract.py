@@ -754,7 +754,7 @@ def _lose_the_lock(writable: StoreUnderTest, first: Session) -> None:
 
         with psycopg.connect(writable.location, autocommit=True) as admin:
             pid = first.store._connection.info.backend_pid  # type: ignore[union-attr]
-            admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+            admin.execute("SELECT pg_terminate_backend(%s, 10000)", (pid,))
     else:
         assert first.store is not None
         first.store.close()
