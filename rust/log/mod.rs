@@ -8,6 +8,7 @@
 pub(crate) mod checksum;
 pub(crate) mod event_columns;
 pub(crate) mod event_record;
+pub(crate) mod line_checks;
 pub(crate) mod message_record;
 pub(crate) mod message_vouch;
 pub(crate) mod plain_rules;
@@ -17,6 +18,7 @@ pub(crate) mod record_scan;
 pub(crate) mod record_scan_reference;
 pub(crate) mod record_scanner;
 pub(crate) mod records;
+pub(crate) mod sort_ahead;
 pub(crate) mod surface_fold;
 
 use pyo3::prelude::*;

@@ -24,12 +24,13 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 
-use crate::json::scan::find_byte;
 use crate::log::checksum::crc32c_of_parts;
 use crate::log::event_columns::{KIND_DATA, KIND_MESSAGE, KIND_USER};
+use crate::log::line_checks::{first_failure, line_spans};
 use crate::log::message_record::read_message_record;
 use crate::log::message_vouch::{vouch_message_append, Append};
-use crate::log::record_scan::{sort, Sorted};
+use crate::log::record_scan::Sorted;
+use crate::log::sort_ahead::with_sorted_records;
 
 /// `,"crc":"` + 8 hex digits + `"}`.
 const SUFFIX_LENGTH: usize = 18;
@@ -57,11 +58,6 @@ fn unseal(line: &[u8]) -> Option<&[u8]> {
     }
     let (body, suffix) = line.split_at(line.len() - SUFFIX_LENGTH);
     (suffix == sealing_suffix(crc32c_of_parts(&[body, b"}"]))).then_some(body)
-}
-
-/// Offset of the first `\n` in `data`.
-fn find_newline(data: &[u8]) -> Option<usize> {
-    find_byte(data, b'\n')
 }
 
 /// The event records of a stored log, as spans of its bytes (a JSON Lines file, or a table read as one value).
@@ -111,22 +107,22 @@ fn split_records<'py>(
     let bytes = content.as_bytes();
     let end = end.min(bytes.len());
     let mut spans = Vec::new();
-    let mut at = start.min(end);
     let failed = py.detach(|| {
-        while at < end {
-            let line_end = find_newline(&bytes[at..end]).map_or(end, |i| at + i);
-            let line = &bytes[at..line_end];
-            if sealed {
-                match unseal(line) {
-                    Some(body) => spans.push((at, at + body.len())),
-                    None => return Some(spans.len()),
-                }
-            } else {
-                spans.push((at, line_end));
-            }
-            at = line_end + 1;
+        spans = line_spans(bytes, start, end);
+        if !sealed {
+            return None;
         }
-        None
+        let failed = first_failure(spans.len(), end.saturating_sub(start), |index| {
+            let (line_start, line_end) = spans[index];
+            unseal(&bytes[line_start..line_end]).is_some()
+        });
+        if failed.is_none() {
+            // Each line passed, so each is longer than the suffix: its record is the rest.
+            for span in &mut spans {
+                span.1 -= SUFFIX_LENGTH;
+            }
+        }
+        failed
     });
     match failed {
         Some(index) => (None, index as isize),
@@ -180,19 +176,19 @@ fn verified_joined<'py>(py: Python<'py>, bodies: Bound<'py, PyBytes>, crcs: &str
         if crcs.is_empty() {
             return (!content.is_empty()).then_some(0);
         }
-        let mut at = 0usize;
-        for crc in crcs.split(',') {
-            if at > content.len() {
-                return Some(spans.len()); // more checksums than records
-            }
-            let end = find_newline(&content[at..]).map_or(content.len(), |i| at + i);
-            if decimal(crc) != Some(u64::from(crc32c_of_parts(&[&content[at..end]]))) {
-                return Some(spans.len());
-            }
-            spans.push((at, end));
-            at = end + 1;
+        // Every `\n` separates two records, so an empty or `\n`-ended `bodies` ends with an empty one.
+        spans = line_spans(content, 0, content.len());
+        if content.last().is_none_or(|&byte| byte == b'\n') {
+            spans.push((content.len(), content.len()));
         }
-        (at <= content.len()).then_some(spans.len()) // more records than checksums
+        let crcs: Vec<&str> = crcs.split(',').collect();
+        let paired = spans.len().min(crcs.len());
+        let bad = first_failure(paired, content.len(), |index| {
+            let (start, end) = spans[index];
+            decimal(crcs[index]) == Some(u64::from(crc32c_of_parts(&[&content[start..end]])))
+        });
+        // More checksums than records, or more records than checksums: the first unpaired one.
+        bad.or((spans.len() != crcs.len()).then_some(paired))
     });
     match failed {
         Some(index) => (None, index as isize),
@@ -416,75 +412,79 @@ fn decode_records<'py>(
         Bound::from_owned_ptr_or_err(py, ffi::PyByteArray_FromStringAndSize(std::ptr::null(), blob_len as ffi::Py_ssize_t))?
     };
     let buffer: *mut u8 = unsafe { ffi::PyByteArray_AsString(blob.as_ptr()) }.cast();
-    let mut at = 0;
-    for (seq, [body, tail]) in texts.iter().enumerate() {
-        let kind_at = at;
-        let text_length = body.len() + tail.len();
-        debug_assert!(kind_at + 1 + text_length <= blob_len);
-        // SAFETY: `kind_at + 1..` holds `text_length` bytes inside the buffer: `at` never passes
-        // the sizes summed into `blob_len`.
-        let text_at = unsafe { buffer.add(kind_at + 1) };
-        let text = unsafe {
-            std::ptr::copy_nonoverlapping(body.as_ptr(), text_at, body.len());
-            std::ptr::copy_nonoverlapping(tail.as_ptr(), text_at.add(body.len()), tail.len());
-            std::slice::from_raw_parts(text_at, text_length)
-        };
-        let mut intern = |span: (usize, usize)| {
-            let name = &text[span.0..span.1];
-            if let Some((_, value)) = type_names.iter().find(|(known, _)| known == name) {
-                return value.clone();
-            }
-            // SAFETY: `sort` checked the record is UTF-8 and the span lies between ASCII quotes.
-            let value = PyString::intern(py, unsafe { std::str::from_utf8_unchecked(name) });
-            type_names.push((name.to_vec(), value.clone()));
-            value
-        };
-        let mut kept = Kept::Record;
-        match sort(text, seq) {
-            Sorted::Plain(span, time, data) => {
-                types.push(intern(span).into_any());
-                times.push(time);
-                messages.push(none.clone());
-                kept = Kept::Data(data);
-            }
-            sorted => {
-                let read = match sorted {
-                    Sorted::Message(span) => {
-                        let event_type = intern(span);
-                        // SAFETY: `sort` checked the record is UTF-8.
-                        let text = unsafe { std::str::from_utf8_unchecked(text) };
-                        message_event(py, text, seq, &event_type, event_class, &tuple_new).map(|read| (read, event_type))
-                    }
-                    _ => None,
-                };
-                match read {
-                    Some((read, event_type)) => {
-                        types.push(event_type.into_any());
-                        times.push(read.time);
-                        messages.push(read.message);
-                        match read.decoded {
-                            Decoded::Vouched(append) => pending.vouched(seq, append)?,
-                            Decoded::Event(event) => pending.other(event)?,
+    // The records are sorted ahead on a second thread (`sort_ahead.rs`) while this one builds.
+    let at = with_sorted_records(&texts, |sorted| -> PyResult<usize> {
+        let mut at = 0;
+        for (seq, [body, tail]) in texts.iter().enumerate() {
+            let kind_at = at;
+            let text_length = body.len() + tail.len();
+            debug_assert!(kind_at + 1 + text_length <= blob_len);
+            // SAFETY: `kind_at + 1..` holds `text_length` bytes inside the buffer: `at` never passes
+            // the sizes summed into `blob_len`.
+            let text_at = unsafe { buffer.add(kind_at + 1) };
+            let text = unsafe {
+                std::ptr::copy_nonoverlapping(body.as_ptr(), text_at, body.len());
+                std::ptr::copy_nonoverlapping(tail.as_ptr(), text_at.add(body.len()), tail.len());
+                std::slice::from_raw_parts(text_at, text_length)
+            };
+            let mut intern = |span: (usize, usize)| {
+                let name = &text[span.0..span.1];
+                if let Some((_, value)) = type_names.iter().find(|(known, _)| known == name) {
+                    return value.clone();
+                }
+                // SAFETY: `sort` checked the record is UTF-8 and the span lies between ASCII quotes.
+                let value = PyString::intern(py, unsafe { std::str::from_utf8_unchecked(name) });
+                type_names.push((name.to_vec(), value.clone()));
+                value
+            };
+            let mut kept = Kept::Record;
+            match sorted.next(text, seq) {
+                Sorted::Plain(span, time, data) => {
+                    types.push(intern(span).into_any());
+                    times.push(time);
+                    messages.push(none.clone());
+                    kept = Kept::Data(data);
+                }
+                sorted => {
+                    let read = match sorted {
+                        Sorted::Message(span) => {
+                            let event_type = intern(span);
+                            // SAFETY: `sort` checked the record is UTF-8.
+                            let text = unsafe { std::str::from_utf8_unchecked(text) };
+                            message_event(py, text, seq, &event_type, event_class, &tuple_new).map(|read| (read, event_type))
                         }
-                        kept = read.kept;
-                    }
-                    None => {
-                        types.push(none.clone());
-                        times.push(0);
-                        messages.push(none.clone());
-                        pending.other(seq)?;
+                        _ => None,
+                    };
+                    match read {
+                        Some((read, event_type)) => {
+                            types.push(event_type.into_any());
+                            times.push(read.time);
+                            messages.push(read.message);
+                            match read.decoded {
+                                Decoded::Vouched(append) => pending.vouched(seq, append)?,
+                                Decoded::Event(event) => pending.other(event)?,
+                            }
+                            kept = read.kept;
+                        }
+                        None => {
+                            types.push(none.clone());
+                            times.push(0);
+                            messages.push(none.clone());
+                            pending.other(seq)?;
+                        }
                     }
                 }
             }
+            // SAFETY: the same bytes as `text`, which is not used again.
+            let record = unsafe { std::slice::from_raw_parts_mut(text_at, text_length) };
+            let (kind, kept) = kept.cut(record, &mut scratch);
+            // SAFETY: `kind_at` lies inside the buffer, before this record's text.
+            unsafe { buffer.add(kind_at).write(kind) };
+            at = kind_at + 1 + kept;
+            ends.push(at as u64);
         }
-        // SAFETY: the same bytes as `text`, which is not used again.
-        let record = unsafe { std::slice::from_raw_parts_mut(text_at, text_length) };
-        let (kind, kept) = kept.cut(record, &mut scratch);
-        // SAFETY: `kind_at` lies inside the buffer, before this record's text.
-        unsafe { buffer.add(kind_at).write(kind) };
-        at = kind_at + 1 + kept;
-        ends.push(at as u64);
-    }
+        Ok(at)
+    })?;
     if at < blob_len {
         // SAFETY: `blob` is a bytearray only this function holds yet; shrinking keeps the bytes before `at`.
         if unsafe { ffi::PyByteArray_Resize(blob.as_ptr(), at as ffi::Py_ssize_t) } != 0 {
@@ -513,6 +513,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::json::scan::find_byte;
 
     #[test]
     fn the_suffix_matches_the_python_format() {
@@ -544,9 +545,9 @@ mod tests {
             for at in 0..length {
                 let mut data = vec![b'x'; length];
                 data[at] = b'\n';
-                assert_eq!(find_newline(&data), Some(at));
+                assert_eq!(find_byte(&data, b'\n'), Some(at));
             }
-            assert_eq!(find_newline(&vec![b'x'; length]), None);
+            assert_eq!(find_byte(&vec![b'x'; length], b'\n'), None);
         }
     }
 }
