@@ -2,16 +2,21 @@
 //! `records.rs`), over two threads when the log is large.
 //!
 //! A log's lines are found first (`line_spans`, a `\n` search a block at a time); then each line
-//! is checked on its own (`first_failure`: a CRC-32C and a comparison, no shared state), so the
-//! lines split into two halves checked at once, and the first failing line overall is the first
-//! of the first half's failure and the second's. The verdict and the line it names are those of
+//! is checked on its own (`first_failure`: a CRC-32C and a comparison, no shared state), so runs
+//! of lines are checked by two threads at once, and the first failing line overall is the first
+//! failure of the first run that has one. The verdict and the line it names are those of
 //! checking every line in order.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
 
 use crate::json::scan::find_byte;
 
 /// Logs with fewer bytes than this are checked on the calling thread alone: starting a thread
 /// costs tens of microseconds, about what checking 200 KB of lines does.
 const TWO_THREADS_FROM_BYTES: usize = 1 << 20;
+/// Runs of lines the two threads claim in turn.
+const PIECES: usize = 32;
 
 /// The lines of `bytes[start..end]` as spans without their `\n` (the last may lack one).
 pub(crate) fn line_spans(bytes: &[u8], start: usize, end: usize) -> Vec<(usize, usize)> {
@@ -26,18 +31,33 @@ pub(crate) fn line_spans(bytes: &[u8], start: usize, end: usize) -> Vec<(usize, 
 }
 
 /// The smallest `index < count` for which `passes(index)` is false, or `None`; on two threads
-/// (the halves of `0..count`) when the checks cover at least `TWO_THREADS_FROM_BYTES` bytes.
+/// when the checks cover at least `TWO_THREADS_FROM_BYTES` bytes. The indices are cut into
+/// `PIECES` runs that both threads claim in turn, so neither waits on the other for more than the
+/// one run it is checking (a second core busy with other work leaves the first doing most runs).
 pub(crate) fn first_failure(count: usize, bytes: usize, passes: impl Fn(usize) -> bool + Sync) -> Option<usize> {
     let in_order = |range: std::ops::Range<usize>| range.into_iter().find(|&index| !passes(index));
     if bytes < TWO_THREADS_FROM_BYTES || count < 2 {
         return in_order(0..count);
     }
-    let middle = count / 2;
+    let size = count.div_ceil(PIECES);
+    let pieces = count.div_ceil(size);
+    let next = AtomicUsize::new(0);
+    let found: Vec<OnceLock<Option<usize>>> = (0..pieces).map(|_| OnceLock::new()).collect();
+    let piece_range = |piece: usize| piece * size..((piece + 1) * size).min(count);
+    let claim_runs = || loop {
+        let piece = next.fetch_add(1, Ordering::Relaxed);
+        if piece >= pieces {
+            return;
+        }
+        let _ = found[piece].set(in_order(piece_range(piece)));
+    };
     std::thread::scope(|scope| {
-        let second = scope.spawn(|| in_order(middle..count));
-        // The second half's verdict is needed only when the first half passes.
-        in_order(0..middle).or_else(|| second.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
-    })
+        scope.spawn(claim_runs);
+        claim_runs();
+    });
+    // Every run was claimed and the scope joined the thread, so each is set; the first failure
+    // is the first run's that has one.
+    (0..pieces).find_map(|piece| *found[piece].get_or_init(|| in_order(piece_range(piece))))
 }
 
 #[cfg(test)]
@@ -55,13 +75,13 @@ mod tests {
     }
 
     #[test]
-    fn the_first_failure_is_found_in_either_half() {
+    fn the_first_failure_is_found_in_any_run() {
         for count in [0, 1, 2, 3, 10, 1001] {
             for bytes in [0, TWO_THREADS_FROM_BYTES] {
                 assert_eq!(first_failure(count, bytes, |_| true), None);
                 for bad in 0..count {
                     assert_eq!(first_failure(count, bytes, |index| index != bad), Some(bad), "{count} {bytes} {bad}");
-                    // Failures in both halves: the first overall.
+                    // A failure in the last run too: the first overall.
                     let passes = |index: usize| index != bad && index != count - 1;
                     assert_eq!(first_failure(count, bytes, passes), Some(bad), "{count} {bytes} {bad}");
                 }
