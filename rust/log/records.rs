@@ -350,45 +350,6 @@ impl<'py> Pending<'py> {
     }
 }
 
-const TYPE_SLOTS: usize = 64;
-
-/// The event types met so far, each as one interned `str`. A name is looked up in the slot its
-/// length and three of its bytes pick (one comparison where a log's handful of types would
-/// otherwise be compared in turn for every record), and found in the list on a miss.
-struct TypeNames<'py> {
-    names: Vec<(Vec<u8>, Bound<'py, PyString>)>,
-    /// `slots[k]`: 1 + the index in `names` of the last name picking slot `k`, or 0.
-    slots: [u8; TYPE_SLOTS],
-}
-
-impl<'py> TypeNames<'py> {
-    /// The `str` of `name`.
-    ///
-    /// # Safety
-    /// `name` is UTF-8.
-    unsafe fn intern(&mut self, py: Python<'py>, name: &[u8]) -> Bound<'py, PyString> {
-        let byte = |at: usize| name.get(at).copied().unwrap_or(0) as usize;
-        let slot = (name.len() ^ byte(0) << 1 ^ byte(name.len() / 2) << 2 ^ byte(name.len().wrapping_sub(1)) << 3) % TYPE_SLOTS;
-        if let Some((known, value)) = self.slots[slot].checked_sub(1).map(|index| &self.names[usize::from(index)]) {
-            if known == name {
-                return value.clone();
-            }
-        }
-        let index = match self.names.iter().position(|(known, _)| known == name) {
-            Some(index) => index,
-            None => {
-                let value = PyString::intern(py, unsafe { std::str::from_utf8_unchecked(name) });
-                self.names.push((name.to_vec(), value));
-                self.names.len() - 1
-            }
-        };
-        if let Ok(stored) = u8::try_from(index + 1) {
-            self.slots[slot] = stored;
-        }
-        self.names[index].1.clone()
-    }
-}
-
 /// Decode every record into `EventLog` columns: `(types, times, messages, blob, ends, pending)`.
 ///
 /// `types`/`messages` are lists (`None` where the Python decoder must look), `times` and `ends`
@@ -434,7 +395,7 @@ fn decode_records<'py>(
     let mut pending = Pending { list: PyList::empty(py), seqs: Vec::new(), tags: Vec::new() };
     let mut times: Vec<i64> = Vec::with_capacity(count);
     let mut ends: Vec<u64> = Vec::with_capacity(count);
-    let mut type_names = TypeNames { names: Vec::new(), slots: [0; TYPE_SLOTS] };
+    let mut type_names: Vec<(Vec<u8>, Bound<'py, PyString>)> = Vec::new();
     let mut scratch = Vec::new();
     let tuple_new = py.get_type::<PyTuple>().getattr("__new__")?;
     let none = py.None().into_bound(py);
@@ -466,8 +427,16 @@ fn decode_records<'py>(
                 std::ptr::copy_nonoverlapping(tail.as_ptr(), text_at.add(body.len()), tail.len());
                 std::slice::from_raw_parts(text_at, text_length)
             };
-            // SAFETY: `sort` checked the record is UTF-8 and the span lies between ASCII quotes.
-            let mut intern = |span: (usize, usize)| unsafe { type_names.intern(py, &text[span.0..span.1]) };
+            let mut intern = |span: (usize, usize)| {
+                let name = &text[span.0..span.1];
+                if let Some((_, value)) = type_names.iter().find(|(known, _)| known == name) {
+                    return value.clone();
+                }
+                // SAFETY: `sort` checked the record is UTF-8 and the span lies between ASCII quotes.
+                let value = PyString::intern(py, unsafe { std::str::from_utf8_unchecked(name) });
+                type_names.push((name.to_vec(), value.clone()));
+                value
+            };
             let mut kept = Kept::Record;
             match sorted.next(text, seq) {
                 Sorted::Plain(span, time, data) => {

@@ -190,20 +190,6 @@ def test_sequences_of_bytes_and_str_records_decode_alike():
     assert types == ["turn/start", None] and messages == [None, None] and pending == [1]
 
 
-def test_each_event_type_is_one_str_for_every_record_of_it():
-    # The native pass looks each type name up in a small slot table (`records.rs::TypeNames`).
-    data = {"turn/start": {"turn": 1}, "step/start": {"turn": 1, "step": 1}, "step/end": {"turn": 1, "step": 1}}
-    data |= {"turn/end": {"turn": 1, "reason": {"kind": "completed"}}, "compaction/start": {}, "compaction/end": {}}
-    data |= {"assistant/chunk": {"turn": 1, "step": 1, "chunk": {}}}
-    data |= {"tool/call": {"turn": 1, "step": 1, "call_id": "c", "name": "n", "arguments": "{}"}}
-    names = [*data] * 3
-    records = [dshkit.to_json({"seq": seq, "time": 1, "type": name, "data": data[name]}) for seq, name in enumerate(names)]
-    types, _, _, _, _, pending = decode_records(records, Event)
-    assert pending == [] and types == names
-    for seq, name in enumerate(types):
-        assert name is types[names.index(name)]
-
-
 PLAIN_TYPES = ["turn/start", "turn/end", "step/start", "step/end", "assistant/chunk", "tool/call", "compaction/end"]
 leaves = st.one_of(st.none(), st.booleans(), st.integers(-(2**63), 2**63 - 1), st.text(max_size=5), st.floats(allow_nan=False, allow_infinity=False))
 values = st.recursive(leaves, lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.sampled_from(["kind", "x", "turn"]), inner, max_size=3)), max_leaves=6)
