@@ -52,7 +52,8 @@ pub(crate) fn first_failure(count: usize, bytes: usize, passes: impl Fn(usize) -
         let _ = found[piece].set(in_order(piece_range(piece)));
     };
     std::thread::scope(|scope| {
-        scope.spawn(claim_runs);
+        // A thread that cannot be started (a process at its limit) leaves every run to this one.
+        let _ = std::thread::Builder::new().spawn_scoped(scope, claim_runs);
         claim_runs();
     });
     // Every run was claimed and the scope joined the thread, so each is set; the first failure

@@ -92,7 +92,8 @@ pub(crate) fn with_sorted_records<R>(texts: &[[&[u8]; 2]], consume: impl FnOnce(
     }
     let ahead = Ahead { texts, next: AtomicUsize::new(0), chunks: (0..texts.len().div_ceil(CHUNK)).map(|_| OnceLock::new()).collect() };
     std::thread::scope(|scope| {
-        scope.spawn(|| ahead.sort_ahead());
+        // A thread that cannot be started (a process at its limit) leaves every chunk to this one.
+        let _ = std::thread::Builder::new().spawn_scoped(scope, || ahead.sort_ahead());
         let result = consume(&mut SortedRecords { ahead: Some(&ahead) });
         // Done (or stopped by an error): the thread claims no further chunk.
         ahead.next.store(ahead.chunks.len(), Ordering::Relaxed);
