@@ -8,7 +8,6 @@
 pub(crate) mod checksum;
 pub(crate) mod event_columns;
 pub(crate) mod event_record;
-pub(crate) mod line_checks;
 pub(crate) mod message_record;
 pub(crate) mod message_vouch;
 pub(crate) mod plain_rules;

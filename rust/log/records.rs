@@ -24,9 +24,9 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 
+use crate::json::scan::find_byte;
 use crate::log::checksum::crc32c_of_parts;
 use crate::log::event_columns::{KIND_DATA, KIND_MESSAGE, KIND_USER};
-use crate::log::line_checks::{first_failure, line_spans};
 use crate::log::message_record::read_message_record;
 use crate::log::message_vouch::{vouch_message_append, Append};
 use crate::log::record_scan::Sorted;
@@ -58,6 +58,11 @@ fn unseal(line: &[u8]) -> Option<&[u8]> {
     }
     let (body, suffix) = line.split_at(line.len() - SUFFIX_LENGTH);
     (suffix == sealing_suffix(crc32c_of_parts(&[body, b"}"]))).then_some(body)
+}
+
+/// Offset of the first `\n` in `data`.
+fn find_newline(data: &[u8]) -> Option<usize> {
+    find_byte(data, b'\n')
 }
 
 /// The event records of a stored log, as spans of its bytes (a JSON Lines file, or a table read as one value).
@@ -107,22 +112,22 @@ fn split_records<'py>(
     let bytes = content.as_bytes();
     let end = end.min(bytes.len());
     let mut spans = Vec::new();
+    let mut at = start.min(end);
     let failed = py.detach(|| {
-        spans = line_spans(bytes, start, end);
-        if !sealed {
-            return None;
-        }
-        let failed = first_failure(spans.len(), end.saturating_sub(start), |index| {
-            let (line_start, line_end) = spans[index];
-            unseal(&bytes[line_start..line_end]).is_some()
-        });
-        if failed.is_none() {
-            // Each line passed, so each is longer than the suffix: its record is the rest.
-            for span in &mut spans {
-                span.1 -= SUFFIX_LENGTH;
+        while at < end {
+            let line_end = find_newline(&bytes[at..end]).map_or(end, |i| at + i);
+            let line = &bytes[at..line_end];
+            if sealed {
+                match unseal(line) {
+                    Some(body) => spans.push((at, at + body.len())),
+                    None => return Some(spans.len()),
+                }
+            } else {
+                spans.push((at, line_end));
             }
+            at = line_end + 1;
         }
-        failed
+        None
     });
     match failed {
         Some(index) => (None, index as isize),
@@ -176,19 +181,19 @@ fn verified_joined<'py>(py: Python<'py>, bodies: Bound<'py, PyBytes>, crcs: &str
         if crcs.is_empty() {
             return (!content.is_empty()).then_some(0);
         }
-        // Every `\n` separates two records, so an empty or `\n`-ended `bodies` ends with an empty one.
-        spans = line_spans(content, 0, content.len());
-        if content.last().is_none_or(|&byte| byte == b'\n') {
-            spans.push((content.len(), content.len()));
+        let mut at = 0usize;
+        for crc in crcs.split(',') {
+            if at > content.len() {
+                return Some(spans.len()); // more checksums than records
+            }
+            let end = find_newline(&content[at..]).map_or(content.len(), |i| at + i);
+            if decimal(crc) != Some(u64::from(crc32c_of_parts(&[&content[at..end]]))) {
+                return Some(spans.len());
+            }
+            spans.push((at, end));
+            at = end + 1;
         }
-        let crcs: Vec<&str> = crcs.split(',').collect();
-        let paired = spans.len().min(crcs.len());
-        let bad = first_failure(paired, content.len(), |index| {
-            let (start, end) = spans[index];
-            decimal(crcs[index]) == Some(u64::from(crc32c_of_parts(&[&content[start..end]])))
-        });
-        // More checksums than records, or more records than checksums: the first unpaired one.
-        bad.or((spans.len() != crcs.len()).then_some(paired))
+        (at <= content.len()).then_some(spans.len()) // more records than checksums
     });
     match failed {
         Some(index) => (None, index as isize),
@@ -513,7 +518,6 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::json::scan::find_byte;
 
     #[test]
     fn the_suffix_matches_the_python_format() {
@@ -545,9 +549,9 @@ mod tests {
             for at in 0..length {
                 let mut data = vec![b'x'; length];
                 data[at] = b'\n';
-                assert_eq!(find_byte(&data, b'\n'), Some(at));
+                assert_eq!(find_newline(&data), Some(at));
             }
-            assert_eq!(find_byte(&vec![b'x'; length], b'\n'), None);
+            assert_eq!(find_newline(&vec![b'x'; length]), None);
         }
     }
 }

@@ -169,7 +169,7 @@ RUST_FOLDERS = {
     "message": {"content", "creation", "methods", "model_source"},
     "log": {"checksum", "event_columns", "event_record", "message_record", "message_vouch", "plain_rules", "plain_vouch"}
     | {"record_scan", "record_scan_reference", "record_scan_tests", "record_scanner", "records", "surface_fold"}
-    | {"line_checks", "sort_ahead"},
+    | {"sort_ahead"},
 }
 RUST_ORDER = list(RUST_FOLDERS)
 # Reading and writing JSON share `json/scan.rs` and `json/text.rs`, never each other.
