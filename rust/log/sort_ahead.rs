@@ -7,7 +7,8 @@
 //! calling thread, holding the GIL, builds the messages and writes the columns: the scan's time
 //! overlaps the message building instead of adding to it. The calling thread never waits for it:
 //! a chunk not sorted yet when it is needed is sorted there and then (and the thread skips past
-//! it), so on a machine whose other core is busy the decode costs what it did on one thread.
+//! it), so on a machine whose other core is busy the decode costs what it did on one thread, but
+//! for the scope's join at the end (the chunk in flight, or a thread the scheduler has not run).
 //! The verdicts are the same function of the same bytes either way (a sealed record's text is its
 //! body and `}`, joined as the blob holds it), so nothing is decided differently on either path.
 
