@@ -17,6 +17,7 @@ pub(crate) mod record_scan;
 pub(crate) mod record_scan_reference;
 pub(crate) mod record_scanner;
 pub(crate) mod records;
+pub(crate) mod sort_ahead;
 pub(crate) mod surface_fold;
 
 use pyo3::prelude::*;

@@ -372,7 +372,7 @@ const DATA_KEY: &[u8] = b"\",\"data\":";
 
 const MESSAGE_TYPES: [&[u8]; 3] = [b"user/message", b"assistant/message", b"tool/result"];
 
-#[derive(Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) enum Sorted {
     /// A plain event: its type (a span of the text), time, and its `data` object's span.
     Plain((usize, usize), i64, (usize, usize)),

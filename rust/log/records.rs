@@ -29,7 +29,8 @@ use crate::log::checksum::crc32c_of_parts;
 use crate::log::event_columns::{KIND_DATA, KIND_MESSAGE, KIND_USER};
 use crate::log::message_record::read_message_record;
 use crate::log::message_vouch::{vouch_message_append, Append};
-use crate::log::record_scan::{sort, Sorted};
+use crate::log::record_scan::Sorted;
+use crate::log::sort_ahead::with_sorted_records;
 
 /// `,"crc":"` + 8 hex digits + `"}`.
 const SUFFIX_LENGTH: usize = 18;
@@ -416,75 +417,79 @@ fn decode_records<'py>(
         Bound::from_owned_ptr_or_err(py, ffi::PyByteArray_FromStringAndSize(std::ptr::null(), blob_len as ffi::Py_ssize_t))?
     };
     let buffer: *mut u8 = unsafe { ffi::PyByteArray_AsString(blob.as_ptr()) }.cast();
-    let mut at = 0;
-    for (seq, [body, tail]) in texts.iter().enumerate() {
-        let kind_at = at;
-        let text_length = body.len() + tail.len();
-        debug_assert!(kind_at + 1 + text_length <= blob_len);
-        // SAFETY: `kind_at + 1..` holds `text_length` bytes inside the buffer: `at` never passes
-        // the sizes summed into `blob_len`.
-        let text_at = unsafe { buffer.add(kind_at + 1) };
-        let text = unsafe {
-            std::ptr::copy_nonoverlapping(body.as_ptr(), text_at, body.len());
-            std::ptr::copy_nonoverlapping(tail.as_ptr(), text_at.add(body.len()), tail.len());
-            std::slice::from_raw_parts(text_at, text_length)
-        };
-        let mut intern = |span: (usize, usize)| {
-            let name = &text[span.0..span.1];
-            if let Some((_, value)) = type_names.iter().find(|(known, _)| known == name) {
-                return value.clone();
-            }
-            // SAFETY: `sort` checked the record is UTF-8 and the span lies between ASCII quotes.
-            let value = PyString::intern(py, unsafe { std::str::from_utf8_unchecked(name) });
-            type_names.push((name.to_vec(), value.clone()));
-            value
-        };
-        let mut kept = Kept::Record;
-        match sort(text, seq) {
-            Sorted::Plain(span, time, data) => {
-                types.push(intern(span).into_any());
-                times.push(time);
-                messages.push(none.clone());
-                kept = Kept::Data(data);
-            }
-            sorted => {
-                let read = match sorted {
-                    Sorted::Message(span) => {
-                        let event_type = intern(span);
-                        // SAFETY: `sort` checked the record is UTF-8.
-                        let text = unsafe { std::str::from_utf8_unchecked(text) };
-                        message_event(py, text, seq, &event_type, event_class, &tuple_new).map(|read| (read, event_type))
-                    }
-                    _ => None,
-                };
-                match read {
-                    Some((read, event_type)) => {
-                        types.push(event_type.into_any());
-                        times.push(read.time);
-                        messages.push(read.message);
-                        match read.decoded {
-                            Decoded::Vouched(append) => pending.vouched(seq, append)?,
-                            Decoded::Event(event) => pending.other(event)?,
+    // The records are sorted ahead on a second thread (`sort_ahead.rs`) while this one builds.
+    let at = with_sorted_records(&texts, |sorted| -> PyResult<usize> {
+        let mut at = 0;
+        for (seq, [body, tail]) in texts.iter().enumerate() {
+            let kind_at = at;
+            let text_length = body.len() + tail.len();
+            debug_assert!(kind_at + 1 + text_length <= blob_len);
+            // SAFETY: `kind_at + 1..` holds `text_length` bytes inside the buffer: `at` never passes
+            // the sizes summed into `blob_len`.
+            let text_at = unsafe { buffer.add(kind_at + 1) };
+            let text = unsafe {
+                std::ptr::copy_nonoverlapping(body.as_ptr(), text_at, body.len());
+                std::ptr::copy_nonoverlapping(tail.as_ptr(), text_at.add(body.len()), tail.len());
+                std::slice::from_raw_parts(text_at, text_length)
+            };
+            let mut intern = |span: (usize, usize)| {
+                let name = &text[span.0..span.1];
+                if let Some((_, value)) = type_names.iter().find(|(known, _)| known == name) {
+                    return value.clone();
+                }
+                // SAFETY: `sort` checked the record is UTF-8 and the span lies between ASCII quotes.
+                let value = PyString::intern(py, unsafe { std::str::from_utf8_unchecked(name) });
+                type_names.push((name.to_vec(), value.clone()));
+                value
+            };
+            let mut kept = Kept::Record;
+            match sorted.next(text, seq) {
+                Sorted::Plain(span, time, data) => {
+                    types.push(intern(span).into_any());
+                    times.push(time);
+                    messages.push(none.clone());
+                    kept = Kept::Data(data);
+                }
+                sorted => {
+                    let read = match sorted {
+                        Sorted::Message(span) => {
+                            let event_type = intern(span);
+                            // SAFETY: `sort` checked the record is UTF-8.
+                            let text = unsafe { std::str::from_utf8_unchecked(text) };
+                            message_event(py, text, seq, &event_type, event_class, &tuple_new).map(|read| (read, event_type))
                         }
-                        kept = read.kept;
-                    }
-                    None => {
-                        types.push(none.clone());
-                        times.push(0);
-                        messages.push(none.clone());
-                        pending.other(seq)?;
+                        _ => None,
+                    };
+                    match read {
+                        Some((read, event_type)) => {
+                            types.push(event_type.into_any());
+                            times.push(read.time);
+                            messages.push(read.message);
+                            match read.decoded {
+                                Decoded::Vouched(append) => pending.vouched(seq, append)?,
+                                Decoded::Event(event) => pending.other(event)?,
+                            }
+                            kept = read.kept;
+                        }
+                        None => {
+                            types.push(none.clone());
+                            times.push(0);
+                            messages.push(none.clone());
+                            pending.other(seq)?;
+                        }
                     }
                 }
             }
+            // SAFETY: the same bytes as `text`, which is not used again.
+            let record = unsafe { std::slice::from_raw_parts_mut(text_at, text_length) };
+            let (kind, kept) = kept.cut(record, &mut scratch);
+            // SAFETY: `kind_at` lies inside the buffer, before this record's text.
+            unsafe { buffer.add(kind_at).write(kind) };
+            at = kind_at + 1 + kept;
+            ends.push(at as u64);
         }
-        // SAFETY: the same bytes as `text`, which is not used again.
-        let record = unsafe { std::slice::from_raw_parts_mut(text_at, text_length) };
-        let (kind, kept) = kept.cut(record, &mut scratch);
-        // SAFETY: `kind_at` lies inside the buffer, before this record's text.
-        unsafe { buffer.add(kind_at).write(kind) };
-        at = kind_at + 1 + kept;
-        ends.push(at as u64);
-    }
+        Ok(at)
+    })?;
     if at < blob_len {
         // SAFETY: `blob` is a bytearray only this function holds yet; shrinking keeps the bytes before `at`.
         if unsafe { ffi::PyByteArray_Resize(blob.as_ptr(), at as ffi::Py_ssize_t) } != 0 {

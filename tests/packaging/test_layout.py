@@ -168,7 +168,8 @@ RUST_FOLDERS = {
     | {"write/leaves", "write/message", "write/tree"},
     "message": {"content", "creation", "methods", "model_source"},
     "log": {"checksum", "event_columns", "event_record", "message_record", "message_vouch", "plain_rules", "plain_vouch"}
-    | {"record_scan", "record_scan_reference", "record_scan_tests", "record_scanner", "records", "surface_fold"},
+    | {"record_scan", "record_scan_reference", "record_scan_tests", "record_scanner", "records", "surface_fold"}
+    | {"sort_ahead"},
     "original": {"chunk_row", "columns", "data_rules", "message_text", "record_top"},
 }
 RUST_ORDER = list(RUST_FOLDERS)

@@ -83,6 +83,32 @@ def test_the_events_are_read_in_one_query_into_native_records(tmp_path: Path, bu
     assert [records[index] for index in range(len(records))] == bodies
 
 
+@pytest.mark.parametrize("read_only", [True, False])
+def test_the_joined_read_maps_the_file_for_its_query_only(tmp_path: Path, build, read_only: bool):
+    # Pages read in place for the one big query; a connection kept for appends holds no map.
+    from dshkit.session.stores.sqlite import SqliteStore
+
+    statements: list[str] = []
+
+    class TracedStore(SqliteStore):
+        def _connect(self, mode: str) -> sqlite3.Connection:
+            db = super()._connect(mode)
+            db.set_trace_callback(statements.append)
+            return db
+
+    path = tmp_path / "log.sqlite"
+    write_conversation(path, build)
+    store = TracedStore(path)
+    try:
+        _, records = store.load("none", read_only=read_only)
+        assert store._db is not None and store._db.execute("PRAGMA mmap_size").fetchone() == (0,)
+        assert len(records) == store._db.execute("SELECT count(*) FROM dshkit_events").fetchone()[0] > 0
+    finally:
+        store.close()
+    joined = next(index for index, statement in enumerate(statements) if "group_concat" in statement)
+    assert statements[joined - 1 : joined + 2] == ["PRAGMA mmap_size=1073741824", statements[joined], "PRAGMA mmap_size=0"]
+
+
 @pytest.mark.parametrize(
     "stored",
     ["text", "real", "negative", "too big", "right, then a comma"],

@@ -55,6 +55,13 @@ _JOINED_EVENTS = (
     "group_concat(CASE WHEN typeof(crc) = 'integer' THEN crc ELSE 'x' END) FROM dshkit_events"
 )
 _EVENT_ROWS = "SELECT CAST(body AS BLOB), crc FROM dshkit_events ORDER BY seq"
+# The joined read maps the database file for its one query (SQLite's memory-mapped I/O, up to
+# 1 GiB), then unmaps it: the pages are read in place instead of copied through the page cache,
+# about a quarter of the query's time on a 10 MB log. Only for that query, so a connection held
+# open for appends keeps no map (dshkit never shrinks a database file, which is what makes a map
+# unsafe: reading a page cut off under it is a SIGBUS).
+_MAP_FOR_READ = "PRAGMA mmap_size=1073741824"
+_UNMAP = "PRAGMA mmap_size=0"
 _ATTACHMENTS_TABLE = "CREATE TABLE IF NOT EXISTS dshkit_attachments (digest TEXT PRIMARY KEY, data BLOB NOT NULL)"
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _SYNCHRONOUS = {"always": "FULL", "checkpoint": "NORMAL", "none": "OFF"}
@@ -244,7 +251,11 @@ class SqliteStore(SessionStore):
         match, a record holds a newline, or a body is NULL, so the rows and checksums do not pair
         up), the rows are read and checked one by one (`verified`), which names the row.
         """
-        bodies, crcs = db.execute(_JOINED_EVENTS).fetchone()
+        db.execute(_MAP_FOR_READ)
+        try:
+            bodies, crcs = db.execute(_JOINED_EVENTS).fetchone()
+        finally:
+            db.execute(_UNMAP)
         records = verified_join(bodies or b"", crcs or "")
         if records is None:
             return verified(db.execute(_EVENT_ROWS), self.describe)

@@ -1,0 +1,146 @@
+//! `decode_records`' sorting of records (`record_scan::sort`) on a second thread, ahead of the
+//! loop that builds Python objects.
+//!
+//! Sorting a record (the strict scan of a plain record's `data`, the UTF-8 check of a message
+//! record) touches no Python object, so it needs no GIL; building each message's `Message` does.
+//! On a log of thousands of records a scoped thread sorts them chunk by chunk, in order, while the
+//! calling thread, holding the GIL, builds the messages and writes the columns: the scan's time
+//! overlaps the message building instead of adding to it. The calling thread never waits for it:
+//! a chunk not sorted yet when it is needed is sorted there and then (and the thread skips past
+//! it), so on a machine whose other core is busy the decode costs what it did on one thread, but
+//! for the scope's join at the end (the chunk in flight, or a thread the scheduler has not run).
+//! The verdicts are the same function of the same bytes either way (a sealed record's text is its
+//! body and `}`, joined as the blob holds it), so nothing is decided differently on either path.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
+
+use crate::log::record_scan::{sort, Sorted};
+
+/// Logs of fewer records sort inline: a thread costs tens of microseconds, about what sorting a
+/// hundred records does, and a small log has no message building long enough to hide it behind.
+const THREAD_FROM_RECORDS: usize = 1024;
+/// Records per chunk: small enough that the loop finds its first chunk sorted at once and that
+/// the scope's end waits for little, large enough that claiming a chunk costs nothing per record.
+const CHUNK: usize = 128;
+
+/// The chunks of verdicts both threads fill: `next`, the first chunk the sorting thread has not
+/// claimed; `chunks[k]`, the verdicts of records `k * CHUNK..`, set by whichever thread sorted it
+/// first.
+struct Ahead<'t> {
+    texts: &'t [[&'t [u8]; 2]],
+    next: AtomicUsize,
+    chunks: Vec<OnceLock<Vec<Sorted>>>,
+}
+
+impl Ahead<'_> {
+    fn sorted_chunk(&self, chunk: usize) -> Vec<Sorted> {
+        let first = chunk * CHUNK;
+        let mut joined = Vec::new();
+        self.texts[first..(first + CHUNK).min(self.texts.len())]
+            .iter()
+            .enumerate()
+            .map(|(offset, [body, tail])| {
+                if tail.is_empty() {
+                    return sort(body, first + offset);
+                }
+                joined.clear();
+                joined.extend_from_slice(body);
+                joined.extend_from_slice(tail);
+                sort(&joined, first + offset)
+            })
+            .collect()
+    }
+
+    /// The sorting thread: every chunk in order, until the calling thread has passed them all.
+    fn sort_ahead(&self) {
+        loop {
+            let chunk = self.next.fetch_add(1, Ordering::Relaxed);
+            if chunk >= self.chunks.len() {
+                return;
+            }
+            if self.chunks[chunk].get().is_none() {
+                let _ = self.chunks[chunk].set(self.sorted_chunk(chunk));
+            }
+        }
+    }
+}
+
+/// The verdicts of a log's records, in seq order: sorted ahead by a thread, or inline.
+pub(crate) struct SortedRecords<'a, 't> {
+    ahead: Option<&'a Ahead<'t>>,
+}
+
+impl SortedRecords<'_, '_> {
+    /// The verdict on record `seq`, whose text is `text`. Called once per record, in seq order.
+    pub(crate) fn next(&mut self, text: &[u8], seq: usize) -> Sorted {
+        let Some(ahead) = self.ahead else { return sort(text, seq) };
+        let chunk = seq / CHUNK;
+        if let Some(verdicts) = ahead.chunks[chunk].get() {
+            return verdicts[seq % CHUNK];
+        }
+        // Not sorted yet: sort this record here, and keep the thread from starting on its chunk.
+        ahead.next.fetch_max(chunk + 1, Ordering::Relaxed);
+        sort(text, seq)
+    }
+}
+
+/// Run `consume` with the verdicts on `texts` (each record as its parts, joined); sorted on a
+/// scoped thread when there are at least `THREAD_FROM_RECORDS` records.
+pub(crate) fn with_sorted_records<R>(texts: &[[&[u8]; 2]], consume: impl FnOnce(&mut SortedRecords<'_, '_>) -> R) -> R {
+    if texts.len() < THREAD_FROM_RECORDS {
+        return consume(&mut SortedRecords { ahead: None });
+    }
+    let ahead = Ahead { texts, next: AtomicUsize::new(0), chunks: (0..texts.len().div_ceil(CHUNK)).map(|_| OnceLock::new()).collect() };
+    std::thread::scope(|scope| {
+        // A thread that cannot be started (a process at its limit) leaves every chunk to this one.
+        let _ = std::thread::Builder::new().spawn_scoped(scope, || ahead.sort_ahead());
+        let result = consume(&mut SortedRecords { ahead: Some(&ahead) });
+        // Done (or stopped by an error): the thread claims no further chunk.
+        ahead.next.store(ahead.chunks.len(), Ordering::Relaxed);
+        result
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn records(count: usize) -> Vec<Vec<u8>> {
+        (0..count)
+            .map(|seq| match seq % 4 {
+                0 => format!(r#"{{"seq":{seq},"time":7,"type":"turn/start","data":{{"turn":1}}"#).into_bytes(),
+                1 => format!(r#"{{"seq":{seq},"time":7,"type":"user/message","data":{{}}"#).into_bytes(),
+                2 => format!(r#"{{"seq":{},"time":7,"type":"step/start","data":{{"turn":1,"step":1}}"#, seq + 1).into_bytes(),
+                _ => b"{\"seq\":".to_vec(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_verdicts_ahead_are_those_inline_in_order() {
+        for count in [0, 5, THREAD_FROM_RECORDS - 1, THREAD_FROM_RECORDS, THREAD_FROM_RECORDS + CHUNK + 3] {
+            let bodies = records(count);
+            // Sealed form: the body without its closing brace, the brace as the tail.
+            let texts: Vec<[&[u8]; 2]> = bodies.iter().map(|body| [&body[..], &b"}"[..]]).collect();
+            let whole: Vec<Vec<u8>> = bodies.iter().map(|body| [&body[..], b"}"].concat()).collect();
+            let got = with_sorted_records(&texts, |sorted| {
+                (0..count).map(|seq| sorted.next(&whole[seq], seq)).collect::<Vec<_>>()
+            });
+            let want: Vec<Sorted> = (0..count).map(|seq| sort(&whole[seq], seq)).collect();
+            assert_eq!(got, want, "{count} records");
+            if count > 4 {
+                assert!(matches!(want[0], Sorted::Plain(..)) && matches!(want[1], Sorted::Message(..)));
+                assert_eq!((&want[2], &want[3]), (&Sorted::Other, &Sorted::Other));
+            }
+        }
+    }
+
+    #[test]
+    fn a_loop_stopping_early_ends_the_thread() {
+        let bodies = records(THREAD_FROM_RECORDS * 4);
+        let texts: Vec<[&[u8]; 2]> = bodies.iter().map(|body| [&body[..], &b""[..]]).collect();
+        let first = with_sorted_records(&texts, |sorted| sorted.next(&[], 0));
+        assert_eq!(first, Sorted::Other); // unsealed and without its brace: not a whole record
+    }
+}
