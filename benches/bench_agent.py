@@ -78,8 +78,9 @@ def _script(steps: int = STEPS) -> list[Any]:
     return responses
 
 
-def _new_turn(steps: int = STEPS) -> tuple[Agent, dshkit.Message]:
-    agent = Agent(ScriptedModel(_script(steps)), session=Session(), tools=TOOLS, system="bench")
+def _new_turn(steps: int = STEPS, keep_requests: bool = True) -> tuple[Agent, dshkit.Message]:
+    model = ScriptedModel(_script(steps), keep_requests=keep_requests)
+    agent = Agent(model, session=Session(), tools=TOOLS, system="bench")
     return agent, dshkit.create_user_message("run the steps", source={"kind": "user"})
 
 

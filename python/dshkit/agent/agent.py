@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import weakref
 from collections.abc import Awaitable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Callable, Final, Literal
 
@@ -31,6 +30,7 @@ from dshkit.agent.run import Runs
 from dshkit.agent._run.state import RunState, wake_unclaimed
 from dshkit.agent._tools.runner import ToolCallRunner
 from dshkit.agent._tools.gate import ToolGate
+from dshkit.agent._weak_call import WeakCall
 from dshkit.agent.tools import Tool, check_timeout
 from dshkit.agent.toolsets import Toolbox, ToolSource
 from dshkit.agent._tracing import trace_agent
@@ -96,7 +96,7 @@ class Agent(Runs):
         self._compactor = Compactor(compaction, model, self._session)
         # Approvals, tool hooks, validation and timeouts (dshkit.agent._tools.gate); the book reads the log's asks.
         self._approvals = ApprovalBook(
-            self._session, self._hub, check_policy(approval, "Agent approval"), _weak_call(self._notify_state_change)
+            self._session, self._hub, check_policy(approval, "Agent approval"), WeakCall(self._notify_state_change)
         )
         gate = ToolGate(
             self._approvals, listed_hooks(checked_hooks.get("pre_tool")), listed_hooks(checked_hooks.get("post_tool")),
@@ -430,18 +430,6 @@ class Agent(Runs):
             if relaunch:
                 self._start_driver(asyncio.get_running_loop())
             self._notify_state_change()
-
-
-def _weak_call(method: Callable[[], None]) -> Callable[[], None]:
-    """`method()` while its object lives: no reference cycle (a dropped agent is freed at once)."""
-    ref = weakref.WeakMethod(method)
-
-    def call() -> None:
-        bound = ref()
-        if bound is not None:
-            bound()
-
-    return call
 
 
 __all__ = ["AWAITING_APPROVAL", "IDLE", "RUNNING", "Agent"]

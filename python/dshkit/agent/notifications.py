@@ -54,7 +54,9 @@ class NotificationHub:
 
     def __init__(self) -> None:
         self._callbacks: list[Subscriber] = []
-        self._streams: weakref.WeakSet[EventStream] = weakref.WeakSet()
+        # Made by the first `stream()`: a WeakSet is seven objects the cyclic GC tracks, walked by
+        # every full collection for each of thousands of agents nobody streams from (issue 37).
+        self._streams: weakref.WeakSet[EventStream] | None = None
         # A hint read before each `emit` of a step (an attribute, not a call: `emit` with its
         # keyword arguments costs ~4k instructions even when it returns at once). False only when
         # nobody listens; set by `subscribe` and `stream`, cleared by an `emit` that finds nobody
@@ -65,7 +67,7 @@ class NotificationHub:
     def active(self) -> bool:
         """True when anyone listens (exact; the loop reads the cheaper `maybe_listening` hint)."""
         # The WeakSet's own set of references: `len(WeakSet)` is a Python-level call.
-        return bool(self._callbacks) or bool(self._streams.data)  # type: ignore[attr-defined]
+        return bool(self._callbacks) or (self._streams is not None and bool(self._streams.data))  # type: ignore[attr-defined]
 
     def subscribe(self, callback: Subscriber) -> Callable[[], None]:
         """Call `callback(event)` for every event; returns a function that unsubscribes."""
@@ -85,12 +87,15 @@ class NotificationHub:
     def stream(self) -> EventStream:
         """A new async iterator receiving every event from now on."""
         stream = EventStream(self)
+        if self._streams is None:
+            self._streams = weakref.WeakSet()
         self._streams.add(stream)
         self.maybe_listening = True
         return stream
 
     def _drop(self, stream: EventStream) -> None:
-        self._streams.discard(stream)
+        if self._streams is not None:
+            self._streams.discard(stream)
 
     def emit(
         self,
@@ -102,7 +107,8 @@ class NotificationHub:
         **data: Any,
     ) -> None:
         """Build one event and deliver it; a failing subscriber is logged and skipped."""
-        if not self._callbacks and not self._streams.data:  # type: ignore[attr-defined]
+        streams = self._streams
+        if not self._callbacks and (streams is None or not streams.data):  # type: ignore[attr-defined]
             self.maybe_listening = False
             return
         event = AgentEvent(type, turn, step, message, MappingProxyType(data) if data else _EMPTY)
@@ -112,8 +118,9 @@ class NotificationHub:
             except Exception:
                 # An observer never changes an outcome: report and carry on.
                 _log.exception("agent event subscriber %r failed on %s", callback, type)
-        for stream in tuple(self._streams):
-            stream._push(event)
+        if streams is not None:
+            for stream in tuple(streams):
+                stream._push(event)
 
 
 class EventStream:

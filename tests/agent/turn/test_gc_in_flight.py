@@ -75,3 +75,26 @@ def test_a_step_holds_few_tracked_objects_in_flight_and_as_many_at_every_step(ki
     assert max(counts[1:]) <= IN_FLIGHT_BOUND, counts
     # Bounded, not growing with the step number: the later steps hold what the second held.
     assert max(counts[1:]) - min(counts[1:]) <= 2, counts
+
+
+def test_the_calls_a_batch_holds_while_its_bodies_run_are_untracked(kit: Any) -> None:
+    # A plain tuple of the message's tool calls (native objects) stays tracked, and it is in
+    # flight for the whole step: the batch keeps the same calls in a frozen tuple instead.
+    from dshkit.agent._tools.runner import _Batch
+
+    seen: list[tuple[bool, tuple[str, ...]]] = []
+
+    async def probe(arguments: Any, ctx: Any) -> str:
+        batches = [obj for obj in gc.get_objects() if type(obj) is _Batch and obj.calls]
+        seen.extend((gc.is_tracked(batch.calls), tuple(call["id"] for call in batch.calls)) for batch in batches)
+        return "ok"
+
+    script = [kit.calls_response(("call-a", "probe", "{}"), ("call-b", "probe", "{}")), "done"]
+    agent = Agent(ScriptedModel(script), session=Session(), tools=[Tool("probe", "p", {"type": "object"}, probe)])
+
+    async def main() -> None:
+        agent.followup(kit.user("go"))
+        await agent.when_idle()
+
+    asyncio.run(main())
+    assert seen == [(False, ("call-a", "call-b"))] * 2

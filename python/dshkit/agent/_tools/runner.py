@@ -15,6 +15,7 @@ from itertools import repeat
 from operator import methodcaller
 from typing import Any
 
+from dshkit import freeze
 from dshkit.agent._user_code import durability_point
 from dshkit.agent.cancel import CancelToken
 from dshkit.agent._turn.eager import STARTS_EAGERLY, start_eagerly
@@ -52,7 +53,10 @@ class _Batch:
 
     def start(self, calls: tuple[Any, ...], assistant_seq: int, turn: int, step: int) -> None:
         """Set out for the calls of one response (`assistant_seq`), none answered yet."""
-        self.calls, self.assistant_seq, self.turn, self.step = calls, assistant_seq, turn, step
+        # The calls (frozen mappings) in a tuple the native core makes untracked: a plain tuple of
+        # native objects stays tracked, and this one is in flight while the bodies run (issue 37).
+        self.calls = freeze(list(calls))
+        self.assistant_seq, self.turn, self.step = assistant_seq, turn, step
         self.results.extend(repeat(None, len(calls)))
         self.committed = 0  # results logged so far, in model order
         self.loop_ran = False
