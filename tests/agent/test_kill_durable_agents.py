@@ -73,15 +73,31 @@ CHILD = textwrap.dedent(
 pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
 
 
-def _acknowledged(child: subprocess.Popen[str]) -> dict[tuple[int, int], int]:
-    """(agent, turn) -> events in that agent's log when the child saw the turn acknowledged."""
-    acked: dict[tuple[int, int], int] = {}
+def _acknowledgement(line: str) -> tuple[tuple[int, int], int] | None:
+    """((agent, turn), events in that agent's log) of an "acked" line the child printed whole."""
+    if not line.endswith("\n") or not line.startswith("acked "):
+        return None  # the kill cut this line short: it is no acknowledgement
+    _, index, turn, events = line.split()
+    return (int(index), int(turn)), int(events)
+
+
+def _run_until_killed(child: subprocess.Popen[str], acks_before_kill: int, delay: float) -> dict[tuple[int, int], int]:
+    """Kill `child` `delay` seconds after it acknowledged `acks_before_kill` turns (a count, not a
+    time: on a loaded machine a fixed time may see no turn end); every turn it acknowledged."""
     assert child.stdout is not None
+    acked: dict[tuple[int, int], int] = {}
+    while len(acked) < acks_before_kill:
+        line = child.stdout.readline()
+        assert line, "the child ended before it was killed"
+        ack = _acknowledgement(line)
+        if ack is not None:
+            acked[ack[0]] = ack[1]
+    time.sleep(delay)
+    child.send_signal(signal.SIGKILL)
     for line in child.stdout:
-        if not line.endswith("\n") or not line.startswith("acked "):
-            continue  # the kill cut this line short: it is no acknowledgement
-        _, index, turn, events = line.split()
-        acked[int(index), int(turn)] = int(events)
+        ack = _acknowledgement(line)
+        if ack is not None:
+            acked[ack[0]] = ack[1]
     return acked
 
 
@@ -107,9 +123,7 @@ def test_a_kill_during_concurrent_durable_agents_loses_no_acknowledged_turn(tmp_
         )
         assert child.stdout is not None
         assert child.stdout.readline().strip() == "ready"
-        time.sleep(rng.uniform(0.3, 1.0))
-        child.send_signal(signal.SIGKILL)
-        acked.update(_acknowledged(child))
+        acked.update(_run_until_killed(child, rng.randint(AGENTS // 2, 2 * AGENTS), rng.uniform(0.0, 0.3)))
         child.stdout.close()
         child.wait(timeout=60)
         assert child.returncode == -signal.SIGKILL
