@@ -131,8 +131,21 @@ pub(crate) struct Entry {
 /// The members of the object at `span` of `text`, in order; `Err` if a key holds an escape (it
 /// could spell any key) or the object has more than `MAX_ENTRIES` members.
 pub(crate) fn entries(text: &[u8], span: (usize, usize)) -> Scan<Vec<Entry>> {
+    let (out, end) = entries_from(&text[..span.1], span.0)?;
+    if end != span.1 {
+        return Err(());
+    }
+    Ok(out)
+}
+
+/// As `entries`, for the object starting at `start` of `text` (ending where it ends): its
+/// members and the position past its `}`, so that a reader that meets an object walks it once.
+pub(crate) fn entries_from(text: &[u8], start: usize) -> Scan<(Vec<Entry>, usize)> {
     const MAX_ENTRIES: usize = 64;
-    let mut scanner = Scanner { bytes: &text[..span.1], pos: span.0, non_ascii: false };
+    let mut scanner = Scanner { bytes: text, pos: start, non_ascii: false };
+    if scanner.peek() != Some(b'{') {
+        return Err(());
+    }
     let mut out = Vec::new();
     scanner.object(1, |scanner, key, depth| {
         let key = key.ok_or(())?;
@@ -151,7 +164,7 @@ pub(crate) fn entries(text: &[u8], span: (usize, usize)) -> Scan<Vec<Entry>> {
         out.push(Entry { key: (key_start, key_start + key.len()), value });
         Ok(())
     })?;
-    Ok(out)
+    Ok((out, scanner.pos))
 }
 
 /// The one member of `entries` named `name` (`Err` if it occurs more than once).
