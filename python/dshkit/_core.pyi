@@ -146,7 +146,7 @@ def decode_original_records(
 
 def split_original_lines(content: bytes, start: int, /) -> list[bytes]:
     """`content[start:].split(b"\\n")`, line ends found a block at a time, without copying the slice
-    first (an original-harness log's lines, `rust/original/lines.rs`)."""
+    first (an original-harness log's lines, `rust/original/columns.rs`)."""
 
 def compact_events(
     events: list[Any], count: int, offset: int, /

@@ -25,8 +25,8 @@
 //! (a block's `type`). Before, each level collected its members and the next read them again, so
 //! a block's bytes were scanned five times (a tool result's content seven).
 
-use crate::log::record_scanner::{Kind, Scan, Scanner};
-use crate::original::record_top::{entries_from, only, Entry, Member, Top};
+use crate::log::record_scanner::{Kind, Scan, Scanner, MAX_SCAN_DEPTH};
+use crate::original::record_top::{entries_in, only, Entry, Member, Top};
 
 const USAGE: [(&[u8], &[u8]); 5] = [
     (b"inputTokens", b"input_tokens"),
@@ -65,10 +65,13 @@ fn write_object(out: &mut Vec<u8>, text: &[u8], members: &[Entry], mut write: im
     Some(())
 }
 
-/// Walks the array at the scanner (`Err` if it is none), `item` reading each item from its
-/// first byte on (and leaving the scanner past it).
-fn walk_array(scanner: &mut Scanner, mut item: impl FnMut(&mut Scanner, usize) -> Scan<()>) -> Scan<()> {
+/// Walks the array at the scanner (`Err` if it is none, or `depth` is too deep), `item` reading
+/// each item from its first byte on (and leaving the scanner past it).
+fn walk_array(scanner: &mut Scanner, depth: usize, mut item: impl FnMut(&mut Scanner, usize) -> Scan<()>) -> Scan<()> {
     scanner.skip_whitespace();
+    if depth >= MAX_SCAN_DEPTH {
+        return Err(());
+    }
     scanner.expect(b'[')?;
     scanner.skip_whitespace();
     if scanner.peek() == Some(b']') {
@@ -92,13 +95,13 @@ fn walk_array(scanner: &mut Scanner, mut item: impl FnMut(&mut Scanner, usize) -
     }
 }
 
-/// The members of the object at the scanner, which is left past it, and the object's span.
-fn object_at(scanner: &mut Scanner) -> Scan<(Vec<Entry>, Member)> {
+/// The members of the object at the scanner (`depth` deep), which is left past it, and the
+/// object's span.
+fn object_at(scanner: &mut Scanner, depth: usize) -> Scan<(Vec<Entry>, Member)> {
     scanner.skip_whitespace();
     let start = scanner.pos;
-    let (members, end) = entries_from(scanner.bytes, start)?;
-    scanner.pos = end;
-    Ok((members, Member { count: 1, kind: Kind::Object, span: (start, end), escaped: false }))
+    let members = entries_in(scanner, depth)?;
+    Ok((members, Member { count: 1, kind: Kind::Object, span: (start, scanner.pos), escaped: false }))
 }
 
 /// Copies the value at the scanner to `out`, scanning it once.
@@ -138,13 +141,13 @@ fn write_result_content(out: &mut Vec<u8>, text: &[u8], content: Option<&Entry>)
     };
     let mut scanner = Scanner { bytes: &text[..content.value.span.1], pos: content.value.span.0, non_ascii: false };
     let same_in_both = |scanner: &mut Scanner, _| {
-        let (members, _) = object_at(scanner)?;
+        let (members, _) = object_at(scanner, 2)?;
         match block_type(text, &members) {
             Some(kind) if !kind.is_some_and(|kind| RENAMED_BLOCKS.contains(&kind)) => Ok(()),
             _ => Err(()),
         }
     };
-    walk_array(&mut scanner, same_in_both).ok()?;
+    walk_array(&mut scanner, 1, same_in_both).ok()?;
     out.extend_from_slice(value(text, &content.value));
     Some(())
 }
@@ -231,14 +234,14 @@ fn write_source(out: &mut Vec<u8>, text: &[u8], source: &Member, members: &[Entr
 }
 
 /// A message's content at the scanner, each block (an object) read once and rewritten.
-fn write_content(out: &mut Vec<u8>, scanner: &mut Scanner) -> Scan<()> {
+fn write_content(out: &mut Vec<u8>, scanner: &mut Scanner, depth: usize) -> Scan<()> {
     let text = scanner.bytes;
     out.push(b'[');
-    walk_array(scanner, |scanner, index| {
+    walk_array(scanner, depth, |scanner, index| {
         if index > 0 {
             out.push(b',');
         }
-        let (members, block) = object_at(scanner)?;
+        let (members, block) = object_at(scanner, depth + 1)?;
         write_block(out, text, &block, &members).ok_or(())
     })?;
     out.push(b']');
@@ -246,20 +249,20 @@ fn write_content(out: &mut Vec<u8>, scanner: &mut Scanner) -> Scan<()> {
 }
 
 /// The object member at the scanner read once by `write` (given its members and span).
-fn write_object_at(out: &mut Vec<u8>, scanner: &mut Scanner, write: fn(&mut Vec<u8>, &[u8], &Member, &[Entry]) -> Option<()>) -> Scan<()> {
-    let (members, object) = object_at(scanner)?;
+fn write_object_at(out: &mut Vec<u8>, scanner: &mut Scanner, depth: usize, write: fn(&mut Vec<u8>, &[u8], &Member, &[Entry]) -> Option<()>) -> Scan<()> {
+    let (members, object) = object_at(scanner, depth)?;
     write(out, scanner.bytes, &object, &members).ok_or(())
 }
 
-/// The original's message at the scanner as dshkit's message object, walked once.
-fn write_message(out: &mut Vec<u8>, scanner: &mut Scanner) -> Scan<()> {
+/// The original's message at the scanner (`depth` deep) as dshkit's message object, walked once.
+fn write_message(out: &mut Vec<u8>, scanner: &mut Scanner, depth: usize) -> Scan<()> {
     scanner.skip_whitespace();
     if scanner.peek() != Some(b'{') {
         return Err(());
     }
     let (mut seen, mut written) = ([0u8; 4], 0);
     out.push(b'{');
-    let members = scanner.object(1, |scanner, key, depth| {
+    let members = scanner.object(depth, |scanner, key, depth| {
         let key = key.ok_or(())?;
         write_key(out, &mut written, key);
         let field = [b"content".as_slice(), b"source", b"role", b"id"].iter().position(|name| *name == key);
@@ -268,8 +271,8 @@ fn write_message(out: &mut Vec<u8>, scanner: &mut Scanner) -> Scan<()> {
         }
         scanner.skip_whitespace();
         match field {
-            Some(0) => write_content(out, scanner),
-            Some(1) => write_object_at(out, scanner, write_source),
+            Some(0) => write_content(out, scanner, depth),
+            Some(1) => write_object_at(out, scanner, depth, write_source),
             _ => copy_value(out, scanner, depth).map(drop),
         }
     })?;
@@ -280,16 +283,16 @@ fn write_message(out: &mut Vec<u8>, scanner: &mut Scanner) -> Scan<()> {
     Ok(())
 }
 
-/// An assistant/message or tool/result's data at the scanner: the message rewritten, the names
-/// beside it, walked once.
-fn write_message_data(out: &mut Vec<u8>, scanner: &mut Scanner) -> Scan<()> {
+/// An assistant/message or tool/result's data at the scanner (`depth` deep): the message
+/// rewritten, the names beside it, walked once.
+fn write_message_data(out: &mut Vec<u8>, scanner: &mut Scanner, depth: usize) -> Scan<()> {
     scanner.skip_whitespace();
     if scanner.peek() != Some(b'{') {
         return Err(());
     }
     let (mut messages, mut finish, mut finish_snake, mut written) = (0, 0, 0, 0);
     out.push(b'{');
-    scanner.object(1, |scanner, key, depth| {
+    scanner.object(depth, |scanner, key, depth| {
         let key = key.ok_or(())?;
         let name: &[u8] = if key == b"finishReason" { b"finish_reason" } else { key };
         write_key(out, &mut written, name);
@@ -297,9 +300,9 @@ fn write_message_data(out: &mut Vec<u8>, scanner: &mut Scanner) -> Scan<()> {
         match key {
             b"message" => {
                 messages += 1;
-                write_message(out, scanner)
+                write_message(out, scanner, depth)
             }
-            b"usage" if scanner.peek() == Some(b'{') => write_object_at(out, scanner, write_usage),
+            b"usage" if scanner.peek() == Some(b'{') => write_object_at(out, scanner, depth, write_usage),
             _ => {
                 finish += usize::from(key == b"finishReason");
                 finish_snake += usize::from(key == b"finish_reason");
@@ -324,6 +327,20 @@ fn write_usage(out: &mut Vec<u8>, text: &[u8], _usage: &Member, members: &[Entry
     write_object(out, text, members, |out, entry| Some(out.extend_from_slice(value(text, &entry.value))), |name| renamed(name).unwrap_or(name))
 }
 
+/// The data of a message event of `event_type` at the scanner (`depth` deep) as dshkit's, read
+/// and written in one walk that also vouches for its JSON as the record's scan would (`Err`:
+/// not JSON the scan vouches for, or a shape left to Python; the caller then scans it again).
+pub(crate) fn dshkit_data(scanner: &mut Scanner, event_type: &[u8], depth: usize) -> Scan<Vec<u8>> {
+    let write = match event_type {
+        b"user/message" => write_message,
+        b"assistant/message" | b"tool/result" => write_message_data,
+        _ => return Err(()),
+    };
+    let mut out = Vec::with_capacity(scanner.bytes.len() - scanner.pos);
+    write(&mut out, scanner, depth)?;
+    Ok(out)
+}
+
 /// dshkit's record of the original's message event record `text` (its top level `top`, of
 /// `event_type`, event `seq`), an append; `None` when unsure.
 pub(crate) fn dshkit_message_record(text: &[u8], top: &Top, event_type: &[u8], seq: usize) -> Option<Vec<u8>> {
@@ -340,14 +357,16 @@ pub(crate) fn dshkit_message_record(text: &[u8], top: &Top, event_type: &[u8], s
     let mut out = format!("{{\"seq\":{seq},\"time\":{time},\"type\":\"").into_bytes();
     out.extend_from_slice(event_type);
     out.extend_from_slice(b"\",\"data\":");
-    let mut scanner = Scanner { bytes: &text[..data.span.1], pos: data.span.0, non_ascii: false };
-    if event_type == b"user/message" {
-        write_message(&mut out, &mut scanner).ok()?;
-    } else {
-        write_message_data(&mut out, &mut scanner).ok()?;
-    }
-    if scanner.pos != data.span.1 {
-        return None;
+    match &top.rewritten_data {
+        Some(rewritten) => out.extend_from_slice(rewritten),
+        None => {
+            // `data` came before `type`, or its walk in the scan failed: walked here.
+            let mut scanner = Scanner { bytes: &text[..data.span.1], pos: data.span.0, non_ascii: false };
+            out.extend_from_slice(&dshkit_data(&mut scanner, event_type, 1).ok()?);
+            if scanner.pos != data.span.1 {
+                return None;
+            }
+        }
     }
     out.extend_from_slice(b",\"surface_op\":\"append\",\"source_event_seqs\":");
     match sources {

@@ -1,5 +1,5 @@
 """The native reader's one walk of a message record (`rust/original/message_text.rs`) and its line
-splitter (`rust/original/lines.rs`), against the Python path they stand in for."""
+splitter (`split_original_lines`, `rust/original/columns.rs`), against the Python path they stand in for."""
 
 from __future__ import annotations
 
@@ -25,6 +25,15 @@ def test_a_conversation_written_with_whitespace_everywhere_is_read_natively() ->
     spaced = [b" " + json.dumps(json.loads(line), indent=1, separators=(" ,", " : ")).replace("\n", " ").encode() + b"\t" for line in compact]
     assert _left_to_python(spaced) == []
     assert assert_same_both_ways(spaced) == assert_same_both_ways(compact)
+
+
+def test_a_conversation_with_data_before_type_is_read_natively() -> None:
+    compact = _conversation()
+    # The scan rewrites a message's data as it meets it when `type` came first; here it cannot.
+    data_first = [json.dumps({"data": record.pop("data"), **record}, separators=(",", ":")).encode()
+                  for record in map(json.loads, compact)]
+    assert _left_to_python(data_first) == []
+    assert assert_same_both_ways(data_first) == assert_same_both_ways(compact)
 
 
 # Keys repeated in the bytes (a dict cannot say it): record index, text replaced, replacement,
