@@ -144,6 +144,10 @@ def decode_original_records(
     appends (see `Surface.fold_appends`). `None` when the whole log must take the Python path (a
     packed row not read natively)."""
 
+def split_original_lines(content: bytes, start: int, /) -> list[bytes]:
+    """`content[start:].split(b"\\n")`, line ends found a block at a time, without copying the slice
+    first (an original-harness log's lines, `rust/original/columns.rs`)."""
+
 def compact_events(
     events: list[Any], count: int, offset: int, /
 ) -> tuple[list[str], bytes, list[Message | None], bytes, bytes, list[tuple[int, Any]], list[tuple[int, Any]]]:

@@ -18,9 +18,15 @@
 //!   named in snake case.
 //!
 //! Keys that would meet a renamed one (`call_id` beside `callId` ...) take Python too.
+//!
+//! The rewrite walks the record's `data` once: the data, message and content levels are read by
+//! the scanner as they are written, and only a block, a source or a usage object is first read
+//! into its members (`entries_from`), since a rule there looks at a member that may come last
+//! (a block's `type`). Before, each level collected its members and the next read them again, so
+//! a block's bytes were scanned five times (a tool result's content seven).
 
-use crate::log::record_scanner::{Kind, Scan, Scanner};
-use crate::original::record_top::{entries, only, Entry, Member, Top};
+use crate::log::record_scanner::{Kind, Scan, Scanner, MAX_SCAN_DEPTH};
+use crate::original::record_top::{entries_in, only, Entry, Member, Top};
 
 const USAGE: [(&[u8], &[u8]); 5] = [
     (b"inputTokens", b"input_tokens"),
@@ -59,27 +65,63 @@ fn write_object(out: &mut Vec<u8>, text: &[u8], members: &[Entry], mut write: im
     Some(())
 }
 
-/// The items of the array at `span` (`Err` if it is none).
-fn array_items(text: &[u8], span: (usize, usize)) -> Scan<Vec<Member>> {
-    let mut scanner = Scanner { bytes: &text[..span.1], pos: span.0, non_ascii: false };
+/// Walks the array at the scanner (`Err` if it is none, or `depth` is too deep), `item` reading
+/// each item from its first byte on (and leaving the scanner past it).
+fn walk_array(scanner: &mut Scanner, depth: usize, mut item: impl FnMut(&mut Scanner, usize) -> Scan<()>) -> Scan<()> {
+    scanner.skip_whitespace();
+    if depth >= MAX_SCAN_DEPTH {
+        return Err(());
+    }
     scanner.expect(b'[')?;
-    let mut out = Vec::new();
     scanner.skip_whitespace();
     if scanner.peek() == Some(b']') {
-        return Ok(out);
+        scanner.pos += 1;
+        return Ok(());
     }
+    let mut index = 0;
     loop {
         scanner.skip_whitespace();
-        let start = scanner.pos;
-        let kind = scanner.value(2)?;
-        out.push(Member { count: 1, kind, span: (start, scanner.pos), escaped: false });
+        item(scanner, index)?;
+        index += 1;
         scanner.skip_whitespace();
         match scanner.peek() {
             Some(b',') => scanner.pos += 1,
-            Some(b']') => return Ok(out),
+            Some(b']') => {
+                scanner.pos += 1;
+                return Ok(());
+            }
             _ => return Err(()),
         }
     }
+}
+
+/// The members of the object at the scanner (`depth` deep), which is left past it, and the
+/// object's span.
+fn object_at(scanner: &mut Scanner, depth: usize) -> Scan<(Vec<Entry>, Member)> {
+    scanner.skip_whitespace();
+    let start = scanner.pos;
+    let members = entries_in(scanner, depth)?;
+    Ok((members, Member { count: 1, kind: Kind::Object, span: (start, scanner.pos), escaped: false }))
+}
+
+/// Copies the value at the scanner to `out`, scanning it once.
+fn copy_value(out: &mut Vec<u8>, scanner: &mut Scanner, depth: usize) -> Scan<Kind> {
+    scanner.skip_whitespace();
+    let start = scanner.pos;
+    let kind = scanner.member_value(depth)?;
+    out.extend_from_slice(&scanner.bytes[start..scanner.pos]);
+    Ok(kind)
+}
+
+/// Writes a member's key `name` (after a comma unless it is the object's first, `written` so far).
+fn write_key(out: &mut Vec<u8>, written: &mut usize, name: &[u8]) {
+    if *written > 0 {
+        out.push(b',');
+    }
+    *written += 1;
+    out.push(b'"');
+    out.extend_from_slice(name);
+    out.extend_from_slice(b"\":");
 }
 
 /// The type of a block (an object): `Some(None)` without one, `None` when unsure.
@@ -97,15 +139,15 @@ fn write_result_content(out: &mut Vec<u8>, text: &[u8], content: Option<&Entry>)
         out.extend_from_slice(b"[]");
         return Some(());
     };
-    for item in array_items(text, content.value.span).ok()? {
-        if item.kind != Kind::Object {
-            return None;
+    let mut scanner = Scanner { bytes: &text[..content.value.span.1], pos: content.value.span.0, non_ascii: false };
+    let same_in_both = |scanner: &mut Scanner, _| {
+        let (members, _) = object_at(scanner, 2)?;
+        match block_type(text, &members) {
+            Some(kind) if !kind.is_some_and(|kind| RENAMED_BLOCKS.contains(&kind)) => Ok(()),
+            _ => Err(()),
         }
-        let members = entries(text, item.span).ok()?;
-        if block_type(text, &members)?.is_some_and(|kind| RENAMED_BLOCKS.contains(&kind)) {
-            return None;
-        }
-    }
+    };
+    walk_array(&mut scanner, 1, same_in_both).ok()?;
     out.extend_from_slice(value(text, &content.value));
     Some(())
 }
@@ -141,24 +183,20 @@ fn write_tool_result(out: &mut Vec<u8>, text: &[u8], members: &[Entry]) -> Optio
     Some(())
 }
 
-fn write_block(out: &mut Vec<u8>, text: &[u8], block: &Member) -> Option<()> {
-    if block.kind != Kind::Object {
-        return None;
-    }
-    let members = entries(text, block.span).ok()?;
-    match block_type(text, &members)? {
+fn write_block(out: &mut Vec<u8>, text: &[u8], block: &Member, members: &[Entry]) -> Option<()> {
+    match block_type(text, members)? {
         Some(b"tool-call") => write_object(
             out,
             text,
-            &members,
+            members,
             |out, entry| {
                 out.extend_from_slice(if key(text, entry) == b"type" { b"\"tool_call\"" } else { value(text, &entry.value) });
                 Some(())
             },
             |name| name,
         ),
-        Some(b"tool-result") => write_tool_result(out, text, &members),
-        Some(b"image" | b"file") if only(text, &members, b"attachment").ok()?.is_some_and(|entry| entry.value.kind == Kind::Object) => None,
+        Some(b"tool-result") => write_tool_result(out, text, members),
+        Some(b"image" | b"file") if only(text, members, b"attachment").ok()?.is_some_and(|entry| entry.value.kind == Kind::Object) => None,
         _ => {
             out.extend_from_slice(value(text, block));
             Some(())
@@ -166,18 +204,14 @@ fn write_block(out: &mut Vec<u8>, text: &[u8], block: &Member) -> Option<()> {
     }
 }
 
-fn write_source(out: &mut Vec<u8>, text: &[u8], source: &Member) -> Option<()> {
-    if source.kind != Kind::Object {
-        return None;
-    }
-    let members = entries(text, source.span).ok()?;
-    let kind = only(text, &members, b"kind").ok()??.value.plain_str(text)?;
-    let present = |name: &[u8]| only(text, &members, name).ok().map(|entry| entry.is_some());
+fn write_source(out: &mut Vec<u8>, text: &[u8], source: &Member, members: &[Entry]) -> Option<()> {
+    let kind = only(text, members, b"kind").ok()??.value.plain_str(text)?;
+    let present = |name: &[u8]| only(text, members, name).ok().map(|entry| entry.is_some());
     match kind {
         b"model" if present(b"replayState")? => None,
         b"plugin" => {
             // A compaction checkpoint's source names its compaction otherwise (or the name holds an escape).
-            let plugin = only(text, &members, b"plugin").ok()?;
+            let plugin = only(text, members, b"plugin").ok()?;
             if plugin.is_some_and(|entry| entry.value.kind == Kind::Str && entry.value.plain_str(text).is_none_or(|name| name == COMPACT_PLUGIN)) {
                 return None;
             }
@@ -188,7 +222,7 @@ fn write_source(out: &mut Vec<u8>, text: &[u8], source: &Member) -> Option<()> {
             if present(b"call_id")? {
                 return None;
             }
-            write_object(out, text, &members, |out, entry| Some(out.extend_from_slice(value(text, &entry.value))), |name| {
+            write_object(out, text, members, |out, entry| Some(out.extend_from_slice(value(text, &entry.value))), |name| {
                 if name == b"callId" { b"call_id" } else { name }
             })
         }
@@ -199,65 +233,112 @@ fn write_source(out: &mut Vec<u8>, text: &[u8], source: &Member) -> Option<()> {
     }
 }
 
-/// The original's message at `message` as dshkit's message object.
-fn write_message(out: &mut Vec<u8>, text: &[u8], message: &Member) -> Option<()> {
-    if message.kind != Kind::Object {
-        return None;
+/// A message's content at the scanner, each block (an object) read once and rewritten.
+fn write_content(out: &mut Vec<u8>, scanner: &mut Scanner, depth: usize) -> Scan<()> {
+    let text = scanner.bytes;
+    out.push(b'[');
+    walk_array(scanner, depth, |scanner, index| {
+        if index > 0 {
+            out.push(b',');
+        }
+        let (members, block) = object_at(scanner, depth + 1)?;
+        write_block(out, text, &block, &members).ok_or(())
+    })?;
+    out.push(b']');
+    Ok(())
+}
+
+/// The object member at the scanner read once by `write` (given its members and span).
+fn write_object_at(out: &mut Vec<u8>, scanner: &mut Scanner, depth: usize, write: fn(&mut Vec<u8>, &[u8], &Member, &[Entry]) -> Option<()>) -> Scan<()> {
+    let (members, object) = object_at(scanner, depth)?;
+    write(out, scanner.bytes, &object, &members).ok_or(())
+}
+
+/// The original's message at the scanner (`depth` deep) as dshkit's message object, walked once.
+fn write_message(out: &mut Vec<u8>, scanner: &mut Scanner, depth: usize) -> Scan<()> {
+    scanner.skip_whitespace();
+    if scanner.peek() != Some(b'{') {
+        return Err(());
     }
-    let members = entries(text, message.span).ok()?;
-    let fields = [b"content".as_slice(), b"source", b"role", b"id"];
-    if members.len() != 4 || fields.iter().any(|name| !matches!(only(text, &members, name), Ok(Some(_)))) {
-        return None;
+    let (mut seen, mut written) = ([0u8; 4], 0);
+    out.push(b'{');
+    let members = scanner.object(depth, |scanner, key, depth| {
+        let key = key.ok_or(())?;
+        write_key(out, &mut written, key);
+        let field = [b"content".as_slice(), b"source", b"role", b"id"].iter().position(|name| *name == key);
+        if let Some(field) = field {
+            seen[field] = seen[field].saturating_add(1);
+        }
+        scanner.skip_whitespace();
+        match field {
+            Some(0) => write_content(out, scanner, depth),
+            Some(1) => write_object_at(out, scanner, depth, write_source),
+            _ => copy_value(out, scanner, depth).map(drop),
+        }
+    })?;
+    out.push(b'}');
+    if members != 4 || seen != [1; 4] {
+        return Err(());
     }
-    write_object(
-        out,
-        text,
-        &members,
-        |out, entry| match key(text, entry) {
-            b"content" => {
-                out.push(b'[');
-                for (i, block) in array_items(text, entry.value.span).ok()?.iter().enumerate() {
-                    if i > 0 {
-                        out.push(b',');
-                    }
-                    write_block(out, text, block)?;
-                }
-                out.push(b']');
-                Some(())
+    Ok(())
+}
+
+/// An assistant/message or tool/result's data at the scanner (`depth` deep): the message
+/// rewritten, the names beside it, walked once.
+fn write_message_data(out: &mut Vec<u8>, scanner: &mut Scanner, depth: usize) -> Scan<()> {
+    scanner.skip_whitespace();
+    if scanner.peek() != Some(b'{') {
+        return Err(());
+    }
+    let (mut messages, mut finish, mut finish_snake, mut written) = (0, 0, 0, 0);
+    out.push(b'{');
+    scanner.object(depth, |scanner, key, depth| {
+        let key = key.ok_or(())?;
+        let name: &[u8] = if key == b"finishReason" { b"finish_reason" } else { key };
+        write_key(out, &mut written, name);
+        scanner.skip_whitespace();
+        match key {
+            b"message" => {
+                messages += 1;
+                write_message(out, scanner, depth)
             }
-            b"source" => write_source(out, text, &entry.value),
-            _ => Some(out.extend_from_slice(value(text, &entry.value))),
-        },
-        |name| name,
-    )
+            b"usage" if scanner.peek() == Some(b'{') => write_object_at(out, scanner, depth, write_usage),
+            _ => {
+                finish += usize::from(key == b"finishReason");
+                finish_snake += usize::from(key == b"finish_reason");
+                copy_value(out, scanner, depth).map(drop)
+            }
+        }
+    })?;
+    out.push(b'}');
+    // As reading both names would: one `message`; `finishReason` once and never beside `finish_reason`.
+    if messages != 1 || finish > 1 || finish == 1 && finish_snake > 0 {
+        return Err(());
+    }
+    Ok(())
 }
 
-/// An assistant/message or tool/result's data: the message rewritten, the names beside it.
-fn write_message_data(out: &mut Vec<u8>, text: &[u8], data: &Member) -> Option<()> {
-    if data.kind != Kind::Object {
-        return None;
-    }
-    let members = entries(text, data.span).ok()?;
-    only(text, &members, b"message").ok()??;
-    if only(text, &members, b"finishReason").ok()?.is_some() && only(text, &members, b"finish_reason").ok()?.is_some() {
-        return None;
-    }
-    let write = |out: &mut Vec<u8>, entry: &Entry| match key(text, entry) {
-        b"message" => write_message(out, text, &entry.value),
-        b"usage" if entry.value.kind == Kind::Object => write_usage(out, text, &entry.value),
-        _ => Some(out.extend_from_slice(value(text, &entry.value))),
-    };
-    write_object(out, text, &members, write, |name| if name == b"finishReason" { b"finish_reason" } else { name })
-}
-
-fn write_usage(out: &mut Vec<u8>, text: &[u8], usage: &Member) -> Option<()> {
-    let members = entries(text, usage.span).ok()?;
+fn write_usage(out: &mut Vec<u8>, text: &[u8], _usage: &Member, members: &[Entry]) -> Option<()> {
     let renamed = |name: &[u8]| USAGE.iter().find(|(from, _)| *from == name).map(|(_, to)| *to);
     let names: Vec<&[u8]> = members.iter().map(|entry| renamed(key(text, entry)).unwrap_or(key(text, entry))).collect();
     if (1..names.len()).any(|i| names[..i].contains(&names[i])) {
         return None; // two keys would become one
     }
-    write_object(out, text, &members, |out, entry| Some(out.extend_from_slice(value(text, &entry.value))), |name| renamed(name).unwrap_or(name))
+    write_object(out, text, members, |out, entry| Some(out.extend_from_slice(value(text, &entry.value))), |name| renamed(name).unwrap_or(name))
+}
+
+/// The data of a message event of `event_type` at the scanner (`depth` deep) as dshkit's, read
+/// and written in one walk that also vouches for its JSON as the record's scan would (`Err`:
+/// not JSON the scan vouches for, or a shape left to Python; the caller then scans it again).
+pub(crate) fn dshkit_data(scanner: &mut Scanner, event_type: &[u8], depth: usize) -> Scan<Vec<u8>> {
+    let write = match event_type {
+        b"user/message" => write_message,
+        b"assistant/message" | b"tool/result" => write_message_data,
+        _ => return Err(()),
+    };
+    let mut out = Vec::with_capacity(scanner.bytes.len() - scanner.pos);
+    write(&mut out, scanner, depth)?;
+    Ok(out)
 }
 
 /// dshkit's record of the original's message event record `text` (its top level `top`, of
@@ -276,10 +357,16 @@ pub(crate) fn dshkit_message_record(text: &[u8], top: &Top, event_type: &[u8], s
     let mut out = format!("{{\"seq\":{seq},\"time\":{time},\"type\":\"").into_bytes();
     out.extend_from_slice(event_type);
     out.extend_from_slice(b"\",\"data\":");
-    if event_type == b"user/message" {
-        write_message(&mut out, text, data)?;
-    } else {
-        write_message_data(&mut out, text, data)?;
+    match &top.rewritten_data {
+        Some(rewritten) => out.extend_from_slice(rewritten),
+        None => {
+            // `data` came before `type`, or its walk in the scan failed: walked here.
+            let mut scanner = Scanner { bytes: &text[..data.span.1], pos: data.span.0, non_ascii: false };
+            out.extend_from_slice(&dshkit_data(&mut scanner, event_type, 1).ok()?);
+            if scanner.pos != data.span.1 {
+                return None;
+            }
+        }
     }
     out.extend_from_slice(b",\"surface_op\":\"append\",\"source_event_seqs\":");
     match sources {

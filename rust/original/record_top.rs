@@ -4,6 +4,7 @@
 //! is not a JSON object the scanner vouches for (the Python decoder then decides).
 
 use crate::log::record_scanner::{Kind, Scan, Scanner};
+use crate::original::message_text::dshkit_data;
 
 /// One member of the record a reader looks at.
 #[derive(Clone, Copy, Debug)]
@@ -54,6 +55,9 @@ pub(crate) struct Top {
     pub(crate) members: usize,
     /// A key held an escape (it could spell any of the above).
     pub(crate) escaped_key: bool,
+    /// A message event's `data` as dshkit's, written while scanning it (`message_text::dshkit_data`)
+    /// when `type` came first; `None` otherwise.
+    pub(crate) rewritten_data: Option<Vec<u8>>,
 }
 
 impl Top {
@@ -87,8 +91,24 @@ pub(crate) fn scan_top(text: &[u8]) -> Scan<Top> {
         source_seqs: Member::NONE,
         members: 0,
         escaped_key: false,
+        rewritten_data: None,
     };
     top.members = scanner.object(0, |scanner, key, depth| {
+        if key == Some(b"data") && top.data.count == 0 {
+            // A message event's data is rewritten as it is scanned: one walk instead of two.
+            if let Some(event_type) = top.event_type.plain_str(text) {
+                scanner.skip_whitespace();
+                let start = scanner.pos;
+                match dshkit_data(scanner, event_type, depth) {
+                    Ok(rewritten) => {
+                        top.rewritten_data = Some(rewritten);
+                        top.data = Member { count: 1, kind: Kind::Object, span: (start, scanner.pos), escaped: false };
+                        return Ok(());
+                    }
+                    Err(()) => scanner.pos = start, // scanned again below, as any member
+                }
+            }
+        }
         let slot = match key {
             Some(b"type") => &mut top.event_type,
             Some(b"seq") => &mut top.seq,
@@ -131,10 +151,30 @@ pub(crate) struct Entry {
 /// The members of the object at `span` of `text`, in order; `Err` if a key holds an escape (it
 /// could spell any key) or the object has more than `MAX_ENTRIES` members.
 pub(crate) fn entries(text: &[u8], span: (usize, usize)) -> Scan<Vec<Entry>> {
+    let (out, end) = entries_from(&text[..span.1], span.0)?;
+    if end != span.1 {
+        return Err(());
+    }
+    Ok(out)
+}
+
+/// As `entries`, for the object starting at `start` of `text` (ending where it ends): its
+/// members and the position past its `}`, so that a reader that meets an object walks it once.
+pub(crate) fn entries_from(text: &[u8], start: usize) -> Scan<(Vec<Entry>, usize)> {
+    let mut scanner = Scanner { bytes: text, pos: start, non_ascii: false };
+    let out = entries_in(&mut scanner, 1)?;
+    Ok((out, scanner.pos))
+}
+
+/// As `entries_from`, with `scanner` at the object (`depth` deep), which it leaves past it.
+pub(crate) fn entries_in(scanner: &mut Scanner, depth: usize) -> Scan<Vec<Entry>> {
     const MAX_ENTRIES: usize = 64;
-    let mut scanner = Scanner { bytes: &text[..span.1], pos: span.0, non_ascii: false };
+    if scanner.peek() != Some(b'{') {
+        return Err(());
+    }
+    let text = scanner.bytes;
     let mut out = Vec::new();
-    scanner.object(1, |scanner, key, depth| {
+    scanner.object(depth, |scanner, key, depth| {
         let key = key.ok_or(())?;
         if out.len() == MAX_ENTRIES {
             return Err(());

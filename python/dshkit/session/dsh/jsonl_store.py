@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from dshkit import from_json
+from dshkit._core import split_original_lines
 from dshkit.session.errors import SessionCorruptError, SessionError, SessionRecoveryWarning
 from dshkit.session.events import Event
 from dshkit.session.dsh.log_format import ORIGINAL_FORMAT
@@ -115,7 +116,7 @@ class DshJsonlStore(SessionStore):
         if header_end < 0:
             raise SessionCorruptError(f"{self.path}: line 1: not an original-harness session log (no complete header line)")
         decode_header(content[:header_end], f"{self.path}: line 1")
-        lines = content[header_end + 1 :].split(b"\n")
+        lines = split_original_lines(content, header_end + 1)
         tail = lines.pop()
         keep = len(content) - len(tail)
         lines, cut = self._crash_tail(lines)
@@ -163,7 +164,8 @@ class DshJsonlStore(SessionStore):
         body = b"".join(texts[1:])
         if body and not body.endswith(b"\n"):
             raise SessionCorruptError(f"{self.path}: a complete frame ends inside a line")
-        lines = body.split(b"\n")[:-1] if body else []
+        lines = split_original_lines(body, 0)
+        lines.pop()  # empty: the body ends with a newline
         self._size = len(content) if torn_start is None else torn_start
         if torn_start is not None:
             salvaged = decompress_prefix(content[torn_start:])

@@ -1,0 +1,74 @@
+"""The native reader's one walk of a message record (`rust/original/message_text.rs`) and its line
+splitter (`split_original_lines`, `rust/original/columns.rs`), against the Python path they stand in for."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from dshkit._core import decode_original_records, split_original_lines
+from dshkit.session.dsh.chunk_rows import ROW_TYPES
+from dshkit.session.dsh.vocabulary import IGNORABLE_TYPES, VERBATIM_TYPES
+from tests.session.dsh.test_native_read import _conversation, assert_same_both_ways
+
+
+def _left_to_python(records: list[bytes]) -> list[int]:
+    columns = decode_original_records(records, VERBATIM_TYPES, IGNORABLE_TYPES, ROW_TYPES)
+    assert columns is not None
+    return [index for index, *rest in columns[5] if not rest[1:]]
+
+
+def test_a_conversation_written_with_whitespace_everywhere_is_read_natively() -> None:
+    compact = _conversation()
+    # Indented JSON with its newlines made spaces: whitespace after every `{` `[` `,` `:` and before every `}` `]`.
+    spaced = [b" " + json.dumps(json.loads(line), indent=1, separators=(" ,", " : ")).replace("\n", " ").encode() + b"\t" for line in compact]
+    assert _left_to_python(spaced) == []
+    assert assert_same_both_ways(spaced) == assert_same_both_ways(compact)
+
+
+def test_a_conversation_with_data_before_type_is_read_natively() -> None:
+    compact = _conversation()
+    # The scan rewrites a message's data as it meets it when `type` came first; here it cannot.
+    data_first = [json.dumps({"data": record.pop("data"), **record}, separators=(",", ":")).encode()
+                  for record in map(json.loads, compact)]
+    assert _left_to_python(data_first) == []
+    assert assert_same_both_ways(data_first) == assert_same_both_ways(compact)
+
+
+# Keys repeated in the bytes (a dict cannot say it): record index, text replaced, replacement,
+# whether the native pass still takes the record (a repeated key the rewrite lets through is
+# refused by `log/`'s reader of the rewritten record).
+REPEATED_KEYS = {
+    "message twice": (3, b'"message":', b'"message":{"content":[],"source":{"kind":"model"},"role":"assistant","id":"x"},"message":', False),
+    "content twice": (2, b'"content":', b'"content":[],"content":', False),
+    "finishReason twice": (6, b'"finishReason":"stop"', b'"finishReason":"stop","finishReason":"stop"', False),
+    "finish_reason twice alone": (6, b'"finishReason":"stop"', b'"finish_reason":"stop","finish_reason":"length"', False),
+    "usage twice": (3, b'"usage":', b'"usage":{"inputTokens":1},"usage":', False),
+    "source twice": (2, b'"source":', b'"source":{"kind":"user"},"source":', False),
+    "an escaped key in a message": (2, b'"role":', b'"r\\u006fle":', False),
+    "an escaped key beside it": (3, b'"usage":', b'"u\\u0073age":', False),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REPEATED_KEYS))
+def test_repeated_and_escaped_keys_read_the_same_both_ways(name: str) -> None:
+    index, old, new, native = REPEATED_KEYS[name]
+    records = _conversation()
+    assert old in records[index]
+    records[index] = records[index].replace(old, new, 1)
+    assert_same_both_ways(records, native=True)
+    assert (index not in _left_to_python(records)) is native
+
+
+@pytest.mark.parametrize("text", [b"", b"\n", b"a", b"a\n", b"a\nb", b"\n\nab\n", b"h\n" + b"x" * 40 + b"\n" + b"\xc3\xa9" * 20, b"\r\n\r\n"])
+def test_lines_split_as_bytes_split_does(text: bytes) -> None:
+    for start in range(len(text) + 2):
+        assert split_original_lines(text, start) == text[start:].split(b"\n")
+
+
+def test_lines_of_a_str_or_a_negative_start_are_refused() -> None:
+    with pytest.raises(TypeError):
+        split_original_lines("a\nb", 0)  # type: ignore[arg-type]
+    with pytest.raises(OverflowError):
+        split_original_lines(b"a\nb", -1)
