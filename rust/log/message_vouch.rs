@@ -21,6 +21,7 @@ use pyo3::types::{PyBool, PyDict, PyString, PyTuple};
 use crate::value::freeze::freeze_at;
 use crate::value::frozendict::FrozenDict;
 use crate::value::message::Message;
+use crate::value::strs::text_of;
 
 /// An assistant message naming more tool calls than this takes the full path (keeps the
 /// repeated-id check a short scan).
@@ -52,7 +53,7 @@ impl<'py> Append<'py> {
 }
 
 fn text<'a>(value: &'a Bound<'_, PyAny>) -> Option<&'a str> {
-    value.cast::<PyString>().ok().filter(|s| s.is_exact_instance_of::<PyString>())?.to_str().ok()
+    text_of(value.cast::<PyString>().ok().filter(|s| s.is_exact_instance_of::<PyString>())?)
 }
 
 fn exact_int(value: &Bound<'_, PyAny>) -> bool {
@@ -136,7 +137,7 @@ fn distinct_call_ids<'py>(content: &Bound<'py, PyTuple>) -> Option<Vec<Bound<'py
         }
         let id = call.get().get_str(py, "id")?;
         let id_text = text(&id)?;
-        if ids.iter().any(|seen| seen.to_str().ok() == Some(id_text)) {
+        if ids.iter().any(|seen| text_of(seen) == Some(id_text)) {
             return None;
         }
         ids.push(id.cast_into::<PyString>().ok()?);
@@ -173,7 +174,7 @@ pub(crate) fn vouch_message_append<'py>(
     let py = message.py();
     appends_citing_the_past(seq, surface_op, source_seqs)?;
     let (role, content, source) = message.get().parts(py);
-    let role = role.to_str().ok()?;
+    let role = text_of(role)?;
     let kind_value = source.get().get_str(py, "kind")?;
     let kind = text(&kind_value)?;
     match event_type {

@@ -31,6 +31,7 @@ use crate::log::message_record::read_message_record;
 use crate::log::message_vouch::{vouch_message_append, Append};
 use crate::log::record_scan::Sorted;
 use crate::log::sort_ahead::with_sorted_records;
+use crate::value::strs::text_of;
 
 /// `,"crc":"` + 8 hex digits + `"}`.
 const SUFFIX_LENGTH: usize = 18;
@@ -239,7 +240,7 @@ fn message_event<'py>(
     event_class: &Bound<'py, PyAny>,
     tuple_new: &Bound<'py, PyAny>,
 ) -> Option<MessageEvent<'py>> {
-    let type_name = event_type.to_str().ok()?;
+    let type_name = text_of(event_type)?;
     let record = read_message_record(py, text, seq, type_name)?;
     let time = record.time;
     if record.envelope_passes(text) {

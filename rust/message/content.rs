@@ -13,6 +13,7 @@ use crate::value::freeze::freeze_below;
 use crate::value::frozendict::FrozenDict;
 use crate::value::ids;
 use crate::value::message::Content;
+use crate::value::strs::text_of;
 use crate::value::walk::{is_mapping, type_name, untrack};
 
 const PLUGIN_FORMS: [&str; 6] = ["instructions", "catalog", "snapshot", "notice", "relay", "recall"];
@@ -51,7 +52,7 @@ fn optional_attachment(block: &Bound<'_, FrozenDict>) -> Result<bool, PathError>
     })?;
     let id = required_str(attachment, "id", "an attachment").map_err(|e| e.at_key("attachment"))?;
     let id = id.cast::<PyString>().map_err(|_| PathError::type_error("id must be str"))?;
-    let text = id.to_str().unwrap_or("");
+    let text = text_of(&id).unwrap_or("");
     let hex = text.strip_prefix("sha256:").unwrap_or("");
     if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
         return Err(PathError::value_error(format!(
@@ -71,7 +72,7 @@ pub(crate) fn validate_block(block: &Bound<'_, PyAny>) -> Result<(), PathError> 
     })?;
     let kind = required_str(block, "type", "a content block")?;
     let kind = kind.cast::<PyString>().map_err(|_| PathError::type_error("type must be str"))?;
-    match kind.to_str().unwrap_or("") {
+    match text_of(&kind).unwrap_or("") {
         "text" => {
             required_str(block, "text", "a 'text' block")?;
         }
@@ -172,12 +173,12 @@ pub(crate) fn freeze_content<'py>(
 pub(crate) fn validate_source(source: &Bound<'_, FrozenDict>) -> Result<(), PathError> {
     let kind = required_str(source, "kind", "a message source")?;
     let kind = kind.cast::<PyString>().map_err(|_| PathError::type_error("kind must be str"))?;
-    match kind.to_str().unwrap_or("") {
+    match text_of(&kind).unwrap_or("") {
         "plugin" => {
             required_str(source, "plugin", "a 'plugin' source")?;
             let py = source.py();
             if let Some(form) = source.get().get_str(py, "form") {
-                let known = form.cast::<PyString>().ok().and_then(|f| f.to_str().ok().map(|f| PLUGIN_FORMS.contains(&f)));
+                let known = form.cast::<PyString>().ok().and_then(|f| text_of(f).map(|f| PLUGIN_FORMS.contains(&f)));
                 if known != Some(true) {
                     return Err(PathError::value_error(format!(
                         "must be one of {}, not {}",
@@ -216,7 +217,11 @@ pub(crate) fn check_role<'py>(py: Python<'py>, role: &Bound<'py, PyAny>) -> PyRe
     let text = role
         .cast::<PyString>()
         .map_err(|_| PyTypeError::new_err(format!("role: must be str, not {}", type_name(role))))?;
-    Ok(match text.to_str()? {
+    let role_text = match text_of(&text) {
+        Some(role_text) => role_text,
+        None => text.to_str()?, // no UTF-8 form: the error says why
+    };
+    Ok(match role_text {
         "system" => intern!(py, "system").clone(),
         "user" => intern!(py, "user").clone(),
         "assistant" => intern!(py, "assistant").clone(),

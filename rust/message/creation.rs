@@ -15,6 +15,7 @@ use crate::value::freeze::{freeze_at, freeze_below};
 use crate::value::frozendict::FrozenDict;
 use crate::value::message::Content;
 use crate::value::message::Message;
+use crate::value::strs::text_of;
 use crate::value::walk::{is_mapping, type_name, untrack};
 
 /// The keys of a message's JSON object, in the order of `Fields::values` for `message_from_fields`.
@@ -188,7 +189,7 @@ fn imported_id<'py>(id: Option<Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyStri
     let text = id
         .cast::<PyString>()
         .map_err(|_| PyTypeError::new_err(format!("id: must be a non-empty str, not {}", type_name(&id))))?;
-    if text.to_str().map(|t| t.is_empty()).unwrap_or(false) || text.len()? == 0 {
+    if text_of(&text).is_some_and(str::is_empty) || text.len()? == 0 {
         return Err(PyValueError::new_err("id: must be a non-empty str"));
     }
     Ok(freeze_at(text.as_any(), "id")?.cast_into::<PyString>()?)

@@ -44,7 +44,7 @@ impl EntriesBuilder {
 }
 
 /// An immutable, hashable, insertion-ordered mapping of `str` keys to frozen JSON values.
-#[pyclass(frozen, mapping, freelist = 4096, module = "dshkit._core", name = "FrozenDict")]
+#[pyclass(frozen, mapping, module = "dshkit._core", name = "FrozenDict")]
 pub(crate) struct FrozenDict {
     /// The entries (in one of two size classes, `frozendict/entries.rs`) and the depth.
     entries: Entries,
@@ -227,11 +227,11 @@ fn immutable(what: &str) -> PyErr {
 impl FrozenDict {
     #[new]
     #[pyo3(signature = (*args, **kwargs))]
-    fn py_new(
-        py: Python<'_>,
-        args: &Bound<'_, PyTuple>,
-        kwargs: Option<&Bound<'_, PyDict>>,
-    ) -> PyResult<Self> {
+    fn py_new<'py>(
+        py: Python<'py>,
+        args: &Bound<'py, PyTuple>,
+        kwargs: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, FrozenDict>> {
         if args.len() > 1 {
             return Err(PyTypeError::new_err(format!(
                 "FrozenDict expected at most 1 positional argument, got {}",
@@ -247,13 +247,9 @@ impl FrozenDict {
             dict.update(kwargs.as_mapping())?;
         }
         let frozen = freeze_at(dict.as_any(), "FrozenDict")?;
-        let frozen = frozen.cast_into::<FrozenDict>()?;
-        let mut entries = EntriesBuilder::with_capacity(frozen.get().len());
-        for (key, value) in frozen.get().iter(py) {
-            entries.push(key.to_owned(), value.to_owned());
-        }
-        // The new object itself is tracked by the allocator; harmless for the rare direct call.
-        Ok(FrozenDict { entries: entries.finish(frozen.get().entries.depth()), hash: AtomicIsize::new(UNHASHED) })
+        // The FrozenDict `freeze_at` built from the new dict: untracked, like every frozen value
+        // (a `Self` returned here would be allocated, and GC-tracked, by `tp_alloc`).
+        Ok(frozen.cast_into::<FrozenDict>()?)
     }
 
     fn __getitem__<'py>(&self, py: Python<'py>, key: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {

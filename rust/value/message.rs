@@ -22,7 +22,7 @@ pub(crate) struct Content<'py> {
 }
 
 /// An identified, immutable message: `id`, `role`, `content` blocks and `source`.
-#[pyclass(frozen, freelist = 1024, module = "dshkit._core", name = "Message")]
+#[pyclass(frozen, module = "dshkit._core", name = "Message")]
 pub(crate) struct Message {
     pub(crate) id: Py<PyString>,
     pub(crate) role: Py<PyString>,

@@ -3,6 +3,8 @@
 //! one rule for text that has no UTF-8 form (a lone surrogate), which `freeze` replaces.
 
 use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::PyString;
 
 /// The text of a compact ASCII `str` (most keys and JSON text), read from the object itself,
 /// where CPython keeps it; `None` for any other `str`.
@@ -33,6 +35,15 @@ pub(crate) unsafe fn utf8_of_str<'a>(text: *mut ffi::PyObject) -> Option<&'a [u8
 #[inline(always)]
 pub(crate) unsafe fn str_utf8<'a>(text: *mut ffi::PyObject) -> Option<&'a [u8]> {
     compact_ascii(text).or_else(|| utf8_of_str(text))
+}
+
+/// The text of a `str`, as `to_str().ok()` gives it, read in place when it is compact ASCII (ids,
+/// roles, block types and kinds: what the message checks read per message) instead of through
+/// a call to `PyUnicode_AsUTF8AndSize`.
+#[inline(always)]
+pub(crate) fn text_of<'a>(text: &'a Bound<'_, PyString>) -> Option<&'a str> {
+    // SAFETY: `text` is a live `str`; `str_utf8` gives ASCII or CPython's UTF-8 form of it.
+    unsafe { str_utf8(text.as_ptr()).map(|bytes| std::str::from_utf8_unchecked(bytes)) }
 }
 
 /// Whether a `str` holds a lone surrogate (a code point in U+D800..U+DFFF, which has no UTF-8

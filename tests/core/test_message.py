@@ -556,6 +556,27 @@ def test_other_roles_are_refused(role: Any, error: type[Exception]) -> None:
         create_message(role=role, content="x", source=USER)
 
 
+class _Text(str):
+    """A `str` subclass: its text is not stored in the object the way a plain ASCII `str`'s is."""
+
+
+@pytest.mark.parametrize("role", [_Text("user"), _Text("assistant")])
+def test_a_role_given_as_a_str_subclass_is_read_by_its_text(role: str) -> None:
+    message = create_message(role=role, content="x", source=USER)  # type: ignore[arg-type]
+    assert message.role == str(role) and type(message.role) is str
+
+
+@pytest.mark.parametrize("role", ["usér", _Text("usér"), "\u00fcser"])
+def test_a_non_ascii_role_is_refused_naming_it(role: str) -> None:
+    with pytest.raises(ValueError, match=r"^role: must be 'system', 'user' or 'assistant', not "):
+        create_message(role=role, content="x", source=USER)  # type: ignore[arg-type]
+
+
+def test_a_role_without_utf8_form_is_refused() -> None:
+    with pytest.raises(UnicodeEncodeError):
+        create_message(role="\ud800", content="x", source=USER)  # type: ignore[arg-type]
+
+
 def test_role_none_is_refused() -> None:
     with pytest.raises(TypeError, match="role"):
         create_message(role=None, content="x", source=USER)  # type: ignore[arg-type]

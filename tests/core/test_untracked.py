@@ -11,6 +11,7 @@ no frozen value has.
 from __future__ import annotations
 
 import gc
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -80,6 +81,28 @@ def test_every_way_of_getting_a_frozen_value_gives_an_untracked_closed_value(way
     value = WAYS[way]()
     assert isinstance(value, (FrozenDict, tuple, dshkit.Message))
     assert_closed_and_untracked(value)
+
+
+def test_a_constructed_frozendict_is_untracked_however_many_are_alive() -> None:
+    # More live at once than any allocator cache could hold: each one comes from a fresh
+    # allocation, which the GC tracks unless the constructor untracks it.
+    values = [FrozenDict(a=index) for index in range(10_000)]
+    assert [value for value in values if gc.is_tracked(value)] == []
+    assert FrozenDict(values[0]) == values[0] and FrozenDict(values[0]) is not values[0]
+
+
+def test_objects_reused_from_the_free_lists_are_untracked_and_hold_their_type_once() -> None:
+    # Released FrozenDicts and Messages are kept and handed out again (rust/value/recycle.rs):
+    # rounds of more than a free list keeps, so objects both come back from it and overflow it.
+    types_held = sys.getrefcount(FrozenDict), sys.getrefcount(dshkit.Message)
+    for _ in range(3):
+        values = [FrozenDict(a=index) for index in range(6_000)]
+        messages = [dshkit.create_user_message(f"m{index}", source={"kind": "user"}) for index in range(2_000)]
+        assert [value for value in values + messages if gc.is_tracked(value)] == []
+        assert [value["a"] for value in values] == list(range(6_000))
+        assert [message.content[0]["text"] for message in messages] == [f"m{index}" for index in range(2_000)]
+        del values, messages
+    assert (sys.getrefcount(FrozenDict), sys.getrefcount(dshkit.Message)) == types_held
 
 
 def test_the_walk_reaches_inside_native_values() -> None:

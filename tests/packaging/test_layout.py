@@ -163,7 +163,7 @@ def test_a_model_api_uses_only_its_own_folder_and_the_shared_modules(name: str) 
 # order (docs/architecture.md, "The native core"), and `lib.rs` only wiring them into `_core`.
 RUST = PACKAGE.parents[1] / "rust"
 RUST_FOLDERS = {
-    "value": {"errors", "freeze", "frozendict", "frozendict/entries", "ids", "message", "strs", "walk"},
+    "value": {"errors", "freeze", "frozendict", "frozendict/entries", "ids", "message", "recycle", "strs", "walk"},
     "json": {"scan", "text", "read/fields", "read/keys", "read/parse", "read/strings"}
     | {"write/leaves", "write/message", "write/tree"},
     "message": {"content", "creation", "methods", "model_source"},
