@@ -20,6 +20,18 @@ pub(crate) struct Member {
 impl Member {
     const NONE: Member = Member { count: 0, kind: Kind::Other, span: (0, 0), escaped: false };
 
+    /// The member value at `scanner` (`depth` deep), seen once; leaves the scanner past it.
+    fn read(scanner: &mut Scanner, depth: usize) -> Scan<Member> {
+        scanner.skip_whitespace();
+        let start = scanner.pos;
+        let (kind, escaped) = if scanner.peek() == Some(b'"') {
+            (Kind::Str, scanner.string()?)
+        } else {
+            (scanner.member_value(depth)?, false)
+        };
+        Ok(Member { count: 1, kind, span: (start, scanner.pos), escaped })
+    }
+
     /// Its value when it occurs exactly once (a repeated key: the parser keeps the last).
     pub(crate) fn once(&self) -> Option<Kind> {
         (self.count == 1).then_some(self.kind)
@@ -124,14 +136,8 @@ pub(crate) fn scan_top(text: &[u8]) -> Scan<Top> {
                 return scanner.member_value(depth).map(drop);
             }
         };
-        scanner.skip_whitespace();
-        let start = scanner.pos;
-        let (kind, escaped) = if scanner.peek() == Some(b'"') {
-            (Kind::Str, scanner.string()?)
-        } else {
-            (scanner.member_value(depth)?, false)
-        };
-        *slot = Member { count: slot.count.saturating_add(1), kind, span: (start, scanner.pos), escaped };
+        let value = Member::read(scanner, depth)?;
+        *slot = Member { count: slot.count.saturating_add(1), ..value };
         Ok(())
     })?;
     scanner.skip_whitespace();
@@ -180,14 +186,7 @@ pub(crate) fn entries_in(scanner: &mut Scanner, depth: usize) -> Scan<Vec<Entry>
             return Err(());
         }
         let key_start = key.as_ptr() as usize - text.as_ptr() as usize;
-        scanner.skip_whitespace();
-        let start = scanner.pos;
-        let (kind, escaped) = if scanner.peek() == Some(b'"') {
-            (Kind::Str, scanner.string()?)
-        } else {
-            (scanner.member_value(depth)?, false)
-        };
-        let value = Member { count: 1, kind, span: (start, scanner.pos), escaped };
+        let value = Member::read(scanner, depth)?;
         out.push(Entry { key: (key_start, key_start + key.len()), value });
         Ok(())
     })?;
