@@ -134,10 +134,11 @@ def test_a_sealed_record_breaking_its_rules_deep_in_a_large_log_is_corruption_na
 
 def test_a_large_sqlite_log_names_its_bad_row(tmp_path: Path):
     import sqlite3
+    from contextlib import closing
 
     path = tmp_path / "log.db"
     seq = conversation(path, 300)
-    with sqlite3.connect(path) as db:
+    with closing(sqlite3.connect(path)) as db, db:  # `with db` alone commits but never closes
         db.execute("UPDATE dshkit_events SET crc = crc + 1 WHERE seq = ?", (seq - 5,))
     with pytest.raises(SessionCorruptError, match=f"row {seq - 4} of dshkit_events: checksum mismatch"):
         Session.open(path, read_only=True)
