@@ -33,7 +33,7 @@ CHILD = textwrap.dedent(
     from pathlib import Path
     import dshkit
     from dshkit.agent import Agent, Tool
-    from dshkit.models import ScriptedModel
+    from dshkit.models import FunctionModel, call
     from dshkit.session import Session
 
     folder, agents = Path(sys.argv[1]), int(sys.argv[2])
@@ -44,11 +44,14 @@ CHILD = textwrap.dedent(
 
     TOOLS = [Tool("noop", "does nothing", {"type": "object", "properties": {}}, noop)]
 
-    def call(turn, step):
-        return [
-            {"type": "tool_call_delta", "index": 0, "id": f"call-{turn}-{step}", "name": "noop", "arguments": "{}"},
-            {"type": "finish", "reason": "tool_calls"},
-        ]
+    def answer(request):
+        # Two calls, then text, for whichever prompt the turn runs: a prompt a killed child queued
+        # is in the log's inbox and runs first in the next child, so a script per prompt would not do.
+        messages = request.messages
+        prompt = max(i for i, m in enumerate(messages) if m.role == "user" and m.source["kind"] == "user")
+        if len(messages) - 1 - prompt < 4:  # each call adds its assistant message and its result
+            return call("noop", _id=f"call-{len(messages)}")  # unique in the session: the history only grows
+        return f"done {messages[prompt].text}"
 
     async def run(index):
         path = folder / f"agent-{index}.jsonl"
@@ -56,8 +59,7 @@ CHILD = textwrap.dedent(
         turn = sum(event.type == "turn/end" for event in session.events)
         while True:
             turn += 1
-            model = ScriptedModel([call(turn, 1), call(turn, 2), f"done {index}-{turn}"])
-            agent = Agent(model, session=session, tools=TOOLS)
+            agent = Agent(FunctionModel(answer), session=session, tools=TOOLS)
             agent.followup(dshkit.create_user_message(f"prompt {index}-{turn}", source={"kind": "user"}))
             await agent.when_idle()
             print(f"acked {index} {turn} {len(session.events)}", flush=True)
