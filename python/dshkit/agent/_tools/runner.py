@@ -18,7 +18,7 @@ from typing import Any
 from dshkit import freeze
 from dshkit.agent._user_code import durability_point
 from dshkit.agent.cancel import CancelToken
-from dshkit.agent._turn.eager import STARTS_EAGERLY, start_eagerly
+from dshkit.agent._turn.eager import eager_start_on, start_eagerly
 from dshkit.agent.notifications import NotificationHub
 from dshkit.agent._input.inbox import Inbox
 from dshkit.agent._tools.gate import CallResult, ToolGate, error_result
@@ -139,8 +139,9 @@ class ToolCallRunner:
                     if (synced := durability_point(self._session)) is not None:
                         await synced
                     running = self._start_bodies(batch, segment, call_seqs, token)
-                    # Before 3.12 no body has run yet: one yield lets them all take their first step.
-                    first_yield = not STARTS_EAGERLY
+                    # On a loop that cannot start a task eagerly no body has run yet: one yield lets
+                    # them all take their first step.
+                    first_yield = not eager_start_on(asyncio.get_running_loop())
                     self._gate.listen_for_waits(self._batch_wait)  # a call starting to wait may free results after it
                     try:
                         while running:  # the bodies whose results are not taken yet
