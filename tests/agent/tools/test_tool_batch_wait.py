@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import gc
+import weakref
 from typing import Any
 
 import pytest
@@ -86,3 +88,30 @@ def test_bodies_finishing_at_different_times_are_each_committed_in_model_order(k
     for message, waits in zip(results, [3, 0, 1]):
         assert f"waited {waits}" in repr(message.content)
 
+
+def test_a_body_that_ends_in_its_first_step_leaves_no_task_across_the_drivers_yield(kit: Any) -> None:
+    # With a thousand agents whatever a step holds across its yield outlives the young GC
+    # generations (issue 37): the body's task, its context and coroutine are dropped before the
+    # driver yields; its result is still logged after the yield, as asyncio.wait would have it.
+    seen: list[tuple[bool, int]] = []
+
+    def at_the_drivers_yield(task: weakref.ref[Any], agent: Agent) -> None:
+        gc.collect()  # no cycle keeps a dropped task: what is alive here is held
+        seen.append((task() is None, sum(event.type == "tool/result" for event in agent.session.events)))
+
+    async def body(arguments: Any, ctx: Any) -> str:
+        me = weakref.ref(asyncio.current_task())  # type: ignore[arg-type]
+        asyncio.get_running_loop().call_soon(at_the_drivers_yield, me, agent)  # queued before the driver's yield
+        return "ok"
+
+    model = ScriptedModel([kit.calls_response(("a", "mark", "{}")), kit.calls_response(("b", "mark", "{}")), "done"])
+    agent = Agent(model, tools=[Tool("mark", "marks", {"type": "object"}, body)])
+
+    async def main() -> None:
+        agent.followup(kit.user("go"))
+        await agent.when_idle()
+
+    asyncio.run(main())
+    assert seen == [(True, 0), (True, 1)]
+    results = [event.data for event in agent.session.events if event.type == "tool/result"]
+    assert len(results) == 2 and not any("error" in data for data in results)

@@ -139,14 +139,16 @@ class ToolCallRunner:
                     if (synced := durability_point(self._session)) is not None:
                         await synced
                     running = self._start_bodies(batch, segment, call_seqs, token)
+                    # A body that ended in its first step is taken now, so its task does not outlive
+                    # the yield below (issue 37); its result is logged after the yield, as before.
                     # On a loop that cannot start a task eagerly no body has run yet: one yield lets
                     # them all take their first step.
-                    first_yield = not eager_start_on(asyncio.get_running_loop())
+                    yield_first = self._take_done(batch) or not eager_start_on(asyncio.get_running_loop())
                     self._gate.listen_for_waits(self._batch_wait)  # a call starting to wait may free results after it
                     try:
-                        while running:  # the bodies whose results are not taken yet
-                            if first_yield or any(map(_is_done, running)):
-                                first_yield = False
+                        while running or yield_first:  # the bodies whose results are not taken yet
+                            if yield_first or any(map(_is_done, running)):
+                                yield_first = False
                                 # What asyncio.wait would do for a finished body, without its callbacks:
                                 # the loop runs what is ready first, then the finished results are taken.
                                 await self._one_yield
@@ -203,9 +205,17 @@ class ToolCallRunner:
         return tuple(seqs)
 
     def _take_ended(self, batch: _Batch) -> None:
-        """Take the results of the bodies that ended (out of `batch.running`), and log those next in
-        model order (`_commit_ready`)."""
+        """Take the results of the bodies that ended (`_take_done`), and log those next in model
+        order (`_commit_ready`)."""
+        self._take_done(batch)
+        self._commit_ready(batch)
+
+    def _take_done(self, batch: _Batch) -> bool:
+        """Move the results of the bodies that ended out of `batch.running` into `batch.results`;
+        whether there was one."""
         running = batch.running
+        if not any(map(_is_done, running)):
+            return False
         for task in [task for task in running if task.done()]:
             index, seq = running[task]
             if task.cancelled() and self._gate.is_waiting(batch.calls[index]["id"]):
@@ -215,7 +225,7 @@ class ToolCallRunner:
                 raise asyncio.CancelledError
             batch.results[index] = _task_result(task, seq)
             del running[task]
-        self._commit_ready(batch)
+        return True
 
     def _answer_on_the_way_out(self, batch: _Batch, token: CancelToken, exc: BaseException) -> None:
         """The batch stopped by an exception: every call gets its result, except, when the agent's own
