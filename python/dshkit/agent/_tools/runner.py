@@ -207,16 +207,18 @@ class ToolCallRunner:
     def _take_ended(self, batch: _Batch) -> None:
         """Take the results of the bodies that ended (`_take_done`), and log those next in model
         order (`_commit_ready`)."""
-        self._take_done(batch)
+        if batch.running:
+            self._take_done(batch)
         self._commit_ready(batch)
 
     def _take_done(self, batch: _Batch) -> bool:
         """Move the results of the bodies that ended out of `batch.running` into `batch.results`;
         whether there was one."""
         running = batch.running
-        if not any(map(_is_done, running)):
+        ended = [task for task in running if task.done()]
+        if not ended:
             return False
-        for task in [task for task in running if task.done()]:
+        for task in ended:
             index, seq = running[task]
             if task.cancelled() and self._gate.is_waiting(batch.calls[index]["id"]):
                 # Its wait for a person was stopped from outside (the process shutting

@@ -81,11 +81,18 @@ def start_eagerly(
 def _start_on_the_loops_queue(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
     """A task whose first step, queued by the task itself, is taken off the loop's ready queue and
     run now with the task as the current one (Python 3.10 and 3.11); left queued where the loop
-    is not asyncio's own."""
+    is not asyncio's own or its last queued handle is not that step (a loop's own `call_soon`)."""
     task: asyncio.Task[T] = asyncio.Task(coro, loop=loop)
-    first_step = _take_first_step(loop, task)
-    if first_step is None:
+    ready = getattr(loop, "_ready", None)
+    if type(ready) is not deque or not ready:
+        return task
+    first_step = ready[-1]
+    if type(first_step) is not Handle:
+        return task
+    owner: object = getattr(first_step._callback, "__self__", None)  # type: ignore[attr-defined]
+    if owner is not task:
         return task  # it runs lazily, from the loop's queue
+    ready.pop()
     caller = _current_tasks.get(loop)
     if caller is None:  # started from a plain callback, not from a task
         first_step._run()
@@ -96,18 +103,6 @@ def _start_on_the_loops_queue(loop: asyncio.AbstractEventLoop, coro: Coroutine[A
     finally:
         _enter_task(loop, caller)
     return task
-
-
-def _take_first_step(loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any]) -> asyncio.Handle | None:
-    """The handle of `task`'s first step, taken off the loop's ready queue; None (left queued) if
-    the queue is not asyncio's deque or its last handle is not that step (a loop's own `call_soon`)."""
-    ready = getattr(loop, "_ready", None)
-    if type(ready) is not deque or not ready:
-        return None
-    first_step = ready[-1]
-    if type(first_step) is not Handle or getattr(first_step._callback, "__self__", None) is not task:  # type: ignore[attr-defined]
-        return None
-    return ready.pop()  # type: ignore[no-any-return]
 
 
 __all__ = ["STARTS_EAGERLY", "eager_start_on", "start_eagerly"]
