@@ -109,10 +109,10 @@ def test_the_calls_a_batch_holds_while_its_bodies_run_are_untracked(kit: Any) ->
 
 
 # Tracked objects a step holds across the driver's yield once its tool body has ended in its
-# first step (the suspension every step of a thousand agents makes, issue 37): 11-14 on 3.11 (the
-# driver's coroutine, handle and step wrapper, the call seqs, the result, the request the scripted
-# model keeps, the count's own handle and context), 17-19 while the body's task, its context and
-# coroutine were still held there.
+# first step (the suspension every step of a thousand agents makes, issue 37): 11-14 on 3.11, 14
+# on 3.10, 13-14 on 3.13 (the driver's coroutine, handle and step wrapper, the call seqs, the
+# result, the request the scripted model keeps, the count's own handle and context), 17-19 on 3.11
+# while the body's task, its context and coroutine were still held there.
 ACROSS_THE_YIELD_BOUND = 15
 
 

@@ -189,7 +189,10 @@ class ToolCallRunner:
         batch_wait = self._batch_wait
         running = batch.running  # empty: the segment before took all its results
         calls = batch.calls
-        for index, seq in zip(segment, call_seqs):
+        # Indexed, not zipped: a body's first step runs inside this loop, and no iterator or
+        # unpacked pair of the loop's own should be alive (and tracked) while it does.
+        for number in range(len(segment)):
+            index, seq = segment[number], call_seqs[number]
             running[start_eagerly(self._run_call(batch.turn, batch.step, token, calls[index], seq, batch_wait))] = (index, seq)
         return running
 
