@@ -22,9 +22,9 @@ body would cancel the agent. This leans on private parts of asyncio: `BaseEventL
 deque whose last item is the handle `call_soon` just queued), `Handle._callback.__self__` (the
 task the step belongs to) and `asyncio.tasks._current_tasks` / `_enter_task` / `_leave_task`.
 They are pinned on 3.10 and 3.11 only, interpreters that get security fixes only, so their asyncio
-no longer changes; `tests/agent/turn/test_eager.py` fails if one of them ever did. A loop whose
-queue is not asyncio's (uvloop: no `_ready`) or whose last queued handle is not the task's first
-step gets an ordinary, lazily started task (`eager_start_on`).
+no longer changes; `tests/agent/turn/test_eager_queue.py` fails if one of them ever did. A loop
+whose queue is not asyncio's (uvloop: no `_ready`; `eager_start_on` tells) or whose last queued
+handle is not the task's first step gets an ordinary, lazily started task.
 
 Cancellation is what a task's would be: a cancel requested while the first step ran
 (`cancel_requested()` true afterwards) makes a body that finished in that step end cancelled, as
