@@ -148,3 +148,13 @@ def test_an_agent_on_such_a_loop_runs_its_tool_bodies_as_lazily_started_tasks(ki
     results = [event.data for event in agent.session.events if event.type == "tool/result"]
     assert len(results) == 3 and not any("error" in data for data in results)
     assert agent.session.events[-1].data["reason"] == {"kind": "completed"}
+
+
+def test_a_loop_without_asyncios_ready_queue_is_one_the_eager_start_leaves_alone() -> None:
+    # uvloop's loop has no `_ready` at all: the same lazy start as a queue of another type.
+    assert not eager_start_on(asyncio.AbstractEventLoop())
+    loop = asyncio.new_event_loop()
+    try:
+        assert eager_start_on(loop)  # asyncio's own loop, as `asyncio.run` makes it
+    finally:
+        loop.close()
