@@ -189,8 +189,8 @@ class SurfaceState:
     def pending(self) -> dict[str, int]:
         """Call id -> index into `pairs`, for the calls without a result."""
     @property
-    def pairs(self) -> list[list[Any]]:
-        """`[call position, result position or None, call id]` per tool call on the surface."""
+    def pairs(self) -> list[tuple[int, int | None, str]]:
+        """`(call position, result position or None, call id)` per tool call on the surface."""
     def fold_appends(
         self,
         seqs: list[int] | tuple[int, ...],

@@ -137,7 +137,7 @@ fn read_seq<'py>(seqs: &Items<'py>, index: usize) -> PyResult<(Bound<'py, PyAny>
 /// The state a surface folds into, owned here and held by `Surface` (`surface.py`): every message
 /// id ever logged (`seen`: id -> seq of its first event), the nodes and the seqs of the events
 /// that put them there, each node's position by id, and the pairing of tool calls with their
-/// results (`pairs`: `[call position, result position or None, call id]`; `pending`: call id ->
+/// results (`pairs`: `(call position, result position or None, call id)`; `pending`: call id ->
 /// index into `pairs`, for calls without a result). The pairing is rebuilt lazily after a
 /// replace: `paired` says whether it is current. `Surface` reads and edits these containers in
 /// Python; the native fold of vouched appends edits them through `fold_appends`.
@@ -160,7 +160,8 @@ pub(crate) struct SurfaceState {
     /// Call id -> index into `pairs`, for the calls without a result.
     #[pyo3(get)]
     pending: Py<PyDict>,
-    /// `[call position, result position or None, call id]` per tool call on the surface.
+    /// `(call position, result position or None, call id)` per tool call on the surface: tuples of
+    /// atoms, replaced when the call is answered, which the cyclic GC stops tracking (issue 37).
     #[pyo3(get)]
     pairs: Py<PyList>,
     paired: AtomicBool,
@@ -250,9 +251,12 @@ impl SurfaceState {
             match tag {
                 Tag::Answer(call_id) => {
                     let Some(pair_index) = pending.get_item(&call_id)? else { return Ok(index) };
-                    let pair = pairs.get_item(pair_index.extract::<usize>()?)?;
-                    let pair = pair.cast::<PyList>().map_err(|_| PyTypeError::new_err(format!("pairs[{pair_index}] must be a list")))?;
-                    pair.set_item(1, &position)?;
+                    // A pair is replaced, never changed: a tuple of atoms, which the cyclic GC stops
+                    // tracking at its first look, where a list stays tracked for the session's life.
+                    let pair_index: usize = pair_index.extract()?;
+                    let pair = pairs.get_item(pair_index)?;
+                    let pair = pair.cast::<PyTuple>().map_err(|_| PyTypeError::new_err(format!("pairs[{pair_index}] must be a tuple")))?;
+                    pairs.set_item(pair_index, PyTuple::new(py, [pair.get_item(0)?, position.as_any().clone(), pair.get_item(2)?])?)?;
                     pending.del_item(&call_id)?;
                 }
                 _ if !pending.is_empty() => return Ok(index),
@@ -263,7 +267,7 @@ impl SurfaceState {
                 Tag::Calls(call_ids) => {
                     for call_id in call_ids.iter() {
                         pending.set_item(&call_id, pairs.len())?;
-                        pairs.append(PyList::new(py, [position.as_any(), &none, &call_id])?)?;
+                        pairs.append(PyTuple::new(py, [position.as_any(), &none, &call_id])?)?;
                     }
                 }
                 Tag::Node => {}

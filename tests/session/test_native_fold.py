@@ -7,6 +7,7 @@ native fold edits: no other object holds its containers."""
 from __future__ import annotations
 
 import copy
+import gc
 from typing import Any
 
 import pytest
@@ -28,7 +29,7 @@ def reference_fold(
     node_seqs: list[int],
     positions: dict[str, int],
     pending: dict[str, int],
-    pairs: list[list[Any]],
+    pairs: list[tuple[Any, ...]],
     seqs: Any,
     tags: Any,
     messages: Any,
@@ -45,7 +46,8 @@ def reference_fold(
         if type(tag) is str:
             if tag not in pending:
                 return index
-            pairs[pending.pop(tag)][1] = position
+            index = pending.pop(tag)
+            pairs[index] = (pairs[index][0], position, pairs[index][2])
         elif pending:
             return index
         elif tag is False:
@@ -54,7 +56,7 @@ def reference_fold(
         elif tag is not None:
             for call_id in tag:
                 pending[call_id] = len(pairs)
-                pairs.append([position, None, call_id])
+                pairs.append((position, None, call_id))
         seen[message_id] = seq
         positions[message_id] = position
         nodes.append(message)
@@ -81,7 +83,7 @@ def state_with(seen: dict[str, int], pending_calls: list[str]) -> list[Any]:
         state[2].append(seq)
     for call_id in pending_calls:
         state[4][call_id] = len(state[5])
-        state[5].append([len(state[1]) - 1, None, call_id])
+        state[5].append((len(state[1]) - 1, None, call_id))
     return state
 
 
@@ -131,7 +133,7 @@ def test_a_run_folds_nodes_calls_answers_and_invisible_appends():
     assert node_seqs == [10, 11, 12, 13, 15]
     assert positions == {"u1": 0, "a1": 1, "r1": 2, "r2": 3, "u2": 4}
     assert pending == {}
-    assert pairs == [[1, 3, "c1"], [1, 2, "c2"]]
+    assert pairs == [(1, 3, "c1"), (1, 2, "c2")]
 
 
 @pytest.mark.parametrize(
@@ -201,8 +203,24 @@ def test_session_append_folds_each_vouched_message_as_a_run_of_one():
     assert [m.id for m in session.messages()] == [event.message.id for event in on_surface]  # type: ignore[union-attr]
     assert surface.first_seq(silent.message.id) == silent.seq and surface.position(silent.message.id) is None  # type: ignore[union-attr]
     assert surface.event_seqs(0, 4) == [event.seq for event in on_surface]
-    assert surface.pairing().pairs == [[1, 3, "c1"], [1, 2, "c2"]]
+    assert surface.pairing().pairs == [(1, 3, "c1"), (1, 2, "c2")]
 
+
+def test_the_pairs_are_tuples_of_atoms_the_gc_stops_tracking_folded_natively_or_rebuilt():
+    # One pair per tool call for the session's life: a list would stay tracked and be walked by
+    # every full collection (issue 37); a tuple of ints, None and a str is untracked at the
+    # first collection that looks at it.
+    surface = Surface()
+    calls, answer = Build.assistant("ok", calls=("c1", "c2")), Build.result("c1")
+    assert surface.fold_appends([0, 1, 2], [None, ("c1", "c2"), "c1"], {0: message("u1"), 1: calls, 2: answer}, 0) == 3
+    folded = surface.pairing().pairs
+    gc.collect()
+    assert folded == [(1, 2, "c1"), (1, None, "c2")]  # answered, and pending
+    assert not any(map(gc.is_tracked, folded))
+    surface.fold(Event("user/message", 3, 1, message("s1"), {"op": "replace", "start": 0, "end": 1}))
+    rebuilt = surface.pairing().pairs  # rebuilt in Python (`_surface._pair`) after the replace
+    gc.collect()
+    assert rebuilt == [(1, 2, "c1"), (1, None, "c2")] and not any(map(gc.is_tracked, rebuilt))
 
 def test_fold_new_folds_what_admit_new_vouched_for():
     session = Session()
@@ -316,7 +334,7 @@ def test_a_replace_makes_a_new_node_list_and_the_pairing_is_rebuilt_before_the_n
     assert state.nodes is not old_nodes and list(history) == [old_nodes[0], calls]
     assert not state.paired
     assert surface.pending_calls() == {"c1": 1} and state.paired  # rebuilt from the nodes
-    assert state.pairs == [[1, None, "c1"]]
+    assert state.pairs == [(1, None, "c1")]
 
 
 # -- random runs: the native fold is the Python loop ------------------------------------------

@@ -63,11 +63,13 @@ def _pair(state: SurfaceState, message: Message, position: int) -> None:
         pending, pairs = state.pending, state.pairs
         for call_id in _call_ids(message):
             pending[call_id] = len(pairs)
-            pairs.append([position, None, call_id])
+            pairs.append((position, None, call_id))
     elif message.source["kind"] == "tool":
         index = state.pending.pop(message.source.get("call_id"), None)  # type: ignore[arg-type]
         if index is not None:
-            state.pairs[index][1] = position
+            # Replaced, not changed: a tuple of atoms the cyclic GC stops tracking (issue 37).
+            call_position, _, call_id = state.pairs[index]
+            state.pairs[index] = (call_position, position, call_id)
 
 
 class SurfaceChange(NamedTuple):
@@ -238,7 +240,7 @@ class Surface:
             call_inside = start <= assistant_position < end
             result_inside = result_position is not None and start <= result_position < end
             if call_inside != result_inside or (call_inside and result_position is None):
-                return call_id  # type: ignore[no-any-return]
+                return call_id
         return None
 
     # -- surface changes --------------------------------------------------------------------

@@ -18,7 +18,7 @@ from typing import Any
 from dshkit import freeze
 from dshkit.agent._user_code import durability_point
 from dshkit.agent.cancel import CancelToken
-from dshkit.agent._turn.eager import STARTS_EAGERLY, start_eagerly
+from dshkit.agent._turn.eager import eager_start_on, start_eagerly
 from dshkit.agent.notifications import NotificationHub
 from dshkit.agent._input.inbox import Inbox
 from dshkit.agent._tools.gate import CallResult, ToolGate, error_result
@@ -139,13 +139,16 @@ class ToolCallRunner:
                     if (synced := durability_point(self._session)) is not None:
                         await synced
                     running = self._start_bodies(batch, segment, call_seqs, token)
-                    # Before 3.12 no body has run yet: one yield lets them all take their first step.
-                    first_yield = not STARTS_EAGERLY
+                    # A body that ended in its first step is taken now, so its task does not outlive
+                    # the yield below (issue 37); its result is logged after the yield, as before.
+                    # On a loop that cannot start a task eagerly no body has run yet: one yield lets
+                    # them all take their first step.
+                    yield_first = self._take_done(batch) or not eager_start_on(asyncio.get_running_loop())
                     self._gate.listen_for_waits(self._batch_wait)  # a call starting to wait may free results after it
                     try:
-                        while running:  # the bodies whose results are not taken yet
-                            if first_yield or any(map(_is_done, running)):
-                                first_yield = False
+                        while running or yield_first:  # the bodies whose results are not taken yet
+                            if yield_first or any(map(_is_done, running)):
+                                yield_first = False
                                 # What asyncio.wait would do for a finished body, without its callbacks:
                                 # the loop runs what is ready first, then the finished results are taken.
                                 await self._one_yield
@@ -186,7 +189,10 @@ class ToolCallRunner:
         batch_wait = self._batch_wait
         running = batch.running  # empty: the segment before took all its results
         calls = batch.calls
-        for index, seq in zip(segment, call_seqs):
+        # Indexed, not zipped: a body's first step runs inside this loop, and no iterator or
+        # unpacked pair of the loop's own should be alive (and tracked) while it does.
+        for number in range(len(segment)):
+            index, seq = segment[number], call_seqs[number]
             running[start_eagerly(self._run_call(batch.turn, batch.step, token, calls[index], seq, batch_wait))] = (index, seq)
         return running
 
@@ -202,10 +208,20 @@ class ToolCallRunner:
         return tuple(seqs)
 
     def _take_ended(self, batch: _Batch) -> None:
-        """Take the results of the bodies that ended (out of `batch.running`), and log those next in
-        model order (`_commit_ready`)."""
+        """Take the results of the bodies that ended (`_take_done`), and log those next in model
+        order (`_commit_ready`)."""
+        if batch.running:
+            self._take_done(batch)
+        self._commit_ready(batch)
+
+    def _take_done(self, batch: _Batch) -> bool:
+        """Move the results of the bodies that ended out of `batch.running` into `batch.results`;
+        whether there was one."""
         running = batch.running
-        for task in [task for task in running if task.done()]:
+        ended = [task for task in running if task.done()]
+        if not ended:
+            return False
+        for task in ended:
             index, seq = running[task]
             if task.cancelled() and self._gate.is_waiting(batch.calls[index]["id"]):
                 # Its wait for a person was stopped from outside (the process shutting
@@ -214,7 +230,7 @@ class ToolCallRunner:
                 raise asyncio.CancelledError
             batch.results[index] = _task_result(task, seq)
             del running[task]
-        self._commit_ready(batch)
+        return True
 
     def _answer_on_the_way_out(self, batch: _Batch, token: CancelToken, exc: BaseException) -> None:
         """The batch stopped by an exception: every call gets its result, except, when the agent's own
