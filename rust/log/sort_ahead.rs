@@ -12,9 +12,11 @@
 //! The verdicts are the same function of the same bytes either way (a sealed record's text is its
 //! body and `}`, joined as the blob holds it), so nothing is decided differently on either path.
 
+use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Mutex, MutexGuard};
 
+use crate::json::read::tape::{Tape, TapeBuffers};
 use crate::log::record_scan::{sort, Sorted};
 
 /// Logs of fewer records sort inline: a thread costs tens of microseconds, about what sorting a
@@ -24,32 +26,54 @@ const THREAD_FROM_RECORDS: usize = 1024;
 /// the scope's end waits for little, large enough that claiming a chunk costs nothing per record.
 const CHUNK: usize = 128;
 
-/// The chunks of verdicts both threads fill: `next`, the first chunk the sorting thread has not
-/// claimed; `chunks[k]`, the verdicts of records `k * CHUNK..`, set by whichever thread sorted it
-/// first.
+/// The verdicts on a chunk of records, and the tapes (`json/read/tape.rs`) of its message records
+/// that the tokenizer took: what the GIL thread would otherwise parse, read ahead.
+#[derive(Default)]
+struct Chunk {
+    sorted: Vec<Sorted>,
+    /// For each record, the range of its tape's tokens in `tapes` (empty: no tape).
+    tape_ranges: Vec<Range<usize>>,
+    tapes: TapeBuffers,
+}
+
+/// The chunks of verdicts: `next`, the first chunk the sorting thread has not claimed;
+/// `chunks[k]`, the verdicts of records `k * CHUNK..`, set by the sorting thread and taken by the
+/// calling one, which hands each back to `spare` once past it, for the sorting thread to fill
+/// again (tapes in memory already touched, and no buffer freed on the other thread).
 struct Ahead<'t> {
     texts: &'t [[&'t [u8]; 2]],
     next: AtomicUsize,
-    chunks: Vec<OnceLock<Vec<Sorted>>>,
+    chunks: Vec<Mutex<Option<Chunk>>>,
+    spare: Mutex<Vec<Chunk>>,
 }
 
 impl Ahead<'_> {
-    fn sorted_chunk(&self, chunk: usize) -> Vec<Sorted> {
+    fn sorted_chunk(&self, chunk: usize) -> Chunk {
         let first = chunk * CHUNK;
+        let mut sorted = lock(&self.spare).pop().unwrap_or_default();
+        sorted.sorted.clear();
+        sorted.tape_ranges.clear();
+        sorted.tapes.clear();
         let mut joined = Vec::new();
-        self.texts[first..(first + CHUNK).min(self.texts.len())]
-            .iter()
-            .enumerate()
-            .map(|(offset, [body, tail])| {
-                if tail.is_empty() {
-                    return sort(body, first + offset);
-                }
+        for (offset, [body, tail]) in self.texts[first..(first + CHUNK).min(self.texts.len())].iter().enumerate() {
+            let text = if tail.is_empty() {
+                body
+            } else {
                 joined.clear();
                 joined.extend_from_slice(body);
                 joined.extend_from_slice(tail);
-                sort(&joined, first + offset)
-            })
-            .collect()
+                &joined[..]
+            };
+            let verdict = sort(text, first + offset);
+            let tape = match verdict {
+                // SAFETY: `sort` sorts only UTF-8 text as a message record.
+                Sorted::Message(_) => sorted.tapes.tokenize(unsafe { std::str::from_utf8_unchecked(text) }),
+                _ => None,
+            };
+            sorted.sorted.push(verdict);
+            sorted.tape_ranges.push(tape.unwrap_or(0..0));
+        }
+        sorted
     }
 
     /// The sorting thread: every chunk in order, until the calling thread has passed them all.
@@ -59,9 +83,8 @@ impl Ahead<'_> {
             if chunk >= self.chunks.len() {
                 return;
             }
-            if self.chunks[chunk].get().is_none() {
-                let _ = self.chunks[chunk].set(self.sorted_chunk(chunk));
-            }
+            let sorted = self.sorted_chunk(chunk);
+            *lock(&self.chunks[chunk]) = Some(sorted);
         }
     }
 }
@@ -69,33 +92,50 @@ impl Ahead<'_> {
 /// The verdicts of a log's records, in seq order: sorted ahead by a thread, or inline.
 pub(crate) struct SortedRecords<'a, 't> {
     ahead: Option<&'a Ahead<'t>>,
+    /// The chunk being consumed, taken from `ahead`.
+    current: Option<(usize, Chunk)>,
 }
 
 impl SortedRecords<'_, '_> {
-    /// The verdict on record `seq`, whose text is `text`. Called once per record, in seq order.
-    pub(crate) fn next(&mut self, text: &[u8], seq: usize) -> Sorted {
-        let Some(ahead) = self.ahead else { return sort(text, seq) };
+    /// The verdict on record `seq`, whose text is `text`, with the tape of a message record when
+    /// it was read ahead (never when sorted here: the GIL thread then parses the text as before).
+    /// Called once per record, in seq order.
+    pub(crate) fn next(&mut self, text: &[u8], seq: usize) -> (Sorted, Option<Tape<'_>>) {
+        let Some(ahead) = self.ahead else { return (sort(text, seq), None) };
         let chunk = seq / CHUNK;
-        if let Some(verdicts) = ahead.chunks[chunk].get() {
-            return verdicts[seq % CHUNK];
+        if self.current.as_ref().is_none_or(|(current, _)| *current != chunk) {
+            let taken = lock(&ahead.chunks[chunk]).take().map(|sorted| (chunk, sorted));
+            if let Some((_, done)) = std::mem::replace(&mut self.current, taken) {
+                lock(&ahead.spare).push(done);
+            }
+        }
+        if let Some((_, sorted)) = &self.current {
+            let range = sorted.tape_ranges[seq % CHUNK].clone();
+            return (sorted.sorted[seq % CHUNK], (!range.is_empty()).then(|| sorted.tapes.tape(range)));
         }
         // Not sorted yet: sort this record here, and keep the thread from starting on its chunk.
         ahead.next.fetch_max(chunk + 1, Ordering::Relaxed);
-        sort(text, seq)
+        (sort(text, seq), None)
     }
+}
+
+/// A lock that a panic on the other thread (none is expected) does not poison for this one.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// Run `consume` with the verdicts on `texts` (each record as its parts, joined); sorted on a
 /// scoped thread when there are at least `THREAD_FROM_RECORDS` records.
 pub(crate) fn with_sorted_records<R>(texts: &[[&[u8]; 2]], consume: impl FnOnce(&mut SortedRecords<'_, '_>) -> R) -> R {
     if texts.len() < THREAD_FROM_RECORDS {
-        return consume(&mut SortedRecords { ahead: None });
+        return consume(&mut SortedRecords { ahead: None, current: None });
     }
-    let ahead = Ahead { texts, next: AtomicUsize::new(0), chunks: (0..texts.len().div_ceil(CHUNK)).map(|_| OnceLock::new()).collect() };
+    let chunks = (0..texts.len().div_ceil(CHUNK)).map(|_| Mutex::new(None)).collect();
+    let ahead = Ahead { texts, next: AtomicUsize::new(0), chunks, spare: Mutex::new(Vec::new()) };
     std::thread::scope(|scope| {
         // A thread that cannot be started (a process at its limit) leaves every chunk to this one.
         let _ = std::thread::Builder::new().spawn_scoped(scope, || ahead.sort_ahead());
-        let result = consume(&mut SortedRecords { ahead: Some(&ahead) });
+        let result = consume(&mut SortedRecords { ahead: Some(&ahead), current: None });
         // Done (or stopped by an error): the thread claims no further chunk.
         ahead.next.store(ahead.chunks.len(), Ordering::Relaxed);
         result
@@ -125,7 +165,7 @@ mod tests {
             let texts: Vec<[&[u8]; 2]> = bodies.iter().map(|body| [&body[..], &b"}"[..]]).collect();
             let whole: Vec<Vec<u8>> = bodies.iter().map(|body| [&body[..], b"}"].concat()).collect();
             let got = with_sorted_records(&texts, |sorted| {
-                (0..count).map(|seq| sorted.next(&whole[seq], seq)).collect::<Vec<_>>()
+                (0..count).map(|seq| sorted.next(&whole[seq], seq).0).collect::<Vec<_>>()
             });
             let want: Vec<Sorted> = (0..count).map(|seq| sort(&whole[seq], seq)).collect();
             assert_eq!(got, want, "{count} records");
@@ -137,10 +177,26 @@ mod tests {
     }
 
     #[test]
+    fn a_chunk_sorted_ahead_holds_the_tapes_of_its_message_records() {
+        let bodies = records(CHUNK + 8);
+        let texts: Vec<[&[u8]; 2]> = bodies.iter().map(|body| [&body[..], &b"}"[..]]).collect();
+        let ahead = Ahead { texts: &texts, next: AtomicUsize::new(0), chunks: Vec::new(), spare: Mutex::new(Vec::new()) };
+        for chunk in [0, 1] {
+            let sorted = ahead.sorted_chunk(chunk);
+            let taped: Vec<bool> = sorted.tape_ranges.iter().map(|range| !range.is_empty()).collect();
+            let messages: Vec<bool> = sorted.sorted.iter().map(|verdict| matches!(verdict, Sorted::Message(_))).collect();
+            assert_eq!(taped, messages);
+            assert!(messages.iter().any(|&message| message));
+            // A chunk handed back is filled again from empty.
+            lock(&ahead.spare).push(sorted);
+        }
+    }
+
+    #[test]
     fn a_loop_stopping_early_ends_the_thread() {
         let bodies = records(THREAD_FROM_RECORDS * 4);
         let texts: Vec<[&[u8]; 2]> = bodies.iter().map(|body| [&body[..], &b""[..]]).collect();
-        let first = with_sorted_records(&texts, |sorted| sorted.next(&[], 0));
+        let first = with_sorted_records(&texts, |sorted| sorted.next(&[], 0).0);
         assert_eq!(first, Sorted::Other); // unsealed and without its brace: not a whole record
     }
 }
