@@ -55,6 +55,8 @@ pub(crate) enum Token {
 pub(crate) struct TapeBuffers {
     tokens: Vec<Token>,
     decoded: Vec<u8>,
+    /// The keys of the objects being read, innermost last (one stack: nothing to set up per object).
+    keys: Vec<(u32, u32)>,
 }
 
 /// One text's tape: its tokens, and the decoded strings they point into.
@@ -84,6 +86,7 @@ impl TapeBuffers {
         }
         self.tokens.truncate(tokens);
         self.decoded.truncate(decoded);
+        self.keys.clear();
         None
     }
 
@@ -166,30 +169,30 @@ impl Tokenizer<'_> {
         self.pos += 1;
         let at = self.tape.tokens.len();
         self.tape.tokens.push(Token::Null); // the object's token, once its end and length are known
-        let mut keys = [(0usize, 0usize); MAX_KEYS];
-        let mut len = 0;
+        let base = self.tape.keys.len();
         self.skip_whitespace();
         if self.peek() == Some(b'}') {
             self.pos += 1;
         } else {
             loop {
-                if self.peek() != Some(b'"') || len == MAX_KEYS {
+                if self.peek() != Some(b'"') || self.tape.keys.len() - base == MAX_KEYS {
                     return None;
                 }
                 self.pos += 1;
-                let key = (self.pos, self.pos + plain_run_len(&self.bytes[self.pos..]));
-                self.pos = key.1;
+                let (start, end) = (self.pos, self.pos + plain_run_len(&self.bytes[self.pos..]));
+                self.pos = end;
                 if self.peek() != Some(b'"') {
                     return None; // a key with an escape (or malformed) is left to `parse`
                 }
                 self.pos += 1;
-                let text = &self.bytes[key.0..key.1];
-                if keys[..len].iter().any(|&(start, end)| &self.bytes[start..end] == text) {
+                let key = &self.bytes[start..end];
+                let same = |&(other_start, other_end): &(u32, u32)| &self.bytes[other_start as usize..other_end as usize] == key;
+                if self.tape.keys[base..].iter().any(same) {
                     return None; // a repeated key: `parse` keeps the last value in the first place
                 }
-                keys[len] = key;
-                len += 1;
-                self.tape.tokens.push(Token::Key { start: key.0 as u32, end: key.1 as u32 });
+                let key = (start as u32, end as u32);
+                self.tape.keys.push(key);
+                self.tape.tokens.push(Token::Key { start: key.0, end: key.1 });
                 self.expect(b':')?;
                 self.value(depth + 1)?;
                 if self.after_member(b'}')? {
@@ -197,6 +200,8 @@ impl Tokenizer<'_> {
                 }
             }
         }
+        let len = self.tape.keys.len() - base;
+        self.tape.keys.truncate(base);
         self.tape.tokens[at] = Token::Object { start: start as u32, end: self.pos as u32, len: len as u32 };
         Some(())
     }
