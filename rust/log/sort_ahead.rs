@@ -25,6 +25,8 @@ const THREAD_FROM_RECORDS: usize = 1024;
 /// Records per chunk: small enough that the loop finds its first chunk sorted at once and that
 /// the scope's end waits for little, large enough that claiming a chunk costs nothing per record.
 const CHUNK: usize = 128;
+/// How many chunks ahead of the calling thread the sorting thread must be to tape message records.
+const TAPE_LEAD: usize = 2;
 
 /// The verdicts on a chunk of records, and the tapes (`json/read/tape.rs`) of its message records
 /// that the tokenizer took: what the GIL thread would otherwise parse, read ahead.
@@ -45,10 +47,12 @@ struct Ahead<'t> {
     next: AtomicUsize,
     chunks: Vec<Mutex<Option<Chunk>>>,
     spare: Mutex<Vec<Chunk>>,
+    /// The chunk the calling thread is at.
+    at: AtomicUsize,
 }
 
 impl Ahead<'_> {
-    fn sorted_chunk(&self, chunk: usize) -> Chunk {
+    fn sorted_chunk(&self, chunk: usize, taping: bool) -> Option<Chunk> {
         let first = chunk * CHUNK;
         let mut sorted = lock(&self.spare).pop().unwrap_or_default();
         sorted.sorted.clear();
@@ -56,6 +60,9 @@ impl Ahead<'_> {
         sorted.tapes.clear();
         let mut joined = Vec::new();
         for (offset, [body, tail]) in self.texts[first..(first + CHUNK).min(self.texts.len())].iter().enumerate() {
+            if self.next.load(Ordering::Relaxed) >= self.chunks.len() {
+                return None; // the calling thread is done: the scope's end waits for one record at most
+            }
             let text = if tail.is_empty() {
                 body
             } else {
@@ -67,13 +74,13 @@ impl Ahead<'_> {
             let verdict = sort(text, first + offset);
             let tape = match verdict {
                 // SAFETY: `sort` sorts only UTF-8 text as a message record.
-                Sorted::Message(_) => sorted.tapes.tokenize(unsafe { std::str::from_utf8_unchecked(text) }),
+                Sorted::Message(_) if taping => sorted.tapes.tokenize(unsafe { std::str::from_utf8_unchecked(text) }),
                 _ => None,
             };
             sorted.sorted.push(verdict);
             sorted.tape_ranges.push(tape.unwrap_or(0..0));
         }
-        sorted
+        Some(sorted)
     }
 
     /// The sorting thread: every chunk in order, until the calling thread has passed them all.
@@ -83,7 +90,11 @@ impl Ahead<'_> {
             if chunk >= self.chunks.len() {
                 return;
             }
-            let sorted = self.sorted_chunk(chunk);
+            // Taping costs about what it saves the calling thread: worth it only ahead of that
+            // thread. A thread kept behind (a busy machine, its core shared) only sorts, as
+            // before the tapes, until it is ahead again.
+            let taping = chunk >= self.at.load(Ordering::Relaxed) + TAPE_LEAD;
+            let Some(sorted) = self.sorted_chunk(chunk, taping) else { return };
             *lock(&self.chunks[chunk]) = Some(sorted);
         }
     }
@@ -104,6 +115,7 @@ impl SortedRecords<'_, '_> {
         let Some(ahead) = self.ahead else { return (sort(text, seq), None) };
         let chunk = seq / CHUNK;
         if self.current.as_ref().is_none_or(|(current, _)| *current != chunk) {
+            ahead.at.store(chunk, Ordering::Relaxed);
             let taken = lock(&ahead.chunks[chunk]).take().map(|sorted| (chunk, sorted));
             if let Some((_, done)) = std::mem::replace(&mut self.current, taken) {
                 lock(&ahead.spare).push(done);
@@ -131,7 +143,7 @@ pub(crate) fn with_sorted_records<R>(texts: &[[&[u8]; 2]], consume: impl FnOnce(
         return consume(&mut SortedRecords { ahead: None, current: None });
     }
     let chunks = (0..texts.len().div_ceil(CHUNK)).map(|_| Mutex::new(None)).collect();
-    let ahead = Ahead { texts, next: AtomicUsize::new(0), chunks, spare: Mutex::new(Vec::new()) };
+    let ahead = Ahead { texts, next: AtomicUsize::new(0), chunks, spare: Mutex::new(Vec::new()), at: AtomicUsize::new(0) };
     std::thread::scope(|scope| {
         // A thread that cannot be started (a process at its limit) leaves every chunk to this one.
         let _ = std::thread::Builder::new().spawn_scoped(scope, || ahead.sort_ahead());
@@ -180,9 +192,9 @@ mod tests {
     fn a_chunk_sorted_ahead_holds_the_tapes_of_its_message_records() {
         let bodies = records(CHUNK + 8);
         let texts: Vec<[&[u8]; 2]> = bodies.iter().map(|body| [&body[..], &b"}"[..]]).collect();
-        let ahead = Ahead { texts: &texts, next: AtomicUsize::new(0), chunks: Vec::new(), spare: Mutex::new(Vec::new()) };
+        let ahead = Ahead { texts: &texts, next: AtomicUsize::new(0), chunks: Vec::new(), spare: Mutex::new(Vec::new()), at: AtomicUsize::new(0) };
         for chunk in [0, 1] {
-            let sorted = ahead.sorted_chunk(chunk);
+            let sorted = ahead.sorted_chunk(chunk, true).expect("not stopped");
             let taped: Vec<bool> = sorted.tape_ranges.iter().map(|range| !range.is_empty()).collect();
             let messages: Vec<bool> = sorted.sorted.iter().map(|verdict| matches!(verdict, Sorted::Message(_))).collect();
             assert_eq!(taped, messages);
