@@ -192,7 +192,8 @@ mod tests {
     fn a_chunk_sorted_ahead_holds_the_tapes_of_its_message_records() {
         let bodies = records(CHUNK + 8);
         let texts: Vec<[&[u8]; 2]> = bodies.iter().map(|body| [&body[..], &b"}"[..]]).collect();
-        let ahead = Ahead { texts: &texts, next: AtomicUsize::new(0), chunks: Vec::new(), spare: Mutex::new(Vec::new()), at: AtomicUsize::new(0) };
+        let chunks = (0..2).map(|_| Mutex::new(None)).collect();
+        let ahead = Ahead { texts: &texts, next: AtomicUsize::new(0), chunks, spare: Mutex::new(Vec::new()), at: AtomicUsize::new(0) };
         for chunk in [0, 1] {
             let sorted = ahead.sorted_chunk(chunk, true).expect("not stopped");
             let taped: Vec<bool> = sorted.tape_ranges.iter().map(|range| !range.is_empty()).collect();
@@ -202,6 +203,12 @@ mod tests {
             // A chunk handed back is filled again from empty.
             lock(&ahead.spare).push(sorted);
         }
+        // Behind the calling thread: verdicts only, no tapes.
+        let sorted = ahead.sorted_chunk(0, false).expect("not stopped");
+        assert!(sorted.tape_ranges.iter().all(|range| range.is_empty()) && sorted.sorted.len() == CHUNK);
+        // The calling thread done: the chunk in flight is dropped.
+        ahead.next.store(2, Ordering::Relaxed);
+        assert!(ahead.sorted_chunk(1, true).is_none());
     }
 
     #[test]
