@@ -263,3 +263,7 @@ def freeze_message(message: Message | Mapping[str, Any], /) -> Message:
     """Import boundary: a frozen, detached `Message` keeping the given id."""
 
 def _reset_ids_after_fork() -> None: ...
+def _read_message_record_both_ways(
+    text: str, seq: int, event_type: str, /
+) -> tuple[tuple[Any, ...] | None, tuple[Any, ...] | None, bool]:
+    """For the tests: a message record read from its text and from its tape, and whether it was taped."""

@@ -25,17 +25,17 @@ use crate::value::freeze::freeze_at;
 use crate::value::message::Message;
 
 /// The record's keys an event reads, in the order of the slots of `Parser::message_record`.
-const ENVELOPE: [&str; 6] = ["seq", "time", "type", "data", "surface_op", "source_event_seqs"];
-const SEQ: usize = 0;
-const TIME: usize = 1;
-const TYPE: usize = 2;
-const DATA: usize = 3;
-const SURFACE_OP: usize = 4;
-const SOURCE_SEQS: usize = 5;
+pub(crate) const ENVELOPE: [&str; 6] = ["seq", "time", "type", "data", "surface_op", "source_event_seqs"];
+pub(crate) const SEQ: usize = 0;
+pub(crate) const TIME: usize = 1;
+pub(crate) const TYPE: usize = 2;
+pub(crate) const DATA: usize = 3;
+pub(crate) const SURFACE_OP: usize = 4;
+pub(crate) const SOURCE_SEQS: usize = 5;
 
 /// The slot of `ENVELOPE` a key names (a `match`: compared by length and a load or two, not
 /// by a `memcmp` call per name).
-fn envelope_slot(key: &[u8]) -> Option<usize> {
+pub(crate) fn envelope_slot(key: &[u8]) -> Option<usize> {
     let slot = match key {
         b"seq" => SEQ,
         b"time" => TIME,
@@ -50,15 +50,15 @@ fn envelope_slot(key: &[u8]) -> Option<usize> {
 }
 
 /// The data of an assistant/message or tool/result beside its message.
-struct Envelope<'py> {
+pub(crate) struct Envelope<'py> {
     /// The other fields, in order: each key's span in the record's text and its frozen value.
-    fields: Vec<((usize, usize), Bound<'py, PyAny>)>,
+    pub(crate) fields: Vec<((usize, usize), Bound<'py, PyAny>)>,
     /// How many of `fields` come before `message` in the data.
-    message_at: usize,
+    pub(crate) message_at: usize,
 }
 
 /// A record's data as `Parser::message_data` reads it: the message, its span, the rest of the data.
-type MessageData<'py> = (Bound<'py, Message>, (usize, usize), Option<Envelope<'py>>);
+pub(crate) type MessageData<'py> = (Bound<'py, Message>, (usize, usize), Option<Envelope<'py>>);
 
 /// A message event's record, read by `read_message_record`.
 pub(crate) struct MessageRecord<'py> {
@@ -68,7 +68,7 @@ pub(crate) struct MessageRecord<'py> {
     /// Where the message's object lies in the record's text (its `{` to after its `}`).
     pub(crate) message_span: (usize, usize),
     /// `None` for a user/message, whose data is its message.
-    envelope: Option<Envelope<'py>>,
+    pub(crate) envelope: Option<Envelope<'py>>,
     /// Where the data's object lies in the record's text (the message's span for a user/message).
     pub(crate) data_span: (usize, usize),
     pub(crate) surface_op: Bound<'py, PyAny>,

@@ -24,10 +24,12 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 
+use crate::json::read::tape::Tape;
 use crate::json::scan::find_byte;
 use crate::log::checksum::crc32c_of_parts;
 use crate::log::event_columns::{KIND_DATA, KIND_MESSAGE, KIND_USER};
 use crate::log::message_record::read_message_record;
+use crate::log::message_tape::read_message_tape;
 use crate::log::message_vouch::{vouch_message_append, Append};
 use crate::log::record_scan::Sorted;
 use crate::log::sort_ahead::with_sorted_records;
@@ -230,18 +232,22 @@ struct MessageEvent<'py> {
     kept: Kept,
 }
 
-/// A message event decoded with its time and `Message` (`message_record.rs`), or `None` when
-/// anything is off (the Python decoder then names what).
+/// A message event decoded with its time and `Message` (`message_record.rs`, or from the `tape`
+/// read ahead: `message_tape.rs`), or `None` when anything is off (the Python decoder then names what).
 fn message_event<'py>(
     py: Python<'py>,
     text: &str,
+    tape: Option<Tape<'_>>,
     seq: usize,
     event_type: &Bound<'py, PyString>,
     event_class: &Bound<'py, PyAny>,
     tuple_new: &Bound<'py, PyAny>,
 ) -> Option<MessageEvent<'py>> {
     let type_name = text_of(event_type)?;
-    let record = read_message_record(py, text, seq, type_name)?;
+    // What the tape does not take, the text is read for: the same answer, or the same refusal.
+    let record = tape
+        .and_then(|tape| read_message_tape(py, text, tape, seq, type_name))
+        .or_else(|| read_message_record(py, text, seq, type_name))?;
     let time = record.time;
     if record.envelope_passes(text) {
         let append = vouch_message_append(type_name, seq, &record.message, &record.surface_op, record.source_seqs.as_any());
@@ -444,7 +450,8 @@ fn decode_records<'py>(
                 value
             };
             let mut kept = Kept::Record;
-            match sorted.next(text, seq) {
+            let (verdict, tape) = sorted.next(text, seq);
+            match verdict {
                 Sorted::Plain(span, time, data) => {
                     types.push(intern(span).into_any());
                     times.push(time);
@@ -457,7 +464,7 @@ fn decode_records<'py>(
                             let event_type = intern(span);
                             // SAFETY: `sort` checked the record is UTF-8.
                             let text = unsafe { std::str::from_utf8_unchecked(text) };
-                            message_event(py, text, seq, &event_type, event_class, &tuple_new).map(|read| (read, event_type))
+                            message_event(py, text, tape, seq, &event_type, event_class, &tuple_new).map(|read| (read, event_type))
                         }
                         _ => None,
                     };

@@ -12,10 +12,19 @@
 //! The verdicts are the same function of the same bytes either way (a sealed record's text is its
 //! body and `}`, joined as the blob holds it), so nothing is decided differently on either path.
 
+use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Mutex, MutexGuard};
 
+use crate::json::read::tape::{Tape, TapeBuffers};
+use crate::log::sort_ahead::core_clock::{caller_cpu_clock, CoreClock};
 use crate::log::record_scan::{sort, Sorted};
+
+/// What the sorting thread reads the calling thread's CPU time with.
+#[cfg(target_os = "linux")]
+type CallerClock = libc::clockid_t;
+#[cfg(not(target_os = "linux"))]
+type CallerClock = ();
 
 /// Logs of fewer records sort inline: a thread costs tens of microseconds, about what sorting a
 /// hundred records does, and a small log has no message building long enough to hide it behind.
@@ -23,45 +32,79 @@ const THREAD_FROM_RECORDS: usize = 1024;
 /// Records per chunk: small enough that the loop finds its first chunk sorted at once and that
 /// the scope's end waits for little, large enough that claiming a chunk costs nothing per record.
 const CHUNK: usize = 128;
+/// How many chunks ahead of the calling thread the sorting thread must be to tape message records.
+const TAPE_LEAD: usize = 2;
 
-/// The chunks of verdicts both threads fill: `next`, the first chunk the sorting thread has not
-/// claimed; `chunks[k]`, the verdicts of records `k * CHUNK..`, set by whichever thread sorted it
-/// first.
+/// The verdicts on a chunk of records, and the tapes (`json/read/tape.rs`) of its message records
+/// that the tokenizer took: what the GIL thread would otherwise parse, read ahead.
+#[derive(Default)]
+struct Chunk {
+    sorted: Vec<Sorted>,
+    /// For each record, the range of its tape's tokens in `tapes` (empty: no tape).
+    tape_ranges: Vec<Range<usize>>,
+    tapes: TapeBuffers,
+}
+
+/// The chunks of verdicts: `next`, the first chunk the sorting thread has not claimed;
+/// `chunks[k]`, the verdicts of records `k * CHUNK..`, set by the sorting thread and taken by the
+/// calling one, which hands each back to `spare` once past it, for the sorting thread to fill
+/// again (tapes in memory already touched, and no buffer freed on the other thread).
 struct Ahead<'t> {
     texts: &'t [[&'t [u8]; 2]],
     next: AtomicUsize,
-    chunks: Vec<OnceLock<Vec<Sorted>>>,
+    chunks: Vec<Mutex<Option<Chunk>>>,
+    spare: Mutex<Vec<Chunk>>,
+    /// The chunk the calling thread is at.
+    at: AtomicUsize,
 }
 
 impl Ahead<'_> {
-    fn sorted_chunk(&self, chunk: usize) -> Vec<Sorted> {
+    fn sorted_chunk(&self, chunk: usize, taping: bool) -> Option<Chunk> {
         let first = chunk * CHUNK;
+        let mut sorted = lock(&self.spare).pop().unwrap_or_default();
+        sorted.sorted.clear();
+        sorted.tape_ranges.clear();
+        sorted.tapes.clear();
         let mut joined = Vec::new();
-        self.texts[first..(first + CHUNK).min(self.texts.len())]
-            .iter()
-            .enumerate()
-            .map(|(offset, [body, tail])| {
-                if tail.is_empty() {
-                    return sort(body, first + offset);
-                }
+        for (offset, [body, tail]) in self.texts[first..(first + CHUNK).min(self.texts.len())].iter().enumerate() {
+            if self.next.load(Ordering::Relaxed) >= self.chunks.len() {
+                return None; // the calling thread is done: the scope's end waits for one record at most
+            }
+            let text = if tail.is_empty() {
+                body
+            } else {
                 joined.clear();
                 joined.extend_from_slice(body);
                 joined.extend_from_slice(tail);
-                sort(&joined, first + offset)
-            })
-            .collect()
+                &joined[..]
+            };
+            let verdict = sort(text, first + offset);
+            let tape = match verdict {
+                // SAFETY: `sort` sorts only UTF-8 text as a message record.
+                Sorted::Message(_) if taping => sorted.tapes.tokenize(unsafe { std::str::from_utf8_unchecked(text) }),
+                _ => None,
+            };
+            sorted.sorted.push(verdict);
+            sorted.tape_ranges.push(tape.unwrap_or(0..0));
+        }
+        Some(sorted)
     }
 
     /// The sorting thread: every chunk in order, until the calling thread has passed them all.
-    fn sort_ahead(&self) {
+    fn sort_ahead(&self, caller_clock: Option<CallerClock>) {
+        let clock = CoreClock::start(caller_clock);
         loop {
             let chunk = self.next.fetch_add(1, Ordering::Relaxed);
             if chunk >= self.chunks.len() {
                 return;
             }
-            if self.chunks[chunk].get().is_none() {
-                let _ = self.chunks[chunk].set(self.sorted_chunk(chunk));
-            }
+            // Taping costs more instructions than it saves the calling thread (about 6,000
+            // against 3,800 a message record): a gain only on a core of its own, ahead of that
+            // thread. A thread kept behind, or sharing a core with the calling thread (a busy
+            // machine), only sorts, as before the tapes.
+            let taping = clock.had_a_core() && chunk >= self.at.load(Ordering::Relaxed) + TAPE_LEAD;
+            let Some(sorted) = self.sorted_chunk(chunk, taping) else { return };
+            *lock(&self.chunks[chunk]) = Some(sorted);
         }
     }
 }
@@ -69,33 +112,122 @@ impl Ahead<'_> {
 /// The verdicts of a log's records, in seq order: sorted ahead by a thread, or inline.
 pub(crate) struct SortedRecords<'a, 't> {
     ahead: Option<&'a Ahead<'t>>,
+    /// The chunk being consumed, taken from `ahead`.
+    current: Option<(usize, Chunk)>,
 }
 
 impl SortedRecords<'_, '_> {
-    /// The verdict on record `seq`, whose text is `text`. Called once per record, in seq order.
-    pub(crate) fn next(&mut self, text: &[u8], seq: usize) -> Sorted {
-        let Some(ahead) = self.ahead else { return sort(text, seq) };
+    /// The verdict on record `seq`, whose text is `text`, with the tape of a message record when
+    /// it was read ahead (never when sorted here: the GIL thread then parses the text as before).
+    /// Called once per record, in seq order.
+    pub(crate) fn next(&mut self, text: &[u8], seq: usize) -> (Sorted, Option<Tape<'_>>) {
+        let Some(ahead) = self.ahead else { return (sort(text, seq), None) };
         let chunk = seq / CHUNK;
-        if let Some(verdicts) = ahead.chunks[chunk].get() {
-            return verdicts[seq % CHUNK];
+        if self.current.as_ref().is_none_or(|(current, _)| *current != chunk) {
+            ahead.at.store(chunk, Ordering::Relaxed);
+            let taken = lock(&ahead.chunks[chunk]).take().map(|sorted| (chunk, sorted));
+            if let Some((_, done)) = std::mem::replace(&mut self.current, taken) {
+                lock(&ahead.spare).push(done);
+            }
+        }
+        if let Some((_, sorted)) = &self.current {
+            let range = sorted.tape_ranges[seq % CHUNK].clone();
+            return (sorted.sorted[seq % CHUNK], (!range.is_empty()).then(|| sorted.tapes.tape(range)));
         }
         // Not sorted yet: sort this record here, and keep the thread from starting on its chunk.
         ahead.next.fetch_max(chunk + 1, Ordering::Relaxed);
-        sort(text, seq)
+        (sort(text, seq), None)
     }
+}
+
+/// Whether the two threads run side by side (`CoreClock`), from Linux's per-thread CPU clocks;
+/// elsewhere the answer is always yes.
+#[cfg(target_os = "linux")]
+mod core_clock {
+    /// Whether the two threads of a decode have run side by side since the sorting thread started:
+    /// the CPU time of both against twice the wall clock. On one shared core they take turns, and
+    /// their CPU times add up to the wall clock at most (a share of 0.5); with a third task on the
+    /// two cores, to about 0.67. Counted from the start, not per chunk: a chunk is shorter than a
+    /// scheduler's time slice, so a thread sharing a core runs most chunks whole and waits between them.
+    pub(super) struct CoreClock {
+        wall: std::time::Instant,
+        /// The CPU clock of the calling thread, and both threads' CPU times at the start.
+        start: Option<(libc::clockid_t, u64, u64)>,
+    }
+
+    impl CoreClock {
+        /// The share of two cores below which the threads are taken to have shared one.
+        const PARALLEL: f64 = 0.8;
+        /// Windows shorter than this say nothing yet (the first chunks are behind the calling thread anyway).
+        const MIN_NANOS: f64 = 100_000.0;
+
+        /// Started on the sorting thread, with the calling thread's CPU clock (`caller_clock`).
+        pub(super) fn start(caller_clock: Option<libc::clockid_t>) -> Self {
+            let start = caller_clock.and_then(|clock| Some((clock, cpu_nanos(clock)?, cpu_nanos(libc::CLOCK_THREAD_CPUTIME_ID)?)));
+            CoreClock { wall: std::time::Instant::now(), start }
+        }
+
+        pub(super) fn had_a_core(&self) -> bool {
+            let Some((caller_clock, caller_start, own_start)) = self.start else { return true };
+            let elapsed = self.wall.elapsed().as_nanos() as f64;
+            let (Some(caller), Some(own)) = (cpu_nanos(caller_clock), cpu_nanos(libc::CLOCK_THREAD_CPUTIME_ID)) else { return true };
+            let ran = caller.saturating_sub(caller_start) + own.saturating_sub(own_start);
+            elapsed >= Self::MIN_NANOS && ran as f64 >= Self::PARALLEL * 2.0 * elapsed
+        }
+    }
+
+    /// The calling thread's CPU clock, for the sorting thread to read (Linux only).
+    pub(super) fn caller_cpu_clock() -> Option<libc::clockid_t> {
+        let mut clock: libc::clockid_t = 0;
+        // SAFETY: writes the one clock id it is given, for this thread, which outlives the scope.
+        (unsafe { libc::pthread_getcpuclockid(libc::pthread_self(), &mut clock) } == 0).then_some(clock)
+    }
+
+    /// A CPU clock's time in nanoseconds.
+    fn cpu_nanos(clock: libc::clockid_t) -> Option<u64> {
+        let mut time = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: writes the one timespec it is given.
+        (unsafe { libc::clock_gettime(clock, &mut time) } == 0).then(|| time.tv_sec as u64 * 1_000_000_000 + time.tv_nsec as u64)
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+mod core_clock {
+    pub(super) struct CoreClock;
+
+    impl CoreClock {
+        pub(super) fn start(_caller_clock: Option<()>) -> Self {
+            CoreClock
+        }
+
+        pub(super) fn had_a_core(&self) -> bool {
+            true
+        }
+    }
+
+    pub(super) fn caller_cpu_clock() -> Option<()> {
+        None
+    }
+}
+
+/// A lock that a panic on the other thread (none is expected) does not poison for this one.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// Run `consume` with the verdicts on `texts` (each record as its parts, joined); sorted on a
 /// scoped thread when there are at least `THREAD_FROM_RECORDS` records.
 pub(crate) fn with_sorted_records<R>(texts: &[[&[u8]; 2]], consume: impl FnOnce(&mut SortedRecords<'_, '_>) -> R) -> R {
     if texts.len() < THREAD_FROM_RECORDS {
-        return consume(&mut SortedRecords { ahead: None });
+        return consume(&mut SortedRecords { ahead: None, current: None });
     }
-    let ahead = Ahead { texts, next: AtomicUsize::new(0), chunks: (0..texts.len().div_ceil(CHUNK)).map(|_| OnceLock::new()).collect() };
+    let chunks = (0..texts.len().div_ceil(CHUNK)).map(|_| Mutex::new(None)).collect();
+    let ahead = Ahead { texts, next: AtomicUsize::new(0), chunks, spare: Mutex::new(Vec::new()), at: AtomicUsize::new(0) };
     std::thread::scope(|scope| {
         // A thread that cannot be started (a process at its limit) leaves every chunk to this one.
-        let _ = std::thread::Builder::new().spawn_scoped(scope, || ahead.sort_ahead());
-        let result = consume(&mut SortedRecords { ahead: Some(&ahead) });
+        let (caller_clock, ahead) = (caller_cpu_clock(), &ahead);
+        let _ = std::thread::Builder::new().spawn_scoped(scope, move || ahead.sort_ahead(caller_clock));
+        let result = consume(&mut SortedRecords { ahead: Some(&ahead), current: None });
         // Done (or stopped by an error): the thread claims no further chunk.
         ahead.next.store(ahead.chunks.len(), Ordering::Relaxed);
         result
@@ -125,7 +257,7 @@ mod tests {
             let texts: Vec<[&[u8]; 2]> = bodies.iter().map(|body| [&body[..], &b"}"[..]]).collect();
             let whole: Vec<Vec<u8>> = bodies.iter().map(|body| [&body[..], b"}"].concat()).collect();
             let got = with_sorted_records(&texts, |sorted| {
-                (0..count).map(|seq| sorted.next(&whole[seq], seq)).collect::<Vec<_>>()
+                (0..count).map(|seq| sorted.next(&whole[seq], seq).0).collect::<Vec<_>>()
             });
             let want: Vec<Sorted> = (0..count).map(|seq| sort(&whole[seq], seq)).collect();
             assert_eq!(got, want, "{count} records");
@@ -137,10 +269,33 @@ mod tests {
     }
 
     #[test]
+    fn a_chunk_sorted_ahead_holds_the_tapes_of_its_message_records() {
+        let bodies = records(CHUNK + 8);
+        let texts: Vec<[&[u8]; 2]> = bodies.iter().map(|body| [&body[..], &b"}"[..]]).collect();
+        let chunks = (0..2).map(|_| Mutex::new(None)).collect();
+        let ahead = Ahead { texts: &texts, next: AtomicUsize::new(0), chunks, spare: Mutex::new(Vec::new()), at: AtomicUsize::new(0) };
+        for chunk in [0, 1] {
+            let sorted = ahead.sorted_chunk(chunk, true).expect("not stopped");
+            let taped: Vec<bool> = sorted.tape_ranges.iter().map(|range| !range.is_empty()).collect();
+            let messages: Vec<bool> = sorted.sorted.iter().map(|verdict| matches!(verdict, Sorted::Message(_))).collect();
+            assert_eq!(taped, messages);
+            assert!(messages.iter().any(|&message| message));
+            // A chunk handed back is filled again from empty.
+            lock(&ahead.spare).push(sorted);
+        }
+        // Behind the calling thread: verdicts only, no tapes.
+        let sorted = ahead.sorted_chunk(0, false).expect("not stopped");
+        assert!(sorted.tape_ranges.iter().all(|range| range.is_empty()) && sorted.sorted.len() == CHUNK);
+        // The calling thread done: the chunk in flight is dropped.
+        ahead.next.store(2, Ordering::Relaxed);
+        assert!(ahead.sorted_chunk(1, true).is_none());
+    }
+
+    #[test]
     fn a_loop_stopping_early_ends_the_thread() {
         let bodies = records(THREAD_FROM_RECORDS * 4);
         let texts: Vec<[&[u8]; 2]> = bodies.iter().map(|body| [&body[..], &b""[..]]).collect();
-        let first = with_sorted_records(&texts, |sorted| sorted.next(&[], 0));
+        let first = with_sorted_records(&texts, |sorted| sorted.next(&[], 0).0);
         assert_eq!(first, Sorted::Other); // unsealed and without its brace: not a whole record
     }
 }

@@ -164,12 +164,12 @@ def test_a_model_api_uses_only_its_own_folder_and_the_shared_modules(name: str) 
 RUST = PACKAGE.parents[1] / "rust"
 RUST_FOLDERS = {
     "value": {"errors", "freeze", "frozendict", "frozendict/entries", "ids", "message", "recycle", "strs", "walk"},
-    "json": {"scan", "text", "read/fields", "read/keys", "read/parse", "read/strings"}
+    "json": {"scan", "text", "read/fields", "read/keys", "read/parse", "read/strings", "read/tape"}
     | {"write/leaves", "write/message", "write/tree"},
     "message": {"content", "creation", "methods", "model_source"},
-    "log": {"checksum", "event_columns", "event_record", "message_record", "message_vouch", "plain_rules", "plain_vouch"}
+    "log": {"checksum", "event_columns", "event_record", "message_record", "message_tape", "message_vouch", "plain_rules"}
     | {"record_scan", "record_scan_reference", "record_scan_tests", "record_scanner", "records", "surface_fold"}
-    | {"sort_ahead"},
+    | {"plain_vouch", "sort_ahead"},
     "original": {"chunk_row", "columns", "data_rules", "message_text", "record_top"},
 }
 RUST_ORDER = list(RUST_FOLDERS)

@@ -1,10 +1,12 @@
 //! Reading JSON text: the parser straight into frozen trees (`parse`), its key cache (`keys`),
-//! escaped strings (`strings`) and the fixed-field reader that messages and records use (`fields`).
+//! escaped strings (`strings`), the fixed-field reader that messages and records use (`fields`),
+//! and texts read ahead without the GIL into a tape that frozen values are built from (`tape`).
 
 pub(crate) mod fields;
 pub(crate) mod keys;
 pub(crate) mod parse;
 pub(crate) mod strings;
+pub(crate) mod tape;
 
 use pyo3::prelude::*;
 
