@@ -185,6 +185,7 @@ async def _agent_session(session: Session) -> None:
     await agent.when_idle()
 
 
+@pytest.mark.benchmark(group=GROUP)
 def test_dshkit_postgres_100_steps(benchmark: Any, pg_url: str) -> None:
     from dshkit.session import PostgresStore
 
@@ -212,6 +213,7 @@ def test_dshkit_postgres_100_steps(benchmark: Any, pg_url: str) -> None:
 # -- LangGraph --------------------------------------------------------------------------------
 
 
+@pytest.mark.benchmark(group=GROUP)
 def test_langgraph_postgres_saver_100_steps(benchmark: Any, pg_url: str) -> None:
     pytest.importorskip("langgraph.checkpoint.postgres", reason="needs langgraph-checkpoint-postgres")
     from langchain_core.language_models.chat_models import BaseChatModel
@@ -284,6 +286,7 @@ def test_langgraph_postgres_saver_100_steps(benchmark: Any, pg_url: str) -> None
 # -- OpenAI Agents SDK ------------------------------------------------------------------------
 
 
+@pytest.mark.benchmark(group=GROUP)
 def test_openai_agents_sqlalchemy_session_100_steps(benchmark: Any, pg_url: str) -> None:
     pytest.importorskip("asyncpg", reason="needs asyncpg")
     sqlalchemy_session = pytest.importorskip("agents.extensions.memory.sqlalchemy_session", reason="needs openai-agents[sqlalchemy]")
