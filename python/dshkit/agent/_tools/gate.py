@@ -55,6 +55,18 @@ class CallResult:
     call_seq: int | None = None
 
 
+# A call's result as a plain tuple of `CallResult`'s fields, in their order: what a batch holds
+# while its bodies run. The cyclic GC stops tracking a tuple of untracked items at its first look,
+# where a `CallResult` (a class instance) stays tracked, so at scale one was promoted with every
+# step and walked by each full collection (issue 37).
+ResultRow = tuple[Any, bool, Mapping[str, str] | None, Mapping[str, Any] | None, tuple[Message, ...], bool, int | None]
+
+
+def result_row(result: CallResult) -> ResultRow:
+    """`result`'s fields as a `ResultRow`."""
+    return (result.content, result.is_error, result.error, result.meta, result.context, result.end_turn, result.call_seq)
+
+
 def error_result(content: str, name: str, code: str, call_seq: int | None) -> CallResult:
     """An error result naming what went wrong (`error = {name, code}`)."""
     return CallResult(content, is_error=True, error={"name": name, "code": code}, call_seq=call_seq)
@@ -339,4 +351,4 @@ def _accepts_any_object(schema: Mapping[str, Any]) -> bool:
     )
 
 
-__all__ = ["RETRIES_EXHAUSTED", "CallResult", "NeverStarted", "TimedOut", "ToolGate", "error_result"]
+__all__ = ["RETRIES_EXHAUSTED", "CallResult", "NeverStarted", "ResultRow", "TimedOut", "ToolGate", "error_result", "result_row"]

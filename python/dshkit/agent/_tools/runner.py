@@ -21,7 +21,7 @@ from dshkit.agent.cancel import CancelToken
 from dshkit.agent._turn.eager import eager_start_on, start_eagerly
 from dshkit.agent.notifications import NotificationHub
 from dshkit.agent._input.inbox import Inbox
-from dshkit.agent._tools.gate import CallResult, ToolGate, error_result
+from dshkit.agent._tools.gate import CallResult, ResultRow, ToolGate, error_result, result_row
 from dshkit.agent._tools.waits import BatchWait, OneYield
 from dshkit.agent.tools import Tool, ToolContext
 from dshkit.llm import Message, create_tool_result_message
@@ -45,7 +45,7 @@ class _Batch:
     def __init__(self) -> None:
         self.calls: tuple[Any, ...] = ()
         self.assistant_seq = self.turn = self.step = self.committed = 0
-        self.results: list[CallResult | None] = []
+        self.results: list[ResultRow | None] = []
         self.logged_early: frozenset[int] | set[int] = _NONE_EARLY  # results logged past a call that waits for a person
         # task -> (index, call seq) of the running segment's bodies whose results are not taken yet
         self.running: dict[asyncio.Future[CallResult], tuple[int, int]] = {}
@@ -228,7 +228,7 @@ class ToolCallRunner:
                 # down cancels every task, in no set order): the same as this driver
                 # being cancelled first, never an error result for that call.
                 raise asyncio.CancelledError
-            batch.results[index] = _task_result(task, seq)
+            batch.results[index] = result_row(_task_result(task, seq))
             del running[task]
         return True
 
@@ -320,27 +320,29 @@ class ToolCallRunner:
     def answer_unknown(self, turn: int, step: int, call: Any, call_seq: int, assistant_seq: int) -> None:
         """Log the result of a call an earlier process started and never answered (outcome unknown)."""
         result = error_result(_UNKNOWN_OUTCOME, "Aborted", "aborted_while_running", call_seq)
-        self._commit_result(turn, step, call, result, assistant_seq)
+        self._commit_result(turn, step, call, result_row(result), assistant_seq)
 
     def take_failure(self) -> dict[str, Any] | None:
         """An error the tools' gate says ends the turn (a retry budget spent), once; else None."""
         return self._gate.take_failure()
 
-    def _commit_result(self, turn: int, step: int, call: Any, result: CallResult, assistant_seq: int) -> None:
+    def _commit_result(self, turn: int, step: int, call: Any, result: ResultRow, assistant_seq: int) -> None:
+        content, is_error, error, meta, _, _, call_seq = result
         try:
-            message = create_tool_result_message(call["id"], result.content, is_error=result.is_error)
+            message = create_tool_result_message(call["id"], content, is_error=is_error)
         except (TypeError, ValueError) as exc:
             # The tool returned blocks that are not valid content: the model gets the reason.
-            result = error_result(
-                f"{type(exc).__name__}: tool returned invalid content: {exc}", type(exc).__name__, "invalid_content", result.call_seq
+            invalid = error_result(
+                f"{type(exc).__name__}: tool returned invalid content: {exc}", type(exc).__name__, "invalid_content", call_seq
             )
-            message = create_tool_result_message(call["id"], result.content, is_error=True)
+            message = create_tool_result_message(call["id"], invalid.content, is_error=True)
+            error, meta = invalid.error, invalid.meta
         data: dict[str, Any] = {"turn": turn, "step": step, "message": message}
-        if result.error is not None:
-            data["error"] = result.error
-        if result.meta is not None:
-            data["meta"] = result.meta
-        seqs = (result.call_seq,) if result.call_seq is not None else (assistant_seq,)
+        if error is not None:
+            data["error"] = error
+        if meta is not None:
+            data["meta"] = meta
+        seqs = (call_seq,) if call_seq is not None else (assistant_seq,)
         event = self._session.append(TOOL_RESULT, data, source_event_seqs=seqs)
         self._gate.mark_answered(call["id"])
         if self._inbox.deferred_clear is not None:
@@ -349,16 +351,17 @@ class ToolCallRunner:
             self._hub.emit("message", turn=turn, step=step, message=message, event_type=TOOL_RESULT, seq=event.seq)
 
 
-def _handed_back(results: list[CallResult | None]) -> tuple[bool, tuple[Message, ...]]:
+def _handed_back(results: list[ResultRow | None]) -> tuple[bool, tuple[Message, ...]]:
     """Whether a tool asked to end the turn, and the context the tools handed back (model order, each
     id once: two tools may hand back one message)."""
     context: dict[str, Message] = {}
     end_turn = False
     for result in results:
         assert result is not None  # every call has its result by now (committed, or answered)
-        if result.end_turn:
+        handed, ends = result[4], result[5]  # a `ResultRow`'s context and end_turn
+        if ends:
             end_turn = True
-        for message in result.context:
+        for message in handed:
             context.setdefault(message.id, message)
     return end_turn, tuple(context.values())
 
@@ -371,7 +374,7 @@ _UNKNOWN_OUTCOME = (
 
 def _answer_every_call(
     token: CancelToken,
-    results: list[CallResult | None],
+    results: list[ResultRow | None],
     running: Mapping[asyncio.Future[CallResult], tuple[int, int]],
     leave: set[int] | None = None,
 ) -> None:
@@ -386,13 +389,13 @@ def _answer_every_call(
             task.cancel()
             if leave is not None and index in leave:
                 continue
-            results[index] = error_result(_UNKNOWN_OUTCOME, "Aborted", "aborted_while_running", seq)
+            results[index] = result_row(error_result(_UNKNOWN_OUTCOME, "Aborted", "aborted_while_running", seq))
     for index, result in enumerate(results):
         if result is None and leave is None:
-            results[index] = error_result(
+            results[index] = result_row(error_result(
                 f"Tool call not run: the turn was aborted ({cause}) before it started. Run it again if it is still needed.",
                 "Aborted", "aborted_before_dispatch", None,
-            )
+            ))
 
 
 def _task_result(task: asyncio.Future[CallResult], call_seq: int) -> CallResult:

@@ -1,6 +1,6 @@
 """After a step's response is logged: the run's checks, then its tool calls.
 
-`TurnRunner._run_step` runs the calls itself once `TurnRunner._call_model` has returned, so
+`TurnRunner._run_steps` runs the calls itself once `TurnRunner._run_step` has returned, so
 that what the model call held (the request, the stream assembler, the chunk seqs) is freed
 before the tool bodies run, and no coroutine of this module waits beside them: with many agents
 at once, what a step keeps in flight is what the cyclic GC promotes and scans (issue 37).

@@ -165,7 +165,20 @@ class TurnRunner:
                 return
             turn.step += 1
             turn.stepped = True
-            ended = await self._run_step(turn, batch)
+            self._start_step(turn)
+            try:
+                response = await self._run_step(turn, batch)
+                if isinstance(response, StepResult):
+                    ended = response
+                else:
+                    # Not in `_run_step`: one coroutine fewer held across the bodies' wait (issue 37).
+                    end_turn, context, self._loop_ran = await self._tool_calls.run(
+                        response.data["message"].tool_calls, response.seq, turn=turn.number, step=turn.step, token=turn.token
+                    )
+                    ended = after_tools(self._tool_calls, turn, end_turn, context)
+            except BaseException:
+                self._end_step(turn)
+                raise
 
     async def _step_boundary(self, turn: Turn, ended: StepResult | None) -> Sequence[Admitted] | None:
         """The step boundary: where steering, injected input and tool context enter the turn.
@@ -230,37 +243,27 @@ class TurnRunner:
 
     # -- a step -------------------------------------------------------------------------------
 
-    async def _run_step(self, turn: Turn, batch: Sequence[Admitted]) -> StepResult:
-        """Log the admitted batch, call the model, run its tool calls.
-
-        A step that returns is ended at the next step boundary (after its tool context is
-        queued); one that raises is ended here. Either way `step/end` is attempted before
-        `turn/end`.
-        """
-        number, step = turn.number, turn.step
-        self._append(STEP_START, {"turn": number, "step": step})
+    def _start_step(self, turn: Turn) -> None:
+        self._append(STEP_START, {"turn": turn.number, "step": turn.step})
         if self._hub.maybe_listening:
-            self._hub.emit("step_start", turn=number, step=step)
-        try:
-            for message, seqs in batch:
-                event = self._append(USER_MESSAGE, message, source_event_seqs=seqs)
-                if self._hub.maybe_listening:
-                    self._hub.emit("message", turn=number, step=step, message=message, event_type=USER_MESSAGE, seq=event.seq)
-            response = await self._call_model(turn)
-            if isinstance(response, StepResult):
-                return response
-            # The tools run after `_call_model` returned: its request, stream assembler and chunk
-            # seqs are freed by then, not kept in flight while the bodies run (issue 37).
-            ended = answer_without_tools(turn, response)
-            if ended is not None:
-                return ended if isinstance(ended, StepResult) else await refuse_calls(self._tool_calls, turn, response, ended)
-            end_turn, context, self._loop_ran = await self._tool_calls.run(
-                response.data["message"].tool_calls, response.seq, turn=number, step=step, token=turn.token
-            )
-            return after_tools(self._tool_calls, turn, end_turn, context)
-        except BaseException:
-            self._end_step(turn)
-            raise
+            self._hub.emit("step_start", turn=turn.number, step=turn.step)
+
+    async def _run_step(self, turn: Turn, batch: Sequence[Admitted]) -> StepResult | Event:
+        """Log the admitted batch, call the model: the step's result, or the logged response whose
+        calls `_run_steps` runs once this returned (the request and stream freed). A step is ended
+        at the next step boundary, or by `_run_steps` if it raises (`step/end` before `turn/end`)."""
+        number, step = turn.number, turn.step
+        for message, seqs in batch:
+            event = self._append(USER_MESSAGE, message, source_event_seqs=seqs)
+            if self._hub.maybe_listening:
+                self._hub.emit("message", turn=number, step=step, message=message, event_type=USER_MESSAGE, seq=event.seq)
+        response = await self._call_model(turn)
+        if isinstance(response, StepResult):
+            return response
+        ended = answer_without_tools(turn, response)
+        if ended is None:
+            return response
+        return ended if isinstance(ended, StepResult) else await refuse_calls(self._tool_calls, turn, response, ended)
 
     def _end_step(self, turn: Turn) -> None:
         try:
