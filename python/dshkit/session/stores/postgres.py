@@ -14,6 +14,10 @@ and writes them at `sync()` in one statement (one round trip); `"none"` does the
 Every record carries its CRC-32C in column `crc` (`dshkit.session._log.checksums`), checked on load; a
 session whose header row has none is a format version 1 log (written before schema version 2)
 and stays one: read unchecked, appended to without checksums.
+
+A writer packs its session's older events (`postgres_packs`, schema version 4) after a write
+commits: each whole range of `pack_events` events becomes one row, so an open reads tens of rows
+instead of tens of thousands; the newest events always stay rows.
 """
 
 from __future__ import annotations
@@ -28,21 +32,19 @@ from dshkit.session._log.event_codec import StoredRecords, decode_header
 from dshkit.session.errors import SessionConflictError, SessionCorruptError, SessionError
 from dshkit.session.events import MESSAGE_EVENT_TYPES, SURFACE_APPEND, USER_MESSAGE, Event
 from dshkit.session._log.checksums import check_header, checksum, verified, verified_join
+from dshkit.session.stores.packs import PACK_EVENTS
+from dshkit.session.stores.postgres_packs import Packs, checked_packs, make_packs, pack_place, packs_line_up
 from dshkit.session.stores.postgres_schema import (
     CONFLICT_SQLSTATE,
     CREATE_SESSION,
     LOAD_ATTACHMENT,
-    MIGRATIONS,
     READ_EVENTS,
-    READ_VERSION,
     SAVE_ATTACHMENT,
-    SCHEMA_LOCK_KEY,
-    SCHEMA_VERSION,
-    SET_VERSION,
     TRY_LOCK,
     UNLOCK,
     WRITE_EVENTS,
     WriteRow,
+    ensure_schema,
     read_session,
     write_params,
 )
@@ -94,34 +96,6 @@ def check_url(url: str) -> None:
         raise ValueError(f"bad PostgreSQL URL {redact(url)!r}: {error}") from None
 
 
-def ensure_schema(connection: Any) -> None:
-    """Create the tables on first use, migrate an older schema, refuse a newer one."""
-    psycopg = import_psycopg()
-    try:
-        version = connection.execute(READ_VERSION).fetchone()[0]
-    except psycopg.errors.UndefinedTable:
-        version = 0
-    if version == SCHEMA_VERSION:
-        return
-    if version > SCHEMA_VERSION:
-        raise SessionError(
-            f"the database holds dshkit session schema version {version}; this dshkit knows up to "
-            f"version {SCHEMA_VERSION}: upgrade dshkit"
-        )
-    with connection.transaction():
-        connection.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK_KEY,))
-        try:
-            with connection.transaction():  # a savepoint: a missing table must not abort the outer one
-                version = connection.execute(READ_VERSION).fetchone()[0]
-        except psycopg.errors.UndefinedTable:
-            version = 0
-        while version < SCHEMA_VERSION:
-            for statement in MIGRATIONS[version]:
-                connection.execute(statement)
-            version += 1
-            connection.execute(SET_VERSION, (version,))
-
-
 class PostgresConnections(Protocol):
     """Where a `PostgresStore` takes its connection from, and gives it back: a caller's pool.
 
@@ -164,7 +138,13 @@ class PostgresStore(SessionStore):
         self._sealed = True  # records carry checksums (format version 2); False for a version 1 session
         self._message_ids: set[str] = set()
         self._after_write: Callable[[Any], None] | None = None  # test hook: after commit, before the ack returns
+        self._during_pack: Callable[[Any], None] | None = None  # test hook: inside a pack's transaction
+        self.pack_events = PACK_EVENTS  # events per pack (tests use a few)
+        self._packs: Packs = ()  # (first seq, last seq) of the packs the open read
+        self._packed_end = 0  # the seq the packs end before (the first row's)
+        self._packing = True  # False once a range could not be packed, or in a version 1 session
         self.retries = 0  # writes resent after a connection error (observable for tests and operators)
+        self.pack_failures = 0  # packing transactions that failed and were rolled back (rows kept)
 
     def __repr__(self) -> str:
         return f"PostgresStore({redact(self.url)!r}, session_id={self.session_id!r})"
@@ -172,7 +152,9 @@ class PostgresStore(SessionStore):
     def describe(self, index: int) -> str:
         """Where record `index` lives: the session's header row or its event with that seq."""
         where = f"{redact(self.url)} session {self.session_id}"
-        return f"{where}: header" if index < 0 else f"{where}: event {index}"
+        if index < 0:
+            return f"{where}: header"
+        return pack_place(where, self._packs, index) or f"{where}: event {index}"
 
     # -- connections ----------------------------------------------------------------------
 
@@ -312,37 +294,40 @@ class PostgresStore(SessionStore):
             row = read_session(connection, session_id, message_ids=not read_only)
             if row is None:
                 raise FileNotFoundError(f"no session {session_id} in {redact(self.url)}")
-            header, header_crc, bodies, crcs, message_ids = row
+            header, header_crc, bodies, crcs, message_ids, firsts, lasts, count, first_row = row
             self._sealed = header_crc is not None
             if self._sealed:
                 verified([(header, header_crc)], lambda _: self.describe(-1))
             check_header(header, self._sealed, self.describe(-1))
             if self._sealed:
-                records = self._checked_records(connection, session_id, bodies, crcs)
+                self._packs = list(zip(firsts or (), lasts or ()))
+                records = self._checked_records(connection, session_id, bodies, crcs, (count, first_row))
+                self._packed_end = self._packs[-1][1] + 1 if self._packs else 0
             else:
                 rows = connection.execute(READ_EVENTS, (session_id,)).fetchall()
                 records = [self._unchecked(seq, body, crc) for seq, body, crc in rows]
             if not read_only:
                 self._message_ids = set(message_ids or ())
+            self._packing = self._sealed
         except BaseException:
             self._release(connection)
             raise
         self._connection = connection
         return header, records
 
-    def _checked_records(self, connection: Any, session_id: str, bodies: bytes | None, crcs: str | None) -> StoredRecords:
-        """The session's event records, `bodies` and `crcs` as `READ_SESSION` joined them, each
-        checked against its `crc`; `SessionCorruptError` naming the first row that fails.
-
-        The two values are checked natively (`verified_join`), so no Python object is made per
-        row; if that fails, the rows are read and checked one by one (`verified`), which names
-        the row by its seq.
-        """
+    def _checked_records(self, connection: Any, session_id: str, bodies: bytes | None, crcs: str | None,
+                         rows: tuple[int, int | None]) -> StoredRecords:
+        """The session's records, `bodies` and `crcs` as `READ_SESSION` joined them (packs, then
+        rows), checked natively in one call (`verified_join`: no Python object per record); if
+        that fails or packs and rows do not line up (`packs_line_up`), checked pack by pack
+        (`checked_packs`) and row by row (`verified`): the error names the pack or row and seq."""
         records = verified_join(bodies or b"", crcs or "")
-        if records is None:
-            rows = connection.execute(READ_EVENTS, (session_id,)).fetchall()
-            return verified([row[1:] for row in rows], lambda index: self.describe(rows[index][0]))
-        return records
+        if records is not None and packs_line_up(self._packs, *rows, len(records)):
+            return records
+        where = f"{redact(self.url)} session {self.session_id}"
+        packed, self._packs = checked_packs(connection, session_id, where)
+        events = connection.execute(READ_EVENTS, (session_id,)).fetchall()
+        return packed + verified([event[1:] for event in events], lambda index: self.describe(events[index][0]))
 
     def _unchecked(self, seq: int, body: str, crc: int | None) -> str:
         """The record of a version 1 session, which must carry no checksum (no mixed sessions)."""
@@ -397,7 +382,7 @@ class PostgresStore(SessionStore):
                 connection.execute(WRITE_EVENTS, params).fetchone()
                 if self._after_write is not None:
                     self._after_write(connection)
-                return
+                break
             except psycopg.errors.UniqueViolation as error:
                 raise SessionConflictError(
                     f"{self.describe(rows[0][0])}: a message id of this batch is already in the session "
@@ -414,6 +399,24 @@ class PostgresStore(SessionStore):
                 self.retries += 1
                 if attempt == len(RETRY_DELAYS):
                     raise SessionError(f"{self.describe(rows[0][0])}: write failed after {attempt + 1} attempts: {error}") from error
+        self._pack(rows[-1][0] + 1)
+
+    def _pack(self, next_seq: int) -> None:
+        """Pack the ranges due now that `next_seq` events are written (`postgres_packs.make_packs`).
+
+        The write is committed: a failure here leaves the rows as they were (each pack is one
+        transaction), and the next write tries again; a range that is not exactly its events
+        stops packing for this store.
+        """
+        if not self._packing or self._connection is None or next_seq - self._packed_end < 2 * self.pack_events:
+            return
+        psycopg = import_psycopg()
+        try:
+            self._packed_end, self._packing = make_packs(
+                self._connection, self._need_session_id("pack"), self._packed_end, next_seq, self.pack_events, self._during_pack
+            )
+        except psycopg.Error:
+            self.pack_failures += 1
 
     # -- attachments: the table `dshkit_attachments`, shared by the database's sessions ----
 

@@ -11,13 +11,20 @@ Since schema version 2 every record carries its checksum (`dshkit.session._log.c
 the table): rows written before it keep `crc` NULL, and a session whose header row has a NULL
 `crc` is a format version 1 log, read unchecked and appended to without checksums (no mixed
 sessions), as a version 1 SQLite database is. Schema version 3 adds `dshkit_attachments`.
+
+Schema version 4 adds `dshkit_packs` (`postgres_packs`): a writer moves each whole range of a
+session's events into one pack row and deletes the rows in the same transaction, the only
+DELETE the events' triggers let through (every deleted row must lie in a pack of its session).
+A dshkit before version 4 refuses the database ("upgrade dshkit"): it would see a seq gap.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-SCHEMA_VERSION = 3
+from dshkit.session.errors import SessionError
+
+SCHEMA_VERSION = 4
 CONFLICT_SQLSTATE = "DK001"
 APPEND_ONLY_SQLSTATE = "DK002"
 SCHEMA_LOCK_KEY = 0x64736B5F736368  # "dsk_sch": serialises schema creation across processes
@@ -61,6 +68,38 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     ),
     # The bytes attachment blocks refer to, by SHA-256 digest, shared by the database's sessions.
     2: ("CREATE TABLE dshkit_attachments (digest text PRIMARY KEY, data bytea NOT NULL)",),
+    # Packs (`postgres_packs`): a range's bodies joined by newlines (UTF-8 bytes, stored out of
+    # line uncompressed: read whole at every open, never searched), their checksums as the read
+    # joins them, and the message ids the range brought (for a writer's open).
+    3: (
+        "CREATE TABLE dshkit_packs ("
+        " session_id text NOT NULL REFERENCES dshkit_sessions (session_id),"
+        " first_seq bigint NOT NULL CHECK (first_seq >= 0),"
+        " last_seq bigint NOT NULL CHECK (last_seq >= first_seq),"
+        " bodies bytea NOT NULL,"
+        " crcs text NOT NULL,"
+        " message_ids text[] NOT NULL,"
+        " PRIMARY KEY (session_id, first_seq))",
+        "ALTER TABLE dshkit_packs ALTER COLUMN bodies SET STORAGE EXTERNAL",
+        "CREATE OR REPLACE FUNCTION dshkit_refuse_change() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+        f" RAISE EXCEPTION '% is append-only: % refused', TG_TABLE_NAME, TG_OP USING ERRCODE = '{APPEND_ONLY_SQLSTATE}';"
+        " END $$",
+        "CREATE TRIGGER dshkit_packs_append_only BEFORE UPDATE OR DELETE ON dshkit_packs"
+        " FOR EACH ROW EXECUTE FUNCTION dshkit_refuse_change()",
+        # Events may now be deleted, but only once a pack of their session holds them: checked
+        # once per statement over the deleted rows, not by a lookup per row.
+        "DROP TRIGGER dshkit_events_append_only ON dshkit_events",
+        "CREATE TRIGGER dshkit_events_append_only BEFORE UPDATE ON dshkit_events"
+        " FOR EACH ROW EXECUTE FUNCTION dshkit_refuse_change()",
+        "CREATE FUNCTION dshkit_check_packed() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+        " IF EXISTS (SELECT 1 FROM deleted d WHERE NOT EXISTS (SELECT 1 FROM dshkit_packs p"
+        "  WHERE p.session_id = d.session_id AND d.seq BETWEEN p.first_seq AND p.last_seq)) THEN"
+        "  RAISE EXCEPTION 'dshkit_events is append-only: DELETE refused (only events a pack holds are deleted)'"
+        f"   USING ERRCODE = '{APPEND_ONLY_SQLSTATE}';"
+        " END IF; RETURN NULL; END $$",
+        "CREATE TRIGGER dshkit_events_packed_only AFTER DELETE ON dshkit_events REFERENCING OLD TABLE AS deleted"
+        " FOR EACH STATEMENT EXECUTE FUNCTION dshkit_check_packed()",
+    ),
 }
 
 READ_VERSION = "SELECT version FROM dshkit_schema"
@@ -81,15 +120,31 @@ READ_EVENTS = "SELECT seq, body, crc FROM dshkit_events WHERE session_id = %s OR
 # newlines as UTF-8 bytes (`bytea`, read in binary: the client neither decodes 8 MB of text nor
 # encodes it again for the native check), their checksums comma-separated (NULL as `x`, which no
 # checksum matches), and for a writer (`message_ids` true) the message ids its events brought
-# (`PostgresStore._new_message_id`) as one array, from the same scan. The rows come in seq order
-# from an ordered subquery read along the primary key, under `READ_SESSION_PLAN`. Were the order
-# ever otherwise, each record's own seq is checked against its place as it is decoded: refused,
-# never taken.
+# (`PostgresStore._new_message_id`) as one array, from the same scan. The events are the packs'
+# (`postgres_packs`: their joined bodies and checksums as stored) then the rows', in one
+# aggregate over both, and the statement also returns each pack's first and last seq and the
+# rows' count and first seq, for the reader to check that packs and rows line up. The rows come
+# in seq order from ordered subqueries read along the primary keys, under `READ_SESSION_PLAN`.
+# Were the order ever otherwise, each record's own seq is checked against its place as it is
+# decoded: refused, never taken.
 READ_SESSION = (
-    "SELECT s.header, s.crc, e.bodies, e.crcs, e.message_ids FROM dshkit_sessions s CROSS JOIN ("
-    " SELECT convert_to(string_agg(body, chr(10)), 'UTF8') AS bodies, string_agg(coalesce(crc::text, 'x'), ',') AS crcs,"
-    " array_agg(message_id) FILTER (WHERE %(message_ids)s AND message_id IS NOT NULL) AS message_ids"
-    " FROM (SELECT body, crc, message_id FROM dshkit_events WHERE session_id = %(session)s ORDER BY seq) AS ordered"
+    "SELECT s.header, s.crc, e.bodies, e.crcs,"
+    " CASE WHEN %(message_ids)s THEN coalesce(p.message_ids, '{}') || coalesce(e.message_ids, '{}') END,"
+    " p.firsts, p.lasts, e.rows, e.first_row"
+    " FROM dshkit_sessions s CROSS JOIN ("
+    " SELECT array_agg(first_seq ORDER BY first_seq) AS firsts, array_agg(last_seq ORDER BY first_seq) AS lasts,"
+    " (SELECT array_agg(id) FROM dshkit_packs, unnest(message_ids) AS id WHERE %(message_ids)s AND session_id = %(session)s) AS message_ids"
+    " FROM dshkit_packs WHERE session_id = %(session)s"
+    ") AS p CROSS JOIN ("
+    " SELECT string_agg(body, '\\x0a'::bytea) AS bodies, string_agg(crc, ',') AS crcs,"
+    " array_agg(message_id) FILTER (WHERE %(message_ids)s AND message_id IS NOT NULL) AS message_ids,"
+    " count(seq) AS rows, min(seq) AS first_row FROM ("
+    "(SELECT bodies AS body, crcs AS crc, NULL::text AS message_id, NULL::bigint AS seq"
+    " FROM dshkit_packs WHERE session_id = %(session)s ORDER BY first_seq)"
+    " UNION ALL"
+    " (SELECT convert_to(body, 'UTF8'), coalesce(crc::text, 'x'), message_id, seq"
+    " FROM dshkit_events WHERE session_id = %(session)s ORDER BY seq)"
+    ") AS ordered"
     ") AS e WHERE s.session_id = %(session)s"
 )
 # Run before `READ_SESSION` in its transaction, and local to it (a caller's pooled connection keeps
@@ -178,3 +233,32 @@ def read_session(connection: Any, session_id: str, *, message_ids: bool) -> tupl
         cursor = connection.cursor(binary=True).execute(READ_SESSION, {"session": session_id, "message_ids": message_ids})
     row: tuple[Any, ...] | None = cursor.fetchone()
     return row
+
+
+def ensure_schema(connection: Any) -> None:
+    """Create the tables on first use, migrate an older schema, refuse a newer one."""
+    import psycopg
+
+    try:
+        version = connection.execute(READ_VERSION).fetchone()[0]
+    except psycopg.errors.UndefinedTable:
+        version = 0
+    if version == SCHEMA_VERSION:
+        return
+    if version > SCHEMA_VERSION:
+        raise SessionError(
+            f"the database holds dshkit session schema version {version}; this dshkit knows up to "
+            f"version {SCHEMA_VERSION}: upgrade dshkit"
+        )
+    with connection.transaction():
+        connection.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK_KEY,))
+        try:
+            with connection.transaction():  # a savepoint: a missing table must not abort the outer one
+                version = connection.execute(READ_VERSION).fetchone()[0]
+        except psycopg.errors.UndefinedTable:
+            version = 0
+        while version < SCHEMA_VERSION:
+            for statement in MIGRATIONS[version]:
+                connection.execute(statement)
+            version += 1
+            connection.execute(SET_VERSION, (version,))
