@@ -294,13 +294,12 @@ class PostgresStore(SessionStore):
             row = read_session(connection, session_id, message_ids=not read_only)
             if row is None:
                 raise FileNotFoundError(f"no session {session_id} in {redact(self.url)}")
-            header, header_crc, bodies, crcs, message_ids, firsts, lasts, count, first_row = row
+            header, header_crc, bodies, crcs, message_ids, self._packs, count, first_row = row
             self._sealed = header_crc is not None
             if self._sealed:
                 verified([(header, header_crc)], lambda _: self.describe(-1))
             check_header(header, self._sealed, self.describe(-1))
             if self._sealed:
-                self._packs = list(zip(firsts or (), lasts or ()))
                 records = self._checked_records(connection, session_id, bodies, crcs, (count, first_row))
                 self._packed_end = self._packs[-1][1] + 1 if self._packs else 0
             else:
