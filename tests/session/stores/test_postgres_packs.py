@@ -157,7 +157,15 @@ def test_a_pack_whose_record_count_or_range_is_wrong_is_refused(postgres_url, pa
     damage_pack(postgres_url, packed, 4, bodies=bodies, crcs=crcs, last_seq=8)
     with pytest.raises(SessionCorruptError, match=rf"dshkit_packs row 1 \(events 4-8\): holds 4 records and 4 checksums for 5 events"):
         Session.open(postgres_url, session_id=packed)
-    damage_pack(postgres_url, packed, 4, last_seq=7)
+    records, checksums = bodies.split(b"\n"), crcs.split(",")
+    order = [1, 0, 2, 3]  # two records swapped, each with its own checksum: every checksum holds
+    damage_pack(
+        postgres_url, packed, 4, last_seq=7,
+        bodies=b"\n".join(records[i] for i in order), crcs=",".join(checksums[i] for i in order),
+    )
+    with pytest.raises(SessionCorruptError, match=r"dshkit_packs row 1 \(events 4-7\), event 4: seq 5 where 4 was expected"):
+        Session.open(postgres_url, session_id=packed, read_only=True)
+    damage_pack(postgres_url, packed, 4, bodies=bodies, crcs=crcs)
     Session.open(postgres_url, session_id=packed, read_only=True).close()
 
 

@@ -1,7 +1,7 @@
 """The PostgreSQL tables of the session store, their version, and the statements that use them.
 
-`dshkit_events` is append-only: the store never updates or deletes an event, and a trigger
-refuses UPDATE and DELETE from anyone else. One statement (`WRITE_EVENTS`) appends a batch in
+`dshkit_events` is append-only: the store never updates an event, nor deletes one but to move
+it into a pack (below), and triggers refuse anything else from anyone. One statement (`WRITE_EVENTS`) appends a batch in
 one round trip and one transaction; it is idempotent on `(session_id, seq)`: a row already
 holding the identical record counts as written, a different one aborts the whole batch with
 SQLSTATE `DK001` (the store's `SessionConflictError`).
