@@ -167,6 +167,12 @@ def test_a_pack_whose_record_count_or_range_is_wrong_is_refused(postgres_url, pa
         Session.open(postgres_url, session_id=packed, read_only=True)
     damage_pack(postgres_url, packed, 4, bodies=bodies, crcs=crcs)
     Session.open(postgres_url, session_id=packed, read_only=True).close()
+    with psycopg.connect(postgres_url) as connection, connection.transaction():  # a pack lost
+        connection.execute("ALTER TABLE dshkit_packs DISABLE TRIGGER dshkit_packs_append_only")
+        connection.execute("DELETE FROM dshkit_packs WHERE session_id = %s AND first_seq = 4", (packed,))
+        connection.execute("ALTER TABLE dshkit_packs ENABLE TRIGGER dshkit_packs_append_only")
+    with pytest.raises(SessionCorruptError, match=r"dshkit_packs row 1 \(events 8-11\): the events before it end at 3 \(events missing\)"):
+        Session.open(postgres_url, session_id=packed, read_only=True)
 
 
 def test_events_and_packs_are_append_only_but_for_moving_events_into_a_pack(postgres_url, packed):

@@ -97,7 +97,7 @@ def checked_packs(connection: Any, session_id: str, where: str) -> tuple[list[An
     for index, (first, last, bodies, crcs) in enumerate(connection.execute(READ_PACKS, (session_id,))):
         place = f"{where}: dshkit_packs row {index} (events {first}-{last})"
         if first != len(records):
-            raise SessionCorruptError(f"{place}: starts after event {len(records) - 1}, not at {len(records)}")
+            raise SessionCorruptError(f"{place}: the events before it end at {len(records) - 1} (events missing)")
         texts, stored = bytes(bodies).split(b"\n"), crcs.split(",")
         if len(texts) != last - first + 1 or len(stored) != len(texts):
             raise SessionCorruptError(
