@@ -44,7 +44,7 @@ from dshkit.session.stores.postgres_schema import (
     UNLOCK,
     WRITE_EVENTS,
     WriteRow,
-    ensure_schema,
+    ensure_schema as ensure_schema,  # re-exported: callers import it from here
     read_session,
     write_params,
 )
