@@ -90,6 +90,19 @@ def test_a_packed_session_reopens_as_the_same_log_unpacked_and_keeps_packing(pos
     assert {info.id: info.event_count for info in list_sessions(postgres_url)}[session_id] == written
 
 
+def test_the_default_pack_size_packs_a_long_session_written_in_one_sync(postgres_url, build):
+    from dshkit.session.stores.packs import PACK_EVENTS
+
+    with Session.create(postgres_url, durability="none") as session:
+        for number in range(2 * PACK_EVENTS + 10):
+            session.append("user/message", build.user(f"m{number}"))
+        written = list(session.events)
+    packs, seqs = layout(postgres_url, session.id)
+    assert packs == [(0, PACK_EVENTS - 1)] and seqs == list(range(PACK_EVENTS, len(written)))
+    with Session.open(postgres_url, session_id=session.id, read_only=True) as opened:
+        assert list(opened.events) == written
+
+
 def test_a_writer_of_the_default_pack_size_reads_and_continues_small_packs(postgres_url, build):
     with Session.create(store=store(postgres_url), durability="always") as session:
         write_turns(session, build, range(1, 3))
