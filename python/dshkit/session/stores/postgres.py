@@ -323,10 +323,8 @@ class PostgresStore(SessionStore):
         records = verified_join(bodies or b"", crcs or "")
         if records is not None and packs_line_up(self._packs, *rows, len(records)):
             return records
-        where = f"{redact(self.url)} session {self.session_id}"
-        packed, self._packs = checked_packs(connection, session_id, where)
-        events = connection.execute(READ_EVENTS, (session_id,)).fetchall()
-        return packed + verified([event[1:] for event in events], lambda index: self.describe(events[index][0]))
+        checked, self._packs = checked_packs(connection, session_id, f"{redact(self.url)} session {session_id}", self.describe)
+        return checked
 
     def _unchecked(self, seq: int, body: str, crc: int | None) -> str:
         """The record of a version 1 session, which must carry no checksum (no mixed sessions)."""

@@ -18,6 +18,7 @@ from typing import Any
 from dshkit.session._log.checksums import verified
 from dshkit.session.errors import SessionCorruptError
 from dshkit.session.stores.packs import packs_due
+from dshkit.session.stores.postgres_schema import READ_EVENTS
 
 # The pack of events first..last, made only from exactly those rows, each checksummed and none
 # holding a newline (the joined form would not split back): else no row is returned and nothing
@@ -89,12 +90,18 @@ def pack_place(where: str, packs: Packs, seq: int) -> str | None:
     return f"{where}: dshkit_packs row {index} (events {first}-{last}), event {seq}"
 
 
-def checked_packs(connection: Any, session_id: str, where: str) -> tuple[list[Any], list[tuple[int, int]]]:
-    """Every packed record of a session, checked pack by pack (the read's fallback), and the
-    packs; `SessionCorruptError` naming the pack, and the event when its checksum fails."""
+def checked_packs(connection: Any, session_id: str, where: str, describe: Callable[[int], str]) -> tuple[list[Any], list[tuple[int, int]]]:
+    """Every record of a session, checked pack by pack and then row by row (the read's fallback),
+    and the packs; `SessionCorruptError` naming the pack (and the event when its checksum fails),
+    or the row (`describe(seq)`). Both are read in one snapshot, so a writer packing meanwhile
+    can never make a range look missing."""
     records: list[Any] = []
     packs: list[tuple[int, int]] = []
-    for index, (first, last, bodies, crcs) in enumerate(connection.execute(READ_PACKS, (session_id,))):
+    with connection.transaction():
+        connection.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        stored_packs = connection.execute(READ_PACKS, (session_id,)).fetchall()
+        rows = connection.execute(READ_EVENTS, (session_id,)).fetchall()
+    for index, (first, last, bodies, crcs) in enumerate(stored_packs):
         place = f"{where}: dshkit_packs row {index} (events {first}-{last})"
         if first != len(records):
             raise SessionCorruptError(f"{place}: the events before it end at {len(records) - 1} (events missing)")
@@ -106,4 +113,5 @@ def checked_packs(connection: Any, session_id: str, where: str) -> tuple[list[An
         checksums = [int(crc) if crc.isdigit() else None for crc in stored]
         records.extend(verified(list(zip(texts, checksums)), lambda at: f"{place}, event {first + at}"))
         packs.append((first, last))
+    records.extend(verified([row[1:] for row in rows], lambda index: describe(rows[index][0])))
     return records, packs
