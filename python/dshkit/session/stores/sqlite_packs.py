@@ -25,10 +25,11 @@ _PACKS_TABLE = (
     "first_seq INTEGER PRIMARY KEY, last_seq INTEGER NOT NULL, bodies BLOB NOT NULL, crcs TEXT NOT NULL)"
 )
 # What a range must be to be packed: exactly its events, each a record without a newline (so the
-# joined bodies split back into the rows) under an integer checksum.
+# joined bodies split back into the rows) under an integer checksum. GLOB, not instr: instr
+# counts characters and took twice as long over a range's 800 KB.
 _RANGE_FACTS = (
     "SELECT count(*), min(seq), max(seq), "
-    "sum(instr(body, char(10)) > 0 OR typeof(body) != 'text' OR typeof(crc) != 'integer') "
+    "sum(coalesce(body GLOB ('*' || char(10) || '*'), 1) OR typeof(crc) != 'integer') "
     "FROM dshkit_events WHERE seq BETWEEN ? AND ?"
 )
 # In seq order without ORDER BY, as `_JOINED_EVENTS` reads (a rowid range scan); a reader checks
