@@ -31,7 +31,7 @@ import sqlite3
 from pathlib import Path
 
 from dshkit.session.errors import SessionCorruptError, SessionError
-from dshkit.session._log.checksums import check_header, checksum, verified, verified_join
+from dshkit.session._log.checksums import check_header, checksum, verified
 from dshkit.session._log.event_codec import StoredRecords
 from dshkit.session.events import Event
 from dshkit.session.stores.packs import PACK_EVENTS, packs_due
@@ -53,9 +53,9 @@ _SCHEMA = (
 )
 # `dshkit_events` in one row (`SqliteStore._checked_records`): every body joined by newlines, and
 # every checksum, comma-separated, where only an integer is written as itself (NULL, text or a
-# real as `x`, which no checksum matches), and the number of rows. In seq order with no ORDER BY: seq is the rowid and the
-# table has no index, so SQLite scans it in rowid order (a subquery ordering it would cost a
-# quarter of the query); were it ever otherwise, each record's own seq is checked against its
+# real as `x`, which no checksum matches), and the number of rows. In seq order with no ORDER BY:
+# seq is the rowid and the table has no index, so SQLite scans it in rowid order (a subquery
+# ordering it would cost a quarter of the query); were it ever otherwise, each record's own seq is checked against its
 # place when it is decoded, so an out-of-order read is refused, never taken.
 _JOINED_EVENTS = (
     "SELECT CAST(group_concat(body, char(10)) AS BLOB), "
@@ -71,6 +71,7 @@ class SqliteStore(SessionStore):
     """A session log in a SQLite database (WAL)."""
 
     path: Path  # a file store always has one (the protocol's default is None)
+
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         self._db: sqlite3.Connection | None = None
@@ -81,7 +82,7 @@ class SqliteStore(SessionStore):
         self._broken: str | None = None
         # Events per pack this store makes; a log that has packs keeps the size of its first.
         self.pack_events = PACK_EVENTS
-        self._packs: PackLayout = NO_PACKS  # the packs read or made
+        self._layout: PackLayout = NO_PACKS  # the packs read or made
         self._packing = True  # False once a range could not be packed: the rest stays rows
 
     def __repr__(self) -> str:
@@ -91,8 +92,8 @@ class SqliteStore(SessionStore):
         """Where record `index` lives: its pack, or its row of `dshkit_events` (-1: the header row)."""
         if index < 0:
             return f"{self.path}: dshkit_session header"
-        if index < self._packs.events:
-            return f"{self.path}: {self._packs.place(index)}"
+        if index < self._layout.events:
+            return f"{self.path}: {self._layout.place(index)}"
         return f"{self.path}: row {index + 1} of dshkit_events"
 
     def _connect(self, mode: str) -> sqlite3.Connection:
@@ -264,7 +265,7 @@ class SqliteStore(SessionStore):
             packed = packs_version(db, where) >= PACKED_VERSION
             packs, layout = read_packs(db, where) if packed else ([], NO_PACKS)
             bodies, crcs, rows = db.execute(_JOINED_EVENTS).fetchone()
-            self._packs = layout
+            self._layout = layout
             records = joined_records(packs, bodies, crcs)
             if records is None or len(records) != layout.events + rows:
                 records = checked_pack_records(packs, layout, where)
@@ -272,7 +273,7 @@ class SqliteStore(SessionStore):
         finally:
             if db.in_transaction:
                 db.execute("COMMIT")
-        if layout.count:
+        if layout.packs:
             self.pack_events = layout.size
         return records
 
@@ -304,7 +305,7 @@ class SqliteStore(SessionStore):
         own transaction. The append is already committed, so a range that cannot be packed, or
         a pack that fails, is left as rows and packing stops for this writer (the next packs)."""
         size = self.pack_events
-        for pack in packs_due(self._packs.count, next_seq, size):
+        for pack in packs_due(self._layout.packs, next_seq, size):
             try:
                 packed = pack_range(db, pack * size, (pack + 1) * size - 1)
             except sqlite3.Error:
@@ -312,7 +313,7 @@ class SqliteStore(SessionStore):
             if not packed:
                 self._packing = False
                 return
-            self._packs = PackLayout(size, pack + 1)
+            self._layout = PackLayout(size, pack + 1)
 
     def sync(self) -> None:
         """Make every committed event durable by fsyncing the WAL file."""

@@ -43,14 +43,14 @@ _DELETE_RANGE = "DELETE FROM dshkit_events WHERE seq BETWEEN ? AND ?"
 _READ_PACKS = "SELECT first_seq, last_seq, bodies, crcs FROM dshkit_packs ORDER BY first_seq"
 
 class PackLayout(NamedTuple):
-    """The packs of a log as read: `count` packs of `size` events each, events 0 to `count * size - 1`."""
+    """The packs of a log: `packs` packs of `size` events each, holding events 0 to `packs * size - 1`."""
 
     size: int
-    count: int
+    packs: int
 
     @property
     def events(self) -> int:
-        return self.size * self.count
+        return self.size * self.packs
 
     def place(self, index: int) -> str:
         """Where event `index` (below `events`) lives: its pack and seq."""
@@ -89,7 +89,7 @@ def pack_range(db: sqlite3.Connection, first: int, last: int) -> bool:
 
 def packs_version(db: sqlite3.Connection, where: str) -> int:
     """The database's pack version (`PRAGMA user_version`); `SessionCorruptError` if a newer dshkit's."""
-    (version,) = db.execute("PRAGMA user_version").fetchone()
+    version = int(db.execute("PRAGMA user_version").fetchone()[0])
     if version > PACKED_VERSION:
         raise SessionCorruptError(
             f"{where}: database version {version} was written by a newer dshkit (this one reads up to "
@@ -136,9 +136,13 @@ def checked_pack_records(
                 f"{where}: dshkit_packs row {index} (events {first}-{last}): holds {len(texts)} records "
                 f"and {len(stored)} checksums, not {last - first + 1}"
             )
-        pairs = zip(texts, map(_stored_checksum, stored))
-        records.extend(verified(pairs, lambda offset, first=first: f"{where}: {layout.place(first + offset)}"))
+        records.extend(verified(zip(texts, map(_stored_checksum, stored)), _pack_describer(where, layout, first)))
     return records
+
+
+def _pack_describer(where: str, layout: PackLayout, first: int) -> Callable[[int], str]:
+    """Where record `offset` of the pack starting at event `first` lives."""
+    return lambda offset: f"{where}: {layout.place(first + offset)}"
 
 
 def _stored_checksum(text: str) -> int | None:
