@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import random
+import signal
 import sqlite3
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 from contextlib import closing
@@ -235,3 +240,50 @@ def test_a_reader_opening_in_a_loop_while_a_writer_packs_sees_a_whole_prefix(tmp
     assert not failures, failures[0]
     assert seen == sorted(seen) and len(set(seen)) >= total // 25  # many prefixes, never one going back
     assert query(path, "SELECT count(*) FROM dshkit_packs") == [(total // PACK - 1,)]
+
+
+KILLED_WRITER = textwrap.dedent(
+    """
+    import sys
+    sys.path.insert(0, sys.argv[2])
+    import dshkit
+    from dshkit.session import Session
+    from dshkit.session.stores.sqlite import SqliteStore
+    store = SqliteStore(sys.argv[1])
+    store.pack_events = 4
+    try:
+        session = Session.open(store=store, durability="always")
+    except FileNotFoundError:
+        session = Session.create(store=store, durability="always")
+    print("ready", flush=True)
+    n = len(session.events)
+    while True:
+        event = session.append("user/message", dshkit.create_user_message(f"append {n}", source={"kind": "user"}))
+        print(event.seq, flush=True)
+        n += 1
+    """
+)
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
+def test_a_writer_killed_while_it_packs_loses_nothing_it_reported_done(tmp_path: Path):
+    # At packs of four, a pack is made every fourth append: the kills land inside packing too.
+    from support import DSHKIT_PATH
+
+    path, rng, reported = tmp_path / "log.sqlite", random.Random(20261205), -1
+    for _ in range(5):
+        child = subprocess.Popen([sys.executable, "-c", KILLED_WRITER, str(path), DSHKIT_PATH], stdout=subprocess.PIPE, text=True)
+        assert child.stdout is not None and child.stdout.readline() == "ready\n"
+        time.sleep(rng.uniform(0.05, 0.3))
+        child.send_signal(signal.SIGKILL)
+        done = [int(line) for line in child.stdout if line.endswith("\n")]  # a line cut short is no report
+        child.stdout.close()
+        assert child.wait(timeout=30) == -signal.SIGKILL
+        reported = max([reported, *done])
+        with Session.open(path, read_only=True) as reopened:
+            texts = [message.text for message in reopened.messages()]
+        assert texts == [f"append {n}" for n in range(len(texts))] and len(texts) > reported
+        packs = query(path, "SELECT first_seq, last_seq FROM dshkit_packs")
+        assert packs == [(k * 4, k * 4 + 3) for k in range(len(packs))]
+        assert query(path, "SELECT min(seq) FROM dshkit_events") == [(len(packs) * 4,)]
+    assert reported > 40 and len(packs) > 8  # the children made progress, and packs
