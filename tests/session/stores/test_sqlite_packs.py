@@ -153,6 +153,12 @@ def test_a_database_of_a_newer_dshkit_is_refused_by_name(packed_log: Path):
         Session.open(packed_log, read_only=True)
 
 
+def test_packs_are_read_by_their_table_even_when_the_version_was_lost(jsonl_log: Path, packed_log: Path):
+    query(packed_log, "PRAGMA user_version=0")  # as a copy through SQL text (`.dump`) may leave it
+    with Session.open(packed_log, read_only=True) as reopened:
+        assert facts(reopened) == facts_of(jsonl_log)
+
+
 def test_a_failure_inside_the_packing_transaction_leaves_the_rows(tmp_path: Path, jsonl_log: Path):
     # A real failure of the move (a trigger refusing the rows' delete): the pack made before it
     # is rolled back with it, every event stays a row, once, and the writer goes on appending.

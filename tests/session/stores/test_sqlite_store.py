@@ -110,8 +110,8 @@ def test_the_packs_and_the_rows_are_read_in_one_read_transaction(tmp_path: Path,
         store.close()
     begin = statements.index("BEGIN")
     read = statements[begin : statements.index("COMMIT") + 1]
-    assert len(read) == 5 and read[1] == "PRAGMA user_version"
-    assert "FROM dshkit_packs" in read[2] and "group_concat" in read[3] and read[3].endswith("FROM dshkit_events")
+    assert len(read) == 6 and read[1] == "PRAGMA user_version" and "FROM sqlite_master" in read[2]
+    assert "FROM dshkit_packs" in read[3] and "group_concat" in read[4] and read[4].endswith("FROM dshkit_events")
 
 
 @pytest.mark.parametrize(

@@ -37,7 +37,7 @@ from dshkit.session.events import Event
 from dshkit.session.stores.packs import PACK_EVENTS, packs_due
 from dshkit.session.stores.protocol import SessionStore, check_durability
 from dshkit.session.stores.sqlite_packs import (
-    NO_PACKS, PACKED_VERSION, PackLayout, checked_pack_records, joined_records, pack_range, packs_version, read_packs,
+    NO_PACKS, PackLayout, check_packs_version, checked_pack_records, joined_records, pack_range, read_packs,
     row_describer,
 )
 
@@ -262,8 +262,8 @@ class SqliteStore(SessionStore):
         where = str(self.path)
         db.execute("BEGIN")
         try:
-            packed = packs_version(db, where) >= PACKED_VERSION
-            packs, layout = read_packs(db, where) if packed else ([], NO_PACKS)
+            check_packs_version(db, where)
+            packs, layout = read_packs(db, where)
             bodies, crcs, rows = db.execute(_JOINED_EVENTS).fetchone()
             self._layout = layout
             records = joined_records(packs, bodies, crcs)

@@ -41,6 +41,8 @@ _MAKE_PACK = (
 )
 _DELETE_RANGE = "DELETE FROM dshkit_events WHERE seq BETWEEN ? AND ?"
 _READ_PACKS = "SELECT first_seq, last_seq, bodies, crcs FROM dshkit_packs ORDER BY first_seq"
+# By the table, not by `user_version`: a copy made through SQL text (`.dump`) may lose the version.
+_HAS_PACKS = "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'dshkit_packs'"
 
 class PackLayout(NamedTuple):
     """The packs of a log: `packs` packs of `size` events each, holding events 0 to `packs * size - 1`."""
@@ -87,7 +89,7 @@ def pack_range(db: sqlite3.Connection, first: int, last: int) -> bool:
     return True
 
 
-def packs_version(db: sqlite3.Connection, where: str) -> int:
+def check_packs_version(db: sqlite3.Connection, where: str) -> int:
     """The database's pack version (`PRAGMA user_version`); `SessionCorruptError` if a newer dshkit's."""
     version = int(db.execute("PRAGMA user_version").fetchone()[0])
     if version > PACKED_VERSION:
@@ -99,7 +101,10 @@ def packs_version(db: sqlite3.Connection, where: str) -> int:
 
 
 def read_packs(db: sqlite3.Connection, where: str) -> tuple[list[tuple[int, int, bytes, str]], PackLayout]:
-    """Every pack in seq order and their layout; `SessionCorruptError` naming a pack out of place."""
+    """Every pack in seq order and their layout (none before the first pack made the table);
+    `SessionCorruptError` naming a pack out of place."""
+    if not db.execute(_HAS_PACKS).fetchone()[0]:
+        return [], NO_PACKS
     packs = db.execute(_READ_PACKS).fetchall()
     if not packs:
         return packs, NO_PACKS
