@@ -239,9 +239,13 @@ def test_open_jsonl(benchmark, logs: dict[str, Path], row: str) -> None:
 
 
 def select_and_loads(path: Path) -> int:
+    """Every record of the database, its packs' then its rows', each through `json.loads`."""
     db = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)
     try:
-        return len([json.loads(body) for (body,) in db.execute("SELECT body FROM dshkit_events ORDER BY seq")])
+        packs = db.execute("SELECT bodies FROM dshkit_packs ORDER BY first_seq").fetchall()
+        records = [record for (bodies,) in packs for record in bodies.split(b"\n")]
+        records += [body for (body,) in db.execute("SELECT body FROM dshkit_events ORDER BY seq")]
+        return len([json.loads(record) for record in records])
     finally:
         db.close()
 

@@ -103,15 +103,16 @@ def test_the_default_pack_size_packs_a_long_session_written_in_one_sync(postgres
         assert list(opened.events) == written
 
 
-def test_a_writer_of_the_default_pack_size_reads_and_continues_small_packs(postgres_url, build):
+def test_a_writer_keeps_the_pack_size_a_session_was_packed_at(postgres_url, build):
     with Session.create(store=store(postgres_url), durability="always") as session:
         write_turns(session, build, range(1, 3))
         session_id, texts = session.id, [m.text for m in session.messages()]
-    with Session.open(postgres_url, session_id=session_id) as session:
+    with Session.open(postgres_url, session_id=session_id) as session:  # a store of the default size
+        assert session.store.pack_events == PACK
         assert [m.text for m in session.messages()] == texts
-        session.append("user/message", build.user("later"))
-    packs, seqs = layout(postgres_url, session_id)
-    assert packs and seqs[0] == packs[-1][1] + 1 and seqs[-1] == len(session.events) - 1
+        for number in range(2 * PACK):
+            session.append("user/message", build.user(f"later {number}"))
+    assert_packed(postgres_url, session_id, len(session.events))
 
 
 def damage_pack(url: str, session_id: str, first_seq: int, **columns: Any) -> None:

@@ -84,8 +84,9 @@ def test_the_events_are_read_in_one_query_into_native_records(tmp_path: Path, bu
 
 
 @pytest.mark.parametrize("read_only", [True, False])
-def test_the_joined_read_maps_the_file_for_its_query_only(tmp_path: Path, build, read_only: bool):
-    # Pages read in place for the one big query; a connection kept for appends holds no map.
+def test_the_packs_and_the_rows_are_read_in_one_read_transaction(tmp_path: Path, build, read_only: bool):
+    # One snapshot: a writer packing between the two reads could otherwise show a reader a
+    # range twice or not at all.
     from dshkit.session.stores.sqlite import SqliteStore
 
     statements: list[str] = []
@@ -97,16 +98,20 @@ def test_the_joined_read_maps_the_file_for_its_query_only(tmp_path: Path, build,
             return db
 
     path = tmp_path / "log.sqlite"
-    write_conversation(path, build)
+    with Session.create(store=TracedStore(path), durability="none") as session:
+        session.store.pack_events = 2
+        build.tool_turn(session, 1, ["c1"])
+    statements.clear()
     store = TracedStore(path)
     try:
         _, records = store.load("none", read_only=read_only)
-        assert store._db is not None and store._db.execute("PRAGMA mmap_size").fetchone() == (0,)
-        assert len(records) == store._db.execute("SELECT count(*) FROM dshkit_events").fetchone()[0] > 0
+        assert len(records) == 12
     finally:
         store.close()
-    joined = next(index for index, statement in enumerate(statements) if "group_concat" in statement)
-    assert statements[joined - 1 : joined + 2] == ["PRAGMA mmap_size=1073741824", statements[joined], "PRAGMA mmap_size=0"]
+    begin = statements.index("BEGIN")
+    read = statements[begin : statements.index("COMMIT") + 1]
+    assert len(read) == 6 and read[1] == "PRAGMA user_version" and "FROM sqlite_master" in read[2]
+    assert "FROM dshkit_packs" in read[3] and "group_concat" in read[4] and read[4].endswith("FROM dshkit_events")
 
 
 @pytest.mark.parametrize(

@@ -301,7 +301,8 @@ class PostgresStore(SessionStore):
             check_header(header, self._sealed, self.describe(-1))
             if self._sealed:
                 records = self._checked_records(connection, session_id, bodies, crcs, (count, first_row))
-                self._packed_end = self._packs[-1][1] + 1 if self._packs else 0
+                if self._packs:  # a writer keeps the size the session was packed at
+                    self._packed_end, self.pack_events = self._packs[-1][1] + 1, self._packs[0][1] - self._packs[0][0] + 1
             else:
                 rows = connection.execute(READ_EVENTS, (session_id,)).fetchall()
                 records = [self._unchecked(seq, body, crc) for seq, body, crc in rows]

@@ -3,8 +3,10 @@
 Tables `dshkit_session` (one row: the header record and its checksum) and `dshkit_events` (`seq`
 primary key, `type`, `time`, `body`: the same JSON record the JSON Lines store writes, `crc`: its
 checksum, `dshkit.session._log.checksums`; a version 1 database has no `crc` columns), and, once
-something is attached, `dshkit_attachments` (`digest`, `data`: the bytes attachment blocks refer to). Every append is
-its own transaction, so a crash never leaves half an event. Durability maps onto SQLite's own:
+something is attached, `dshkit_attachments` (`digest`, `data`: the bytes attachment blocks refer to); once
+the log is long enough, `dshkit_packs`: every sealed range of events moved into one row
+(`dshkit.session.stores.sqlite_packs`, docs/decisions/session-packs.md). Every append is its own
+transaction, so a crash never leaves half an event, and so is each pack. Durability maps onto SQLite's own:
 `"always"` is `synchronous=FULL` (the WAL is fsynced at every commit), `"checkpoint"` is
 `synchronous=NORMAL` plus an fsync of the WAL file at `sync()`, `"none"` is `synchronous=OFF`.
 
@@ -29,10 +31,15 @@ import sqlite3
 from pathlib import Path
 
 from dshkit.session.errors import SessionCorruptError, SessionError
-from dshkit.session._log.checksums import check_header, checksum, verified, verified_join
+from dshkit.session._log.checksums import check_header, checksum, verified
 from dshkit.session._log.event_codec import StoredRecords
 from dshkit.session.events import Event
+from dshkit.session.stores.packs import PACK_EVENTS, packs_due
 from dshkit.session.stores.protocol import SessionStore, check_durability
+from dshkit.session.stores.sqlite_packs import (
+    NO_PACKS, PackLayout, check_packs_version, checked_pack_records, joined_records, pack_range, read_packs,
+    row_describer,
+)
 
 try:
     import fcntl
@@ -46,22 +53,15 @@ _SCHEMA = (
 )
 # `dshkit_events` in one row (`SqliteStore._checked_records`): every body joined by newlines, and
 # every checksum, comma-separated, where only an integer is written as itself (NULL, text or a
-# real as `x`, which no checksum matches). In seq order with no ORDER BY: seq is the rowid and the
-# table has no index, so SQLite scans it in rowid order (a subquery ordering it would cost a
-# quarter of the query); were it ever otherwise, each record's own seq is checked against its
+# real as `x`, which no checksum matches), and the number of rows. In seq order with no ORDER BY:
+# seq is the rowid and the table has no index, so SQLite scans it in rowid order (a subquery
+# ordering it would cost a quarter of the query); were it ever otherwise, each record's own seq is checked against its
 # place when it is decoded, so an out-of-order read is refused, never taken.
 _JOINED_EVENTS = (
     "SELECT CAST(group_concat(body, char(10)) AS BLOB), "
-    "group_concat(CASE WHEN typeof(crc) = 'integer' THEN crc ELSE 'x' END) FROM dshkit_events"
+    "group_concat(CASE WHEN typeof(crc) = 'integer' THEN crc ELSE 'x' END), count(*) FROM dshkit_events"
 )
 _EVENT_ROWS = "SELECT CAST(body AS BLOB), crc FROM dshkit_events ORDER BY seq"
-# The joined read maps the database file for its one query (SQLite's memory-mapped I/O, up to
-# 1 GiB), then unmaps it: the pages are read in place instead of copied through the page cache,
-# about a quarter of the query's time on a 10 MB log. Only for that query, so a connection held
-# open for appends keeps no map (dshkit never shrinks a database file, which is what makes a map
-# unsafe: reading a page cut off under it is a SIGBUS).
-_MAP_FOR_READ = "PRAGMA mmap_size=1073741824"
-_UNMAP = "PRAGMA mmap_size=0"
 _ATTACHMENTS_TABLE = "CREATE TABLE IF NOT EXISTS dshkit_attachments (digest TEXT PRIMARY KEY, data BLOB NOT NULL)"
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _SYNCHRONOUS = {"always": "FULL", "checkpoint": "NORMAL", "none": "OFF"}
@@ -80,14 +80,20 @@ class SqliteStore(SessionStore):
         self._sealed = True  # rows carry checksums (format version 2); False for a version 1 database
         self._lock_fd: int | None = None
         self._broken: str | None = None
+        # Events per pack this store makes; a log that has packs keeps the size of its first.
+        self.pack_events = PACK_EVENTS
+        self._layout: PackLayout = NO_PACKS  # the packs read or made
+        self._packing = True  # False once a range could not be packed: the rest stays rows
 
     def __repr__(self) -> str:
         return f"SqliteStore({str(self.path)!r})"
 
     def describe(self, index: int) -> str:
-        """Where record `index` lives: its row of `dshkit_events` (-1: the header row)."""
+        """Where record `index` lives: its pack, or its row of `dshkit_events` (-1: the header row)."""
         if index < 0:
             return f"{self.path}: dshkit_session header"
+        if index < self._layout.events:
+            return f"{self.path}: {self._layout.place(index)}"
         return f"{self.path}: row {index + 1} of dshkit_events"
 
     def _connect(self, mode: str) -> sqlite3.Connection:
@@ -243,22 +249,32 @@ class SqliteStore(SessionStore):
         return header, records
 
     def _checked_records(self, db: sqlite3.Connection) -> StoredRecords:
-        """Every event record in seq order, each checked against its `crc`; `SessionCorruptError`
-        naming the first row that fails.
+        """Every event record in seq order, the packs' then the rows', each checked against its
+        checksum; `SessionCorruptError` naming the first pack event or row that fails.
 
-        One query reads the whole table as two values, so no Python object is made per row, and
-        the checksums are checked natively (`verified_join`). If that fails (a checksum does not
-        match, a record holds a newline, or a body is NULL, so the rows and checksums do not pair
-        up), the rows are read and checked one by one (`verified`), which names the row.
+        The packs and the rows are read in one read transaction (one snapshot, whatever a writer
+        packs meanwhile), the rows as two joined values, so no Python object is made per row, and
+        every checksum is checked in one native call (`verified_join`). If that fails (a checksum
+        does not match, a record holds a newline, a body is NULL, a pack holds a wrong number of
+        records), the packs are checked one by one and the rows row by row (`verified`), which
+        names the place.
         """
-        db.execute(_MAP_FOR_READ)
+        where = str(self.path)
+        db.execute("BEGIN")
         try:
-            bodies, crcs = db.execute(_JOINED_EVENTS).fetchone()
+            check_packs_version(db, where)
+            packs, layout = read_packs(db, where)
+            bodies, crcs, rows = db.execute(_JOINED_EVENTS).fetchone()
+            self._layout = layout
+            records = joined_records(packs, bodies, crcs)
+            if records is None or len(records) != layout.events + rows:
+                records = checked_pack_records(packs, layout, where)
+                records += verified(db.execute(_EVENT_ROWS), row_describer(layout, self.describe))
         finally:
-            db.execute(_UNMAP)
-        records = verified_join(bodies or b"", crcs or "")
-        if records is None:
-            return verified(db.execute(_EVENT_ROWS), self.describe)
+            if db.in_transaction:
+                db.execute("COMMIT")
+        if layout.packs:
+            self.pack_events = layout.size
         return records
 
     def append(self, event: Event, record: str) -> None:
@@ -281,6 +297,23 @@ class SqliteStore(SessionStore):
         except sqlite3.IntegrityError:
             raise SessionError(f"{self.path}: event {event.seq} already exists: another writer appended to this log") from None
         self._dirty = self._durability == "checkpoint"
+        if self._sealed and self._packing:
+            self._pack(self._db, event.seq + 1)
+
+    def _pack(self, db: sqlite3.Connection, next_seq: int) -> None:
+        """Make the packs due once events up to `next_seq` are committed (`packs_due`), each in its
+        own transaction. The append is already committed, so a range that cannot be packed, or
+        a pack that fails, is left as rows and packing stops for this writer (the next packs)."""
+        size = self.pack_events
+        for pack in packs_due(self._layout.packs, next_seq, size):
+            try:
+                packed = pack_range(db, pack * size, (pack + 1) * size - 1)
+            except sqlite3.Error:
+                packed = False
+            if not packed:
+                self._packing = False
+                return
+            self._layout = PackLayout(size, pack + 1)
 
     def sync(self) -> None:
         """Make every committed event durable by fsyncing the WAL file."""
