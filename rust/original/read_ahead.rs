@@ -1,0 +1,150 @@
+//! What each of the original's records is, read without the GIL: on a large log by the thread
+//! ahead of `decode_original_records`' loop (`log/sort_ahead.rs`, `AheadWork`), else by the loop.
+//!
+//! A record's reading (`read`) is its top level scanned and sorted: one event whose data is
+//! presented (`data_rules.rs`), a packed row, a message event, or a record for Python. Ahead, a
+//! message append is also rewritten as dshkit's record (`message_text.rs`) and, when the two
+//! threads run side by side, tokenized into a tape (`json/read/tape.rs`), so the GIL thread only
+//! builds its objects, as `log/`'s own message records are read. Nothing here depends on the
+//! records before: a record's `seq` is the one it claims, which the loop compares with the next
+//! seq (a rewrite with another seq would be refused, as the loop's own would).
+
+use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasherDefault, Hasher};
+use std::ops::Range;
+
+use crate::json::read::tape::TapeBuffers;
+use crate::log::sort_ahead::AheadWork;
+use crate::original::data_rules::{presented_data, Presented};
+use crate::original::message_text::dshkit_message_record;
+use crate::original::record_top::{scan_top, Top};
+
+const MESSAGE_TYPES: [&[u8]; 3] = [b"user/message", b"assistant/message", b"tool/result"];
+
+/// FNV-1a: the keys looked up per record are a few short type names, for which the default
+/// SipHash showed in the profile.
+#[derive(Default)]
+pub(crate) struct Fnv(u64);
+
+impl Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        let mut hash = if self.0 == 0 { 0xcbf2_9ce4_8422_2325 } else { self.0 };
+        for byte in bytes {
+            hash = (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3);
+        }
+        self.0 = hash;
+    }
+}
+
+pub(crate) type ByName<V> = HashMap<Vec<u8>, V, BuildHasherDefault<Fnv>>;
+pub(crate) type NameSet = HashSet<Vec<u8>, BuildHasherDefault<Fnv>>;
+
+/// The type names a reader sorts by, from the Python tables (`vocabulary.py`, `chunk_rows.py`).
+pub(crate) struct Vocabulary {
+    pub(crate) verbatim: NameSet,
+    pub(crate) ignorable: NameSet,
+    /// A packed row's type -> the delta type of its chunks.
+    pub(crate) rows: ByName<String>,
+}
+
+/// What one record is.
+pub(crate) enum Read<'a> {
+    /// One event: its type, the seq it claims, its time and its data's JSON (in parts).
+    Event(&'a [u8], i64, i64, Presented<'a>),
+    /// A packed row, read by `columns.rs`' `add_row`.
+    Row(&'a [u8]),
+    /// A message event, perhaps an append (its top level scanned).
+    Message(&'a [u8], Box<Top>),
+    /// A message append rewritten ahead as dshkit's record of event `seq` (the seq it claims):
+    /// its type, the record's span in the chunk's `rewritten`, and its tape's tokens there (empty:
+    /// not taped).
+    Rewritten { event_type: &'a [u8], seq: usize, text: Range<usize>, tape: Range<usize> },
+    /// One event the Python decoder reads.
+    Python,
+    /// A record whose type the scan cannot tell.
+    TypeUnknown,
+}
+
+/// What record `text` is, as far as it can be told without the records before it.
+pub(crate) fn read<'a>(text: &'a [u8], vocabulary: &Vocabulary) -> Read<'a> {
+    let Ok(top) = scan_top(text) else { return Read::TypeUnknown };
+    if top.escaped_key || top.event_type.count > 1 || top.event_type.escaped {
+        return Read::TypeUnknown;
+    }
+    let Some(event_type) = top.event_type.plain_str(text) else { return Read::Python };
+    if vocabulary.rows.contains_key(event_type) {
+        return Read::Row(event_type);
+    }
+    if MESSAGE_TYPES.contains(&event_type) {
+        return Read::Message(event_type, Box::new(top));
+    }
+    match one_event(text, &top, event_type, vocabulary) {
+        Some((seq, time, data)) => Read::Event(event_type, seq, time, data),
+        None => Read::Python,
+    }
+}
+
+/// The claimed seq, time and data JSON of a record of one event whose data `presented_data` reads.
+fn one_event<'a>(text: &'a [u8], top: &Top, event_type: &[u8], vocabulary: &Vocabulary) -> Option<(i64, i64, Presented<'a>)> {
+    if !top.is_exactly(&top.seq, &top.time) {
+        return None;
+    }
+    let (seq, time) = (top.seq.int()?, top.time.int()?);
+    let verbatim = vocabulary.verbatim.contains(event_type);
+    let ignorable = vocabulary.ignorable.contains(event_type);
+    Some((seq, time, presented_data(text, &top.data, event_type, verbatim, ignorable)?))
+}
+
+/// The records' texts and the vocabulary, for the thread ahead.
+pub(crate) struct OriginalWork<'t> {
+    pub(crate) texts: &'t [&'t [u8]],
+    pub(crate) vocabulary: &'t Vocabulary,
+}
+
+/// The readings of a chunk of records, with the dshkit records of its message appends and their
+/// tapes; reused chunk after chunk.
+#[derive(Default)]
+pub(crate) struct ReadChunk<'t> {
+    pub(crate) reads: Vec<Read<'t>>,
+    pub(crate) rewritten: String,
+    pub(crate) tapes: TapeBuffers,
+}
+
+impl<'t> AheadWork for OriginalWork<'t> {
+    type Chunk = ReadChunk<'t>;
+
+    fn clear(chunk: &mut ReadChunk<'t>) {
+        chunk.reads.clear();
+        chunk.rewritten.clear();
+        chunk.tapes.clear();
+    }
+
+    fn work(&self, chunk: &mut ReadChunk<'t>, index: usize, taping: bool) {
+        let text = self.texts[index];
+        let read = match read(text, self.vocabulary) {
+            Read::Message(event_type, top) => rewritten_ahead(chunk, text, &top, event_type, taping),
+            read => read,
+        };
+        chunk.reads.push(read);
+    }
+}
+
+/// Message record `text` rewritten as dshkit's record of the event it claims to be, into
+/// `chunk`; `Read::Python` where the rewrite refuses (as it would for any seq).
+fn rewritten_ahead<'t>(chunk: &mut ReadChunk<'t>, text: &[u8], top: &Top, event_type: &'t [u8], taping: bool) -> Read<'t> {
+    let Some(seq) = top.seq.int().and_then(|seq| usize::try_from(seq).ok()) else { return Read::Python };
+    let Some(record) = dshkit_message_record(text, top, event_type, seq) else { return Read::Python };
+    let Ok(record) = std::str::from_utf8(&record) else { return Read::Python };
+    let start = chunk.rewritten.len();
+    chunk.rewritten.push_str(record);
+    let text = start..chunk.rewritten.len();
+    let tape = match taping {
+        true => chunk.tapes.tokenize(&chunk.rewritten[text.clone()]).unwrap_or(0..0),
+        false => 0..0,
+    };
+    Read::Rewritten { event_type, seq, text, tape }
+}
