@@ -148,3 +148,62 @@ fn rewritten_ahead<'t>(chunk: &mut ReadChunk<'t>, text: &[u8], top: &Top, event_
     };
     Read::Rewritten { event_type, seq, text, tape }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PROMPT: &str = r#"{"type":"user/message","seq":7,"time":9,"data":{"content":[{"type":"text","text":"hi"}],"source":{"kind":"user"},"role":"user","id":"u1"},"surfaceOp":"append"}"#;
+
+    fn vocabulary() -> Vocabulary {
+        let names = |list: &[&str]| list.iter().map(|name| name.as_bytes().to_vec()).collect();
+        let rows = [(b"text-chunks".to_vec(), "text-delta".to_string())].into_iter().collect();
+        Vocabulary { verbatim: names(&["turn/start"]), ignorable: names(&["hook/invoked"]), rows }
+    }
+
+    fn read_ahead<'t>(texts: &'t [&'t [u8]], vocabulary: &'t Vocabulary, taping: bool) -> ReadChunk<'t> {
+        let work = OriginalWork { texts, vocabulary };
+        let mut chunk = ReadChunk::default();
+        (0..texts.len()).for_each(|index| work.work(&mut chunk, index, taping));
+        chunk
+    }
+
+    #[test]
+    fn a_message_append_is_rewritten_for_the_seq_it_claims_and_taped_when_asked() {
+        let vocabulary = vocabulary();
+        let off_surface = PROMPT.replace(r#","surfaceOp":"append""#, "");
+        let negative = PROMPT.replace(r#""seq":7"#, r#""seq":-7"#);
+        let texts: Vec<&[u8]> = vec![PROMPT.as_bytes(), off_surface.as_bytes(), negative.as_bytes(), PROMPT.as_bytes()];
+        for taping in [true, false] {
+            let chunk = read_ahead(&texts, &vocabulary, taping);
+            let top = scan_top(PROMPT.as_bytes()).unwrap();
+            let want = dshkit_message_record(PROMPT.as_bytes(), &top, b"user/message", 7).unwrap();
+            let mut spans = Vec::new();
+            for read in [&chunk.reads[0], &chunk.reads[3]] {
+                let Read::Rewritten { event_type, seq, text, tape } = read else { panic!("not rewritten") };
+                assert_eq!((*event_type, *seq, chunk.rewritten[text.clone()].as_bytes()), (&b"user/message"[..], 7, &want[..]));
+                assert_eq!(tape.is_empty(), !taping);
+                spans.push(text.clone());
+            }
+            assert!(spans[0].end <= spans[1].start, "one after the other in the chunk");
+            assert!(matches!(chunk.reads[1], Read::Python) && matches!(chunk.reads[2], Read::Python));
+        }
+    }
+
+    #[test]
+    fn other_records_read_as_on_the_gil_thread_with_the_seq_they_claim() {
+        let vocabulary = vocabulary();
+        let texts: Vec<&[u8]> = vec![
+            br#"{"type":"turn/start","seq":12,"time":5,"data":{"turn":1}}"#,
+            br#"{"type":"text-chunks","seq0":1,"time0":5,"data":{}}"#,
+            br#"{"t\u0079pe":"turn/start","seq":1,"time":5,"data":{}}"#,
+            br#"{"type":"future/kind","seq":1,"time":5,"data":{}}"#,
+        ];
+        let chunk = read_ahead(&texts, &vocabulary, true);
+        let Read::Event(name, seq, time, data) = &chunk.reads[0] else { panic!("not one event") };
+        assert_eq!((*name, *seq, *time, data.parts().concat()), (&b"turn/start"[..], 12, 5, br#"{"turn":1}"#.to_vec()));
+        assert!(matches!(chunk.reads[1], Read::Row(b"text-chunks")));
+        assert!(matches!(chunk.reads[2], Read::TypeUnknown) && matches!(chunk.reads[3], Read::Python));
+        assert!(chunk.rewritten.is_empty());
+    }
+}
