@@ -11,6 +11,8 @@
 //! such a type) stands for an unknown number of events: the whole log is then left to Python
 //! (`None`).
 
+use std::ops::Range;
+
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
@@ -20,19 +22,16 @@ use crate::json::scan::find_byte;
 use crate::log::message_record::read_message_record;
 use crate::log::message_tape::read_message_tape;
 use crate::log::message_vouch::vouch_message_append;
-use crate::log::record_scanner::Kind;
 use crate::log::sort_ahead::{with_work_ahead, AheadWork};
-use crate::original::chunk_row::read_row;
 use crate::original::message_text::dshkit_message_record;
-use crate::original::read_ahead::{read, ByName, NameSet, OriginalWork, Read, ReadChunk, Vocabulary};
-use crate::original::record_top::{scan_top, Top};
+use crate::original::read_ahead::{read, row_events, ByName, NameSet, OriginalWork, Read, ReadChunk, Vocabulary};
+use crate::original::record_top::Top;
 
 const KIND_DATA: u8 = b'D';
 const KIND_KEPT: u8 = b'E';
 const KIND_USER: u8 = b'U';
 const KIND_MESSAGE: u8 = b'M';
 const CHUNK_TYPE: &str = "assistant/chunk";
-const CALL_ROW: &[u8] = b"tool-call-chunks";
 
 /// The columns as they are built (`EventLog.adopt` takes them), and the records left to Python.
 struct Columns<'py> {
@@ -115,6 +114,18 @@ impl<'py> Columns<'py> {
         Ok(())
     }
 
+    /// The events of a packed row whose first claims seq `seq0` (`None`: not the next seq).
+    fn row(&mut self, py: Python<'py>, seq0: i64, events: &[(i64, Range<usize>)], data: &[u8]) -> Option<()> {
+        if seq0 != self.types.len() as i64 {
+            return None;
+        }
+        let chunk_type = self.name(py, CHUNK_TYPE.as_bytes());
+        for (time, span) in events {
+            self.event(chunk_type.clone(), *time, KIND_DATA, &[&data[span.clone()]]);
+        }
+        Some(())
+    }
+
     fn flush(&mut self) -> PyResult<()> {
         if !self.run.0.is_empty() {
             let py = self.pending.py();
@@ -135,21 +146,9 @@ fn parses_as_row(item: &Bound<'_, PyAny>, vocabulary: &Vocabulary) -> bool {
 
 /// The events of packed row `text` added to `columns` (`None`: not read here).
 fn add_row<'py>(py: Python<'py>, columns: &mut Columns<'py>, text: &[u8], tag: &[u8], vocabulary: &Vocabulary) -> Option<()> {
-    let top = scan_top(text).ok()?;
-    if !top.is_exactly(&top.seq0, &top.time0) || top.seq0.int()? != columns.types.len() as i64 || top.data.kind != Kind::Object {
-        return None;
-    }
-    let row = read_row(text, top.data.span, tag == CALL_ROW).ok()?;
-    let times = row.times(top.time0.int()?)?;
-    let delta = &vocabulary.rows[tag];
-    let chunk_type = columns.name(py, CHUNK_TYPE.as_bytes());
-    let mut data = Vec::new();
-    for (k, time) in times.into_iter().enumerate().take(row.len()) {
-        data.clear();
-        row.write_member(k, delta, &mut data);
-        columns.event(chunk_type.clone(), time, KIND_DATA, &[&data]);
-    }
-    Some(())
+    let (mut data, mut events) = (Vec::new(), Vec::new());
+    let seq0 = row_events(text, tag, vocabulary, &mut data, &mut events)?;
+    columns.row(py, seq0, &events, &data)
 }
 
 /// A message append read here: what the columns keep of it, and its tag for `Surface.fold_appends`.
@@ -212,6 +211,10 @@ fn add_record<'py>(
             columns.event(event_type, time, KIND_DATA, &data.parts());
         }
         Read::Row(tag) => return Ok(add_row(py, columns, text, tag, vocabulary)),
+        Read::RowRead { seq0, ref events } => {
+            let chunk = chunk.expect("a row read ahead is read from its chunk");
+            return Ok(columns.row(py, seq0, &chunk.row_events[events.clone()], &chunk.row_data));
+        }
         Read::Message(name, ref top) => match message_append(py, text, top, name, seq) {
             Some(append) => columns.vouched(py, index, name, append)?,
             None => columns.left_to_python(py, index)?,

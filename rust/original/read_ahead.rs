@@ -14,12 +14,15 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::ops::Range;
 
 use crate::json::read::tape::TapeBuffers;
+use crate::log::record_scanner::Kind;
 use crate::log::sort_ahead::AheadWork;
+use crate::original::chunk_row::read_row;
 use crate::original::data_rules::{presented_data, Presented};
 use crate::original::message_text::dshkit_message_record;
 use crate::original::record_top::{scan_top, Top};
 
 const MESSAGE_TYPES: [&[u8]; 3] = [b"user/message", b"assistant/message", b"tool/result"];
+const CALL_ROW: &[u8] = b"tool-call-chunks";
 
 /// FNV-1a: the keys looked up per record are a few short type names, for which the default
 /// SipHash showed in the profile.
@@ -57,6 +60,9 @@ pub(crate) enum Read<'a> {
     Event(&'a [u8], i64, i64, Presented<'a>),
     /// A packed row, read by `columns.rs`' `add_row`.
     Row(&'a [u8]),
+    /// A packed row read ahead: the seq of its first event (as it claims it), and its events'
+    /// range in the chunk's `row_events`.
+    RowRead { seq0: i64, events: Range<usize> },
     /// A message event, perhaps an append (its top level scanned).
     Message(&'a [u8], Box<Top>),
     /// A message append rewritten ahead as dshkit's record of event `seq` (the seq it claims):
@@ -99,6 +105,26 @@ fn one_event<'a>(text: &'a [u8], top: &Top, event_type: &[u8], vocabulary: &Voca
     Some((seq, time, presented_data(text, &top.data, event_type, verbatim, ignorable)?))
 }
 
+/// A packed row `text` of type `tag` read (`None`: not read natively): the seq of its first
+/// event, as it claims it, each event's time and its data's JSON written to `data`, its span there
+/// pushed onto `events`.
+pub(crate) fn row_events(text: &[u8], tag: &[u8], vocabulary: &Vocabulary, data: &mut Vec<u8>, events: &mut Vec<(i64, Range<usize>)>) -> Option<i64> {
+    let top = scan_top(text).ok()?;
+    if !top.is_exactly(&top.seq0, &top.time0) || top.data.kind != Kind::Object {
+        return None;
+    }
+    let seq0 = top.seq0.int()?;
+    let row = read_row(text, top.data.span, tag == CALL_ROW).ok()?;
+    let times = row.times(top.time0.int()?)?;
+    let delta = &vocabulary.rows[tag];
+    for (k, time) in times.into_iter().enumerate().take(row.len()) {
+        let start = data.len();
+        row.write_member(k, delta, data);
+        events.push((time, start..data.len()));
+    }
+    Some(seq0)
+}
+
 /// The records' texts and the vocabulary, for the thread ahead.
 pub(crate) struct OriginalWork<'t> {
     pub(crate) texts: &'t [&'t [u8]],
@@ -112,6 +138,9 @@ pub(crate) struct ReadChunk<'t> {
     pub(crate) reads: Vec<Read<'t>>,
     pub(crate) rewritten: String,
     pub(crate) tapes: TapeBuffers,
+    /// The packed rows' events: time and data's span in `row_data`.
+    pub(crate) row_events: Vec<(i64, Range<usize>)>,
+    pub(crate) row_data: Vec<u8>,
 }
 
 impl<'t> AheadWork for OriginalWork<'t> {
@@ -121,12 +150,26 @@ impl<'t> AheadWork for OriginalWork<'t> {
         chunk.reads.clear();
         chunk.rewritten.clear();
         chunk.tapes.clear();
+        chunk.row_events.clear();
+        chunk.row_data.clear();
     }
 
     fn work(&self, chunk: &mut ReadChunk<'t>, index: usize, taping: bool) {
         let text = self.texts[index];
         let read = match read(text, self.vocabulary) {
             Read::Message(event_type, top) => rewritten_ahead(chunk, text, &top, event_type, taping),
+            Read::Row(tag) => {
+                let (first, data) = (chunk.row_events.len(), chunk.row_data.len());
+                match row_events(text, tag, self.vocabulary, &mut chunk.row_data, &mut chunk.row_events) {
+                    Some(seq0) => Read::RowRead { seq0, events: first..chunk.row_events.len() },
+                    None => {
+                        // Not read here: the GIL thread tries again, and gives the log to Python.
+                        chunk.row_events.truncate(first);
+                        chunk.row_data.truncate(data);
+                        Read::Row(tag)
+                    }
+                }
+            }
             read => read,
         };
         chunk.reads.push(read);
@@ -202,8 +245,26 @@ mod tests {
         let chunk = read_ahead(&texts, &vocabulary, true);
         let Read::Event(name, seq, time, data) = &chunk.reads[0] else { panic!("not one event") };
         assert_eq!((*name, *seq, *time, data.parts().concat()), (&b"turn/start"[..], 12, 5, br#"{"turn":1}"#.to_vec()));
-        assert!(matches!(chunk.reads[1], Read::Row(b"text-chunks")));
+        assert!(matches!(chunk.reads[1], Read::Row(b"text-chunks"))); // no members: not read here
         assert!(matches!(chunk.reads[2], Read::TypeUnknown) && matches!(chunk.reads[3], Read::Python));
         assert!(chunk.rewritten.is_empty());
+    }
+
+    #[test]
+    fn a_packed_row_is_read_ahead_into_its_events_for_the_seq_it_claims() {
+        let vocabulary = vocabulary();
+        let row = br#"{"type":"text-chunks","seq0":4,"time0":10,"data":{"turn":1,"step":1,"index":0,"dt":[2],"texts":["a","b"]}}"#;
+        let texts: Vec<&[u8]> = vec![row, row];
+        let chunk = read_ahead(&texts, &vocabulary, false);
+        let (mut data, mut events) = (Vec::new(), Vec::new());
+        assert_eq!(row_events(row, b"text-chunks", &vocabulary, &mut data, &mut events), Some(4));
+        for (k, read) in chunk.reads.iter().enumerate() {
+            let Read::RowRead { seq0, events: range } = read else { panic!("not read ahead") };
+            assert_eq!((*seq0, range.clone()), (4, 2 * k..2 * k + 2));
+            let got: Vec<(i64, &[u8])> = chunk.row_events[range.clone()].iter().map(|(time, span)| (*time, &chunk.row_data[span.clone()])).collect();
+            let want: Vec<(i64, &[u8])> = events.iter().map(|(time, span)| (*time, &data[span.clone()])).collect();
+            assert_eq!(got, want);
+        }
+        assert_eq!(events.iter().map(|(time, _)| *time).collect::<Vec<_>>(), [10, 12]);
     }
 }
