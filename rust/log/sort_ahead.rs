@@ -11,6 +11,8 @@
 //! for the scope's join at the end (the chunk in flight, or a thread the scheduler has not run).
 //! The verdicts are the same function of the same bytes either way (a sealed record's text is its
 //! body and `}`, joined as the blob holds it), so nothing is decided differently on either path.
+//! The thread and its chunks are generic over the work (`AheadWork`): the original harness's
+//! records are read the same way (`original/read_ahead.rs`).
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -28,7 +30,7 @@ type CallerClock = ();
 
 /// Logs of fewer records sort inline: a thread costs tens of microseconds, about what sorting a
 /// hundred records does, and a small log has no message building long enough to hide it behind.
-pub(crate) const THREAD_FROM_RECORDS: usize = 1024;
+const THREAD_FROM_RECORDS: usize = 1024;
 /// Records per chunk: small enough that the loop finds its first chunk sorted at once and that
 /// the scope's end waits for little, large enough that claiming a chunk costs nothing per record.
 const CHUNK: usize = 128;

@@ -9,7 +9,9 @@
 //! decodes). A record whose type the scan cannot tell (it does not vouch for the text, an escape
 //! in a key or the type) is parsed to learn it. A packed row not read here (malformed, or with
 //! such a type) stands for an unknown number of events: the whole log is then left to Python
-//! (`None`).
+//! (`None`). What a record is (`read_ahead.rs`) is read on a second thread ahead of this loop on
+//! a large log, for the seq the record claims; this loop, holding the GIL, checks that seq and
+//! builds the objects.
 
 use std::ops::Range;
 
