@@ -267,3 +267,9 @@ def _read_message_record_both_ways(
     text: str, seq: int, event_type: str, /
 ) -> tuple[tuple[Any, ...] | None, tuple[Any, ...] | None, bool]:
     """For the tests: a message record read from its text and from its tape, and whether it was taped."""
+
+def _decode_original_records_taped(
+    records: Records | Sequence[bytes | str], verbatim: AbstractSet[str], ignorable: AbstractSet[str], rows: Mapping[str, str], /
+) -> tuple[tuple[list[Any], bytes, list[Message | None], bytearray, bytes, list[tuple[Any, ...]]] | None, int]:
+    """For the tests: `decode_original_records` with every record read as the thread ahead reads it
+    (message appends rewritten and taped), and how many were read from their tapes."""

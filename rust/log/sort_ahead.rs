@@ -11,6 +11,8 @@
 //! for the scope's join at the end (the chunk in flight, or a thread the scheduler has not run).
 //! The verdicts are the same function of the same bytes either way (a sealed record's text is its
 //! body and `}`, joined as the blob holds it), so nothing is decided differently on either path.
+//! The thread and its chunks are generic over the work (`AheadWork`): the original harness's
+//! records are read the same way (`original/read_ahead.rs`).
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -35,63 +37,53 @@ const CHUNK: usize = 128;
 /// How many chunks ahead of the calling thread the sorting thread must be to tape message records.
 const TAPE_LEAD: usize = 2;
 
-/// The verdicts on a chunk of records, and the tapes (`json/read/tape.rs`) of its message records
-/// that the tokenizer took: what the GIL thread would otherwise parse, read ahead.
-#[derive(Default)]
-struct Chunk {
-    sorted: Vec<Sorted>,
-    /// For each record, the range of its tape's tokens in `tapes` (empty: no tape).
-    tape_ranges: Vec<Range<usize>>,
-    tapes: TapeBuffers,
+/// The part of reading a log's records that needs no GIL, done a record at a time ahead of the
+/// GIL thread: dshkit's sorting and taping (`SortWork`), the original's rewrite and taping
+/// (`original/read_ahead.rs`).
+pub(crate) trait AheadWork: Sync {
+    /// What the work on a chunk of records leaves; handed back and filled again for later chunks.
+    type Chunk: Default + Send;
+    /// Empties `chunk` for the next records, its buffers kept.
+    fn clear(chunk: &mut Self::Chunk);
+    /// The work on record `index` pushed onto `chunk`; message records taped when `taping`.
+    fn work(&self, chunk: &mut Self::Chunk, index: usize, taping: bool);
 }
 
-/// The chunks of verdicts: `next`, the first chunk the sorting thread has not claimed;
-/// `chunks[k]`, the verdicts of records `k * CHUNK..`, set by the sorting thread and taken by the
-/// calling one, which hands each back to `spare` once past it, for the sorting thread to fill
-/// again (tapes in memory already touched, and no buffer freed on the other thread).
-struct Ahead<'t> {
-    texts: &'t [[&'t [u8]; 2]],
+/// The chunks of work: `next`, the first chunk the thread ahead has not claimed; `chunks[k]`,
+/// the work on records `k * CHUNK..`, set by that thread and taken by the calling one, which
+/// hands each back to `spare` once past it, for the thread ahead to fill again (tapes in memory
+/// already touched, and no buffer freed on the other thread).
+struct Ahead<'w, W: AheadWork> {
+    work: &'w W,
+    records: usize,
     next: AtomicUsize,
-    chunks: Vec<Mutex<Option<Chunk>>>,
-    spare: Mutex<Vec<Chunk>>,
+    chunks: Vec<Mutex<Option<W::Chunk>>>,
+    spare: Mutex<Vec<W::Chunk>>,
     /// The chunk the calling thread is at.
     at: AtomicUsize,
 }
 
-impl Ahead<'_> {
-    fn sorted_chunk(&self, chunk: usize, taping: bool) -> Option<Chunk> {
+impl<'w, W: AheadWork> Ahead<'w, W> {
+    fn new(work: &'w W, records: usize) -> Self {
+        let chunks = (0..records.div_ceil(CHUNK)).map(|_| Mutex::new(None)).collect();
+        Ahead { work, records, next: AtomicUsize::new(0), chunks, spare: Mutex::new(Vec::new()), at: AtomicUsize::new(0) }
+    }
+
+    fn worked_chunk(&self, chunk: usize, taping: bool) -> Option<W::Chunk> {
         let first = chunk * CHUNK;
-        let mut sorted = lock(&self.spare).pop().unwrap_or_default();
-        sorted.sorted.clear();
-        sorted.tape_ranges.clear();
-        sorted.tapes.clear();
-        let mut joined = Vec::new();
-        for (offset, [body, tail]) in self.texts[first..(first + CHUNK).min(self.texts.len())].iter().enumerate() {
+        let mut worked = lock(&self.spare).pop().unwrap_or_default();
+        W::clear(&mut worked);
+        for index in first..(first + CHUNK).min(self.records) {
             if self.next.load(Ordering::Relaxed) >= self.chunks.len() {
                 return None; // the calling thread is done: the scope's end waits for one record at most
             }
-            let text = if tail.is_empty() {
-                body
-            } else {
-                joined.clear();
-                joined.extend_from_slice(body);
-                joined.extend_from_slice(tail);
-                &joined[..]
-            };
-            let verdict = sort(text, first + offset);
-            let tape = match verdict {
-                // SAFETY: `sort` sorts only UTF-8 text as a message record.
-                Sorted::Message(_) if taping => sorted.tapes.tokenize(unsafe { std::str::from_utf8_unchecked(text) }),
-                _ => None,
-            };
-            sorted.sorted.push(verdict);
-            sorted.tape_ranges.push(tape.unwrap_or(0..0));
+            self.work.work(&mut worked, index, taping);
         }
-        Some(sorted)
+        Some(worked)
     }
 
-    /// The sorting thread: every chunk in order, until the calling thread has passed them all.
-    fn sort_ahead(&self, caller_clock: Option<CallerClock>) {
+    /// The thread ahead: every chunk in order, until the calling thread has passed them all.
+    fn work_ahead(&self, caller_clock: Option<CallerClock>) {
         let clock = CoreClock::start(caller_clock);
         loop {
             let chunk = self.next.fetch_add(1, Ordering::Relaxed);
@@ -101,42 +93,123 @@ impl Ahead<'_> {
             // Taping costs more instructions than it saves the calling thread (about 6,000
             // against 3,800 a message record): a gain only on a core of its own, ahead of that
             // thread. A thread kept behind, or sharing a core with the calling thread (a busy
-            // machine), only sorts, as before the tapes.
+            // machine), does the rest of the work only, as before the tapes.
             let taping = clock.had_a_core() && chunk >= self.at.load(Ordering::Relaxed) + TAPE_LEAD;
-            let Some(sorted) = self.sorted_chunk(chunk, taping) else { return };
-            *lock(&self.chunks[chunk]) = Some(sorted);
+            let Some(worked) = self.worked_chunk(chunk, taping) else { return };
+            *lock(&self.chunks[chunk]) = Some(worked);
         }
     }
 }
 
-/// The verdicts of a log's records, in seq order: sorted ahead by a thread, or inline.
-pub(crate) struct SortedRecords<'a, 't> {
-    ahead: Option<&'a Ahead<'t>>,
+/// The work on a log's records, in order: done ahead by a thread, or (`None`) left to the caller.
+pub(crate) struct AheadRecords<'a, 'w, W: AheadWork> {
+    ahead: Option<&'a Ahead<'w, W>>,
     /// The chunk being consumed, taken from `ahead`.
-    current: Option<(usize, Chunk)>,
+    current: Option<(usize, W::Chunk)>,
 }
 
-impl SortedRecords<'_, '_> {
-    /// The verdict on record `seq`, whose text is `text`, with the tape of a message record when
-    /// it was read ahead (never when sorted here: the GIL thread then parses the text as before).
-    /// Called once per record, in seq order.
-    pub(crate) fn next(&mut self, text: &[u8], seq: usize) -> (Sorted, Option<Tape<'_>>) {
-        let Some(ahead) = self.ahead else { return (sort(text, seq), None) };
-        let chunk = seq / CHUNK;
+impl<W: AheadWork> AheadRecords<'_, '_, W> {
+    /// The chunk holding the work on record `index` and the record's place in it, when it was
+    /// done ahead; else `None`, and the caller does that work itself (the thread then skips the
+    /// chunk). Called once per record, in order.
+    pub(crate) fn worked(&mut self, index: usize) -> Option<(&W::Chunk, usize)> {
+        let ahead = self.ahead?;
+        let chunk = index / CHUNK;
         if self.current.as_ref().is_none_or(|(current, _)| *current != chunk) {
             ahead.at.store(chunk, Ordering::Relaxed);
-            let taken = lock(&ahead.chunks[chunk]).take().map(|sorted| (chunk, sorted));
+            let taken = lock(&ahead.chunks[chunk]).take().map(|worked| (chunk, worked));
             if let Some((_, done)) = std::mem::replace(&mut self.current, taken) {
                 lock(&ahead.spare).push(done);
             }
         }
-        if let Some((_, sorted)) = &self.current {
-            let range = sorted.tape_ranges[seq % CHUNK].clone();
-            return (sorted.sorted[seq % CHUNK], (!range.is_empty()).then(|| sorted.tapes.tape(range)));
+        if self.current.is_none() {
+            // Not done yet: the caller works on this chunk, and the thread starts past it.
+            ahead.next.fetch_max(chunk + 1, Ordering::Relaxed);
         }
-        // Not sorted yet: sort this record here, and keep the thread from starting on its chunk.
-        ahead.next.fetch_max(chunk + 1, Ordering::Relaxed);
-        (sort(text, seq), None)
+        self.current.as_ref().map(|(_, worked)| (worked, index % CHUNK))
+    }
+}
+
+/// Run `consume` with the work on `records` records, done on a scoped thread ahead of it when
+/// there are at least `THREAD_FROM_RECORDS`.
+pub(crate) fn with_work_ahead<W: AheadWork, R>(work: &W, records: usize, consume: impl FnOnce(&mut AheadRecords<'_, '_, W>) -> R) -> R {
+    if records < THREAD_FROM_RECORDS {
+        return consume(&mut AheadRecords { ahead: None, current: None });
+    }
+    let ahead = Ahead::new(work, records);
+    std::thread::scope(|scope| {
+        // A thread that cannot be started (a process at its limit) leaves every chunk to this one.
+        let (caller_clock, ahead) = (caller_cpu_clock(), &ahead);
+        let _ = std::thread::Builder::new().spawn_scoped(scope, move || ahead.work_ahead(caller_clock));
+        let result = consume(&mut AheadRecords { ahead: Some(ahead), current: None });
+        // Done (or stopped by an error): the thread claims no further chunk.
+        ahead.next.store(ahead.chunks.len(), Ordering::Relaxed);
+        result
+    })
+}
+
+/// dshkit's records sorted (`record_scan::sort`) and their message records taped.
+struct SortWork<'t> {
+    texts: &'t [[&'t [u8]; 2]],
+}
+
+/// The verdicts on a chunk of records, and the tapes (`json/read/tape.rs`) of its message records
+/// that the tokenizer took: what the GIL thread would otherwise parse, read ahead.
+#[derive(Default)]
+struct SortedChunk {
+    sorted: Vec<Sorted>,
+    /// For each record, the range of its tape's tokens in `tapes` (empty: no tape).
+    tape_ranges: Vec<Range<usize>>,
+    tapes: TapeBuffers,
+    /// A sealed record's body and tail joined.
+    joined: Vec<u8>,
+}
+
+impl AheadWork for SortWork<'_> {
+    type Chunk = SortedChunk;
+
+    fn clear(chunk: &mut SortedChunk) {
+        chunk.sorted.clear();
+        chunk.tape_ranges.clear();
+        chunk.tapes.clear();
+    }
+
+    fn work(&self, chunk: &mut SortedChunk, index: usize, taping: bool) {
+        let [body, tail] = self.texts[index];
+        let text = if tail.is_empty() {
+            body
+        } else {
+            chunk.joined.clear();
+            chunk.joined.extend_from_slice(body);
+            chunk.joined.extend_from_slice(tail);
+            &chunk.joined[..]
+        };
+        let verdict = sort(text, index);
+        let tape = match verdict {
+            // SAFETY: `sort` sorts only UTF-8 text as a message record.
+            Sorted::Message(_) if taping => chunk.tapes.tokenize(unsafe { std::str::from_utf8_unchecked(text) }),
+            _ => None,
+        };
+        chunk.sorted.push(verdict);
+        chunk.tape_ranges.push(tape.unwrap_or(0..0));
+    }
+}
+
+/// The verdicts of a log's records, in seq order: sorted ahead by a thread, or inline.
+pub(crate) struct SortedRecords<'r, 'a, 'w, 't>(&'r mut AheadRecords<'a, 'w, SortWork<'t>>);
+
+impl SortedRecords<'_, '_, '_, '_> {
+    /// The verdict on record `seq`, whose text is `text`, with the tape of a message record when
+    /// it was read ahead (never when sorted here: the GIL thread then parses the text as before).
+    /// Called once per record, in seq order.
+    pub(crate) fn next(&mut self, text: &[u8], seq: usize) -> (Sorted, Option<Tape<'_>>) {
+        match self.0.worked(seq) {
+            Some((sorted, at)) => {
+                let range = sorted.tape_ranges[at].clone();
+                (sorted.sorted[at], (!range.is_empty()).then(|| sorted.tapes.tape(range)))
+            }
+            None => (sort(text, seq), None),
+        }
     }
 }
 
@@ -217,21 +290,8 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// Run `consume` with the verdicts on `texts` (each record as its parts, joined); sorted on a
 /// scoped thread when there are at least `THREAD_FROM_RECORDS` records.
-pub(crate) fn with_sorted_records<R>(texts: &[[&[u8]; 2]], consume: impl FnOnce(&mut SortedRecords<'_, '_>) -> R) -> R {
-    if texts.len() < THREAD_FROM_RECORDS {
-        return consume(&mut SortedRecords { ahead: None, current: None });
-    }
-    let chunks = (0..texts.len().div_ceil(CHUNK)).map(|_| Mutex::new(None)).collect();
-    let ahead = Ahead { texts, next: AtomicUsize::new(0), chunks, spare: Mutex::new(Vec::new()), at: AtomicUsize::new(0) };
-    std::thread::scope(|scope| {
-        // A thread that cannot be started (a process at its limit) leaves every chunk to this one.
-        let (caller_clock, ahead) = (caller_cpu_clock(), &ahead);
-        let _ = std::thread::Builder::new().spawn_scoped(scope, move || ahead.sort_ahead(caller_clock));
-        let result = consume(&mut SortedRecords { ahead: Some(&ahead), current: None });
-        // Done (or stopped by an error): the thread claims no further chunk.
-        ahead.next.store(ahead.chunks.len(), Ordering::Relaxed);
-        result
-    })
+pub(crate) fn with_sorted_records<R>(texts: &[[&[u8]; 2]], consume: impl FnOnce(&mut SortedRecords<'_, '_, '_, '_>) -> R) -> R {
+    with_work_ahead(&SortWork { texts }, texts.len(), |records| consume(&mut SortedRecords(records)))
 }
 
 #[cfg(test)]
@@ -272,10 +332,10 @@ mod tests {
     fn a_chunk_sorted_ahead_holds_the_tapes_of_its_message_records() {
         let bodies = records(CHUNK + 8);
         let texts: Vec<[&[u8]; 2]> = bodies.iter().map(|body| [&body[..], &b"}"[..]]).collect();
-        let chunks = (0..2).map(|_| Mutex::new(None)).collect();
-        let ahead = Ahead { texts: &texts, next: AtomicUsize::new(0), chunks, spare: Mutex::new(Vec::new()), at: AtomicUsize::new(0) };
+        let work = SortWork { texts: &texts };
+        let ahead = Ahead::new(&work, texts.len());
         for chunk in [0, 1] {
-            let sorted = ahead.sorted_chunk(chunk, true).expect("not stopped");
+            let sorted = ahead.worked_chunk(chunk, true).expect("not stopped");
             let taped: Vec<bool> = sorted.tape_ranges.iter().map(|range| !range.is_empty()).collect();
             let messages: Vec<bool> = sorted.sorted.iter().map(|verdict| matches!(verdict, Sorted::Message(_))).collect();
             assert_eq!(taped, messages);
@@ -284,11 +344,11 @@ mod tests {
             lock(&ahead.spare).push(sorted);
         }
         // Behind the calling thread: verdicts only, no tapes.
-        let sorted = ahead.sorted_chunk(0, false).expect("not stopped");
+        let sorted = ahead.worked_chunk(0, false).expect("not stopped");
         assert!(sorted.tape_ranges.iter().all(|range| range.is_empty()) && sorted.sorted.len() == CHUNK);
         // The calling thread done: the chunk in flight is dropped.
         ahead.next.store(2, Ordering::Relaxed);
-        assert!(ahead.sorted_chunk(1, true).is_none());
+        assert!(ahead.worked_chunk(1, true).is_none());
     }
 
     #[test]

@@ -9,61 +9,31 @@
 //! decodes). A record whose type the scan cannot tell (it does not vouch for the text, an escape
 //! in a key or the type) is parsed to learn it. A packed row not read here (malformed, or with
 //! such a type) stands for an unknown number of events: the whole log is then left to Python
-//! (`None`).
+//! (`None`). What a record is (`read_ahead.rs`) is read on a second thread ahead of this loop on
+//! a large log, for the seq the record claims; this loop, holding the GIL, checks that seq and
+//! builds the objects.
 
-use std::collections::{HashMap, HashSet};
-use std::hash::{BuildHasherDefault, Hasher};
+use std::ops::Range;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
 use crate::json::read::from_json;
+use crate::json::read::tape::Tape;
 use crate::json::scan::find_byte;
-use crate::log::record_scanner::Kind;
-use crate::original::chunk_row::read_row;
 use crate::log::message_record::read_message_record;
+use crate::log::message_tape::read_message_tape;
 use crate::log::message_vouch::vouch_message_append;
-use crate::original::data_rules::{presented_data, Presented};
+use crate::log::sort_ahead::{with_work_ahead, AheadWork};
 use crate::original::message_text::dshkit_message_record;
-use crate::original::record_top::{scan_top, Top};
+use crate::original::read_ahead::{read, row_events, ByName, NameSet, OriginalWork, Read, ReadChunk, Vocabulary};
+use crate::original::record_top::Top;
 
 const KIND_DATA: u8 = b'D';
 const KIND_KEPT: u8 = b'E';
 const KIND_USER: u8 = b'U';
 const KIND_MESSAGE: u8 = b'M';
-const MESSAGE_TYPES: [&[u8]; 3] = [b"user/message", b"assistant/message", b"tool/result"];
 const CHUNK_TYPE: &str = "assistant/chunk";
-const CALL_ROW: &[u8] = b"tool-call-chunks";
-
-/// FNV-1a: the keys looked up per record are a few short type names, for which the default
-/// SipHash showed in the profile.
-#[derive(Default)]
-struct Fnv(u64);
-
-impl Hasher for Fnv {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        let mut hash = if self.0 == 0 { 0xcbf2_9ce4_8422_2325 } else { self.0 };
-        for byte in bytes {
-            hash = (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3);
-        }
-        self.0 = hash;
-    }
-}
-
-type ByName<V> = HashMap<Vec<u8>, V, BuildHasherDefault<Fnv>>;
-type NameSet = HashSet<Vec<u8>, BuildHasherDefault<Fnv>>;
-
-/// The type names a reader sorts by, from the Python tables (`vocabulary.py`, `chunk_rows.py`).
-struct Vocabulary {
-    verbatim: NameSet,
-    ignorable: NameSet,
-    /// A packed row's type -> the delta type of its chunks.
-    rows: ByName<String>,
-}
 
 /// The columns as they are built (`EventLog.adopt` takes them), and the records left to Python.
 struct Columns<'py> {
@@ -81,6 +51,33 @@ struct Columns<'py> {
 }
 
 impl<'py> Columns<'py> {
+    fn new(py: Python<'py>, texts: &[&[u8]]) -> Self {
+        let size: usize = texts.iter().map(|text| text.len()).sum();
+        Columns {
+            types: Vec::with_capacity(texts.len()),
+            times: Vec::with_capacity(texts.len()),
+            blob: Vec::with_capacity(size + texts.len()),
+            ends: Vec::with_capacity(texts.len()),
+            messages: Vec::with_capacity(texts.len()),
+            pending: PyList::empty(py),
+            run: (Vec::new(), Vec::new(), Vec::new()),
+            names: ByName::default(),
+        }
+    }
+
+    /// `(types, times, messages, blob, ends, pending)`, the runs flushed.
+    fn into_tuple(mut self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        self.flush()?;
+        let as_bytes = |words: Vec<[u8; 8]>| PyBytes::new(py, words.as_flattened());
+        let times = as_bytes(self.times.iter().map(|time| time.to_ne_bytes()).collect());
+        let ends = as_bytes(self.ends.iter().map(|end| end.to_ne_bytes()).collect());
+        let types = PyList::new(py, self.types)?;
+        let blob = pyo3::types::PyByteArray::new(py, &self.blob);
+        let messages = PyList::new(py, self.messages)?;
+        let parts = [types.into_any(), times.into_any(), messages.into_any(), blob.into_any(), ends.into_any(), self.pending.into_any()];
+        PyTuple::new(py, parts)
+    }
+
     fn name(&mut self, py: Python<'py>, name: &[u8]) -> Bound<'py, PyAny> {
         if let Some(value) = self.names.get(name) {
             return value.clone();
@@ -119,6 +116,18 @@ impl<'py> Columns<'py> {
         Ok(())
     }
 
+    /// The events of a packed row whose first claims seq `seq0` (`None`: not the next seq).
+    fn row(&mut self, py: Python<'py>, seq0: i64, events: &[(i64, Range<usize>)], data: &[u8]) -> Option<()> {
+        if seq0 != self.types.len() as i64 {
+            return None;
+        }
+        let chunk_type = self.name(py, CHUNK_TYPE.as_bytes());
+        for (time, span) in events {
+            self.event(chunk_type.clone(), *time, KIND_DATA, &[&data[span.clone()]]);
+        }
+        Some(())
+    }
+
     fn flush(&mut self) -> PyResult<()> {
         if !self.run.0.is_empty() {
             let py = self.pending.py();
@@ -127,49 +136,6 @@ impl<'py> Columns<'py> {
         }
         Ok(())
     }
-}
-
-/// What one record is.
-enum Read<'a> {
-    /// One event: its type, time and data's JSON (in parts).
-    Event(&'a [u8], i64, Presented<'a>),
-    /// A packed row, read by `row`.
-    Row(&'a [u8]),
-    /// A message event, perhaps an append read here (its top level scanned).
-    Message(&'a [u8], Box<Top>),
-    /// One event the Python decoder reads.
-    Python,
-    /// A record whose type the scan cannot tell.
-    TypeUnknown,
-}
-
-fn read<'a>(text: &'a [u8], seq: usize, vocabulary: &Vocabulary) -> Read<'a> {
-    let Ok(top) = scan_top(text) else { return Read::TypeUnknown };
-    if top.escaped_key || top.event_type.count > 1 || top.event_type.escaped {
-        return Read::TypeUnknown;
-    }
-    let Some(event_type) = top.event_type.plain_str(text) else { return Read::Python };
-    if vocabulary.rows.contains_key(event_type) {
-        return Read::Row(event_type);
-    }
-    if MESSAGE_TYPES.contains(&event_type) {
-        return Read::Message(event_type, Box::new(top));
-    }
-    match one_event(text, &top, seq, event_type, vocabulary) {
-        Some((time, data)) => Read::Event(event_type, time, data),
-        None => Read::Python,
-    }
-}
-
-/// The time and data JSON of a record of one event whose data `presented_data` reads.
-fn one_event<'a>(text: &'a [u8], top: &Top, seq: usize, event_type: &[u8], vocabulary: &Vocabulary) -> Option<(i64, Presented<'a>)> {
-    if !top.is_exactly(&top.seq, &top.time) || top.seq.int()? != seq as i64 {
-        return None;
-    }
-    let time = top.time.int()?;
-    let verbatim = vocabulary.verbatim.contains(event_type);
-    let ignorable = vocabulary.ignorable.contains(event_type);
-    Some((time, presented_data(text, &top.data, event_type, verbatim, ignorable)?))
 }
 
 /// Whether `item`, a record whose type the scan could not tell, parses as a packed row's record
@@ -182,21 +148,9 @@ fn parses_as_row(item: &Bound<'_, PyAny>, vocabulary: &Vocabulary) -> bool {
 
 /// The events of packed row `text` added to `columns` (`None`: not read here).
 fn add_row<'py>(py: Python<'py>, columns: &mut Columns<'py>, text: &[u8], tag: &[u8], vocabulary: &Vocabulary) -> Option<()> {
-    let top = scan_top(text).ok()?;
-    if !top.is_exactly(&top.seq0, &top.time0) || top.seq0.int()? != columns.types.len() as i64 || top.data.kind != Kind::Object {
-        return None;
-    }
-    let row = read_row(text, top.data.span, tag == CALL_ROW).ok()?;
-    let times = row.times(top.time0.int()?)?;
-    let delta = &vocabulary.rows[tag];
-    let chunk_type = columns.name(py, CHUNK_TYPE.as_bytes());
-    let mut data = Vec::new();
-    for (k, time) in times.into_iter().enumerate().take(row.len()) {
-        data.clear();
-        row.write_member(k, delta, &mut data);
-        columns.event(chunk_type.clone(), time, KIND_DATA, &[&data]);
-    }
-    Some(())
+    let (mut data, mut events) = (Vec::new(), Vec::new());
+    let seq0 = row_events(text, tag, vocabulary, &mut data, &mut events)?;
+    columns.row(py, seq0, &events, &data)
 }
 
 /// A message append read here: what the columns keep of it, and its tag for `Surface.fold_appends`.
@@ -215,9 +169,15 @@ struct MessageAppend<'py> {
 /// before it (`vouch_message_append`); else `None`.
 fn message_append<'py>(py: Python<'py>, text: &[u8], top: &Top, event_type: &[u8], seq: usize) -> Option<MessageAppend<'py>> {
     let rewritten = dshkit_message_record(text, top, event_type, seq)?;
-    let rewritten = std::str::from_utf8(&rewritten).ok()?;
+    rewritten_append(py, std::str::from_utf8(&rewritten).ok()?, None, event_type, seq)
+}
+
+/// `message_append` from the `rewritten` record, read from its `tape` when it has one (and from
+/// the text where the tape's reading answers `None`).
+fn rewritten_append<'py>(py: Python<'py>, rewritten: &str, tape: Option<Tape<'_>>, event_type: &[u8], seq: usize) -> Option<MessageAppend<'py>> {
     let type_name = std::str::from_utf8(event_type).ok()?;
-    let record = read_message_record(py, rewritten, seq, type_name)?;
+    let from_tape = tape.and_then(|tape| read_message_tape(py, rewritten, tape, seq, type_name));
+    let record = from_tape.or_else(|| read_message_record(py, rewritten, seq, type_name))?;
     if !record.envelope_passes(rewritten) {
         return None;
     }
@@ -233,6 +193,47 @@ fn message_append<'py>(py: Python<'py>, text: &[u8], top: &Top, event_type: &[u8
         (KIND_MESSAGE, parts.concat())
     };
     Some(MessageAppend { time: record.time, message: record.message.into_any(), kind, kept, tag })
+}
+
+/// Record `index` (`item`, whose text is `text`) added to `columns` as `read` says
+/// (`chunk`: where a reading ahead keeps its rewritten records); `None`: the whole log takes
+/// the Python path.
+fn add_record<'py>(
+    py: Python<'py>,
+    columns: &mut Columns<'py>,
+    (index, item, text): (usize, &Bound<'py, PyAny>, &[u8]),
+    read: &Read<'_>,
+    chunk: Option<&ReadChunk<'_>>,
+    vocabulary: &Vocabulary,
+) -> PyResult<Option<()>> {
+    let seq = columns.types.len();
+    match *read {
+        Read::Event(name, claimed, time, ref data) if claimed == seq as i64 => {
+            let event_type = columns.name(py, name);
+            columns.event(event_type, time, KIND_DATA, &data.parts());
+        }
+        Read::Row(tag) => return Ok(add_row(py, columns, text, tag, vocabulary)),
+        Read::RowRead { seq0, ref events } => {
+            let chunk = chunk.expect("a row read ahead is read from its chunk");
+            return Ok(columns.row(py, seq0, &chunk.row_events[events.clone()], &chunk.row_data));
+        }
+        Read::Message(name, ref top) => match message_append(py, text, top, name, seq) {
+            Some(append) => columns.vouched(py, index, name, append)?,
+            None => columns.left_to_python(py, index)?,
+        },
+        Read::Rewritten { event_type, seq: claimed, ref text, ref tape } if claimed == seq => {
+            let chunk = chunk.expect("a record rewritten ahead is read from its chunk");
+            let tape = (!tape.is_empty()).then(|| chunk.tapes.tape(tape.clone()));
+            match rewritten_append(py, &chunk.rewritten[text.clone()], tape, event_type, seq) {
+                Some(append) => columns.vouched(py, index, event_type, append)?,
+                None => columns.left_to_python(py, index)?,
+            }
+        }
+        Read::TypeUnknown if parses_as_row(item, vocabulary) => return Ok(None),
+        // Events claiming another seq than the next are refused as the one-thread reading would.
+        Read::Event(..) | Read::Rewritten { .. } | Read::Python | Read::TypeUnknown => columns.left_to_python(py, index)?,
+    }
+    Ok(Some(()))
 }
 
 fn text_of<'a>(item: &'a Bound<'_, PyAny>) -> PyResult<&'a [u8]> {
@@ -272,48 +273,62 @@ fn decode_original_records<'py>(
 ) -> PyResult<Option<Bound<'py, PyTuple>>> {
     let vocabulary = vocabulary(verbatim, ignorable, rows)?;
     let items: Vec<Bound<'py, PyAny>> = records.try_iter()?.collect::<PyResult<_>>()?;
-    let size: usize = items.iter().map(|item| text_of(item).map_or(0, <[u8]>::len)).sum();
-    let mut columns = Columns {
-        types: Vec::with_capacity(items.len()),
-        times: Vec::with_capacity(items.len()),
-        blob: Vec::with_capacity(size + items.len()),
-        ends: Vec::with_capacity(items.len()),
-        messages: Vec::with_capacity(items.len()),
-        pending: PyList::empty(py),
-        run: (Vec::new(), Vec::new(), Vec::new()),
-        names: ByName::default(),
-    };
-    for (index, item) in items.iter().enumerate() {
-        let text = text_of(item)?;
-        match read(text, columns.types.len(), &vocabulary) {
-            Read::Event(name, time, data) => {
-                let event_type = columns.name(py, name);
-                columns.event(event_type, time, KIND_DATA, &data.parts());
+    let texts: Vec<&[u8]> = items.iter().map(text_of).collect::<PyResult<_>>()?;
+    let mut columns = Columns::new(py, &texts);
+    // The records are read (and message appends rewritten and taped) ahead on a second thread
+    // (`read_ahead.rs`) while this one builds.
+    let work = OriginalWork { texts: &texts, vocabulary: &vocabulary };
+    let whole = with_work_ahead(&work, texts.len(), |ahead| -> PyResult<bool> {
+        for (index, (item, &text)) in items.iter().zip(&texts).enumerate() {
+            let added = match ahead.worked(index) {
+                Some((chunk, at)) => add_record(py, &mut columns, (index, item, text), &chunk.reads[at], Some(chunk), &vocabulary)?,
+                None => add_record(py, &mut columns, (index, item, text), &read(text, &vocabulary), None, &vocabulary)?,
+            };
+            if added.is_none() {
+                return Ok(false);
             }
-            Read::Row(tag) => {
-                if add_row(py, &mut columns, text, tag, &vocabulary).is_none() {
-                    return Ok(None);
-                }
-            }
-            Read::Message(name, top) => match message_append(py, text, &top, name, columns.types.len()) {
-                Some(append) => columns.vouched(py, index, name, append)?,
-                None => columns.left_to_python(py, index)?,
-            },
-            Read::Python => columns.left_to_python(py, index)?,
-            Read::TypeUnknown if parses_as_row(item, &vocabulary) => return Ok(None),
-            Read::TypeUnknown => columns.left_to_python(py, index)?,
+        }
+        Ok(true)
+    })?;
+    if !whole {
+        return Ok(None);
+    }
+    columns.into_tuple(py).map(Some)
+}
+
+/// For the tests: `decode_original_records` with every record read as the thread ahead reads it
+/// when the threads run side by side (rewritten and taped), here and whatever the log's size;
+/// and how many message records were read from their tapes.
+#[pyfunction]
+#[pyo3(signature = (records, verbatim, ignorable, rows, /))]
+fn _decode_original_records_taped<'py>(
+    py: Python<'py>,
+    records: &Bound<'py, PyAny>,
+    verbatim: &Bound<'py, PyAny>,
+    ignorable: &Bound<'py, PyAny>,
+    rows: &Bound<'py, PyDict>,
+) -> PyResult<(Option<Bound<'py, PyTuple>>, usize)> {
+    let vocabulary = vocabulary(verbatim, ignorable, rows)?;
+    let items: Vec<Bound<'py, PyAny>> = records.try_iter()?.collect::<PyResult<_>>()?;
+    let texts: Vec<&[u8]> = items.iter().map(text_of).collect::<PyResult<_>>()?;
+    let work = OriginalWork { texts: &texts, vocabulary: &vocabulary };
+    let mut chunk = ReadChunk::default();
+    (0..texts.len()).for_each(|index| work.work(&mut chunk, index, true));
+    let mut taped = 0;
+    for read in &chunk.reads {
+        if let Read::Rewritten { event_type, seq, text, tape } = read {
+            let Ok(type_name) = std::str::from_utf8(event_type) else { continue };
+            let tape = (!tape.is_empty()).then(|| chunk.tapes.tape(tape.clone()));
+            taped += usize::from(tape.is_some_and(|tape| read_message_tape(py, &chunk.rewritten[text.clone()], tape, *seq, type_name).is_some()));
         }
     }
-    columns.flush()?;
-    let as_bytes = |words: Vec<[u8; 8]>| PyBytes::new(py, words.as_flattened());
-    let times = as_bytes(columns.times.iter().map(|time| time.to_ne_bytes()).collect());
-    let ends = as_bytes(columns.ends.iter().map(|end| end.to_ne_bytes()).collect());
-    let types = PyList::new(py, columns.types)?;
-    let blob = pyo3::types::PyByteArray::new(py, &columns.blob);
-    let messages = PyList::new(py, columns.messages)?;
-    let pending = columns.pending;
-    let parts = [types.into_any(), times.into_any(), messages.into_any(), blob.into_any(), ends.into_any(), pending.into_any()];
-    Ok(Some(PyTuple::new(py, parts)?))
+    let mut columns = Columns::new(py, &texts);
+    for (index, (item, &text)) in items.iter().zip(&texts).enumerate() {
+        if add_record(py, &mut columns, (index, item, text), &chunk.reads[index], Some(&chunk), &vocabulary)?.is_none() {
+            return Ok((None, taped));
+        }
+    }
+    Ok((Some(columns.into_tuple(py)?), taped))
 }
 
 // The original's plain log split into its lines: `bytes.split(b"\n")` tests a byte at a time
@@ -343,6 +358,7 @@ fn split_original_lines<'py>(py: Python<'py>, content: &Bound<'py, PyBytes>, sta
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(decode_original_records, m)?)?;
+    m.add_function(wrap_pyfunction!(_decode_original_records_taped, m)?)?;
     m.add_function(wrap_pyfunction!(split_original_lines, m)?)
 }
 

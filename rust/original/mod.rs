@@ -11,6 +11,7 @@ pub(crate) mod chunk_row;
 pub(crate) mod columns;
 pub(crate) mod data_rules;
 pub(crate) mod message_text;
+pub(crate) mod read_ahead;
 pub(crate) mod record_top;
 
 use pyo3::prelude::*;

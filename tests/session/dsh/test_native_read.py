@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from dshkit._core import decode_original_records
+from dshkit._core import _decode_original_records_taped, decode_original_records
 from dshkit.session import Session, SessionCorruptError, SessionRecoveryWarning
 from dshkit.session.dsh import codec
 from dshkit.session.dsh.chunk_rows import ROW_TYPES
@@ -47,9 +47,13 @@ def _decode(decoder: Any, records: list[Any]) -> tuple[str, Any]:
 
 
 def assert_same_both_ways(records: list[Any], *, native: bool | None = True) -> tuple[str, Any]:
-    """Both translations of `records` agree (`native`: whether the native pass must take the log)."""
+    """Both translations of `records` agree (`native`: whether the native pass must take the log),
+    and the native pass gives the same columns with every record read as the thread ahead of it
+    reads a large log's (message appends rewritten and taped there)."""
     if native is not None:
         assert _native_reads(records) is native
+    taped, _ = _decode_original_records_taped(records, VERBATIM_TYPES, IGNORABLE_TYPES, ROW_TYPES)
+    assert taped == decode_original_records(records, VERBATIM_TYPES, IGNORABLE_TYPES, ROW_TYPES)
     got = _decode(codec.decode_records, records)
     assert got == _decode(codec.decode_records_in_python, records)
     return got
@@ -132,6 +136,9 @@ ODD_RECORDS = [
     {"type": "tool/call", "seq": 1, "time": T, "data": "c"},
     {"type": "request/header", "seq": 1, "time": T, "data": {"header": {"config": {"provider": "p", "model": "m", "maxTokens": 5}}, "reason": "initial"}},
     {"type": "step/start", "seq": 1, "time": 12345678901234567890, "data": {"turn": 1, "step": 1}},
+    # Claiming another seq than the next (read ahead, a record is read for the seq it claims).
+    {"type": "turn/start", "seq": 2, "time": T, "data": {"turn": 1}},
+    {"type": "turn/start", "seq": -1, "time": T, "data": {"turn": 1}},
 ]
 ODD_TEXTS = [
     b'{"type":"hook/invoked","seq":1,"time":%d,"data":{"a":1,"a":2}}' % T,
@@ -324,6 +331,9 @@ MESSAGE_VARIANTS = {
     "prompt off the surface": {"prompt": _set("surfaceOp", DELETE)},
     "prompt with an ignorable envelope": {"prompt": _set("ignorable", True)},
     "prompt citing itself": {"prompt": _set("sourceEventSeqs", [2])},
+    "prompt claiming the next seq": {"prompt": _set("seq", 3)},
+    "prompt claiming a negative seq": {"prompt": _set("seq", -2)},
+    "answer claiming an earlier seq": {"answer": _set("seq", 5)},
     "prompt citing a dict": {"prompt": _set("sourceEventSeqs", {"a": 1})},
     "prompt from a plugin": {"prompt": _set("data/source", {"kind": "plugin", "plugin": "notes"})},
     "prompt from the compact plugin": {"prompt": _set("data/source", {"kind": "plugin", "plugin": "compact", "compactionId": "c1"})},
@@ -367,6 +377,34 @@ def test_the_messages_of_a_conversation_are_read_natively() -> None:
     assert [item for item in columns[5] if len(item) == 2] == []  # nothing left to Python
     runs = [item for item in columns[5] if len(item) == 3]
     assert [seq for seqs, _, _ in runs for seq in seqs] == [2, 3, 5, 6]
+
+
+def test_the_messages_of_a_conversation_are_read_from_their_tapes_ahead() -> None:
+    records = _conversation()
+    columns, taped = _decode_original_records_taped(records, VERBATIM_TYPES, IGNORABLE_TYPES, ROW_TYPES)
+    assert taped == 4 and columns == decode_original_records(records, VERBATIM_TYPES, IGNORABLE_TYPES, ROW_TYPES)
+    # An append left to Python is not read ahead either: the prompt off the surface.
+    _, taped = _decode_original_records_taped(_conversation(prompt=_set("surfaceOp", DELETE)), VERBATIM_TYPES, IGNORABLE_TYPES, ROW_TYPES)
+    assert taped == 3
+
+
+@pytest.mark.parametrize("odd", ["as written", "a prompt claiming the next seq", "a record the scan cannot tell"])
+def test_a_log_read_ahead_on_a_second_thread_reads_the_same_both_ways(odd: str) -> None:
+    # Over a thousand records: the native pass reads them ahead on a second thread (rewriting and,
+    # when both threads have a core, taping the message appends), the GIL thread building; the
+    # odd record lies in a later chunk, read ahead or by the GIL thread, as the threads run.
+    records = _lines(_agent_log(120))
+    assert len(records) > 1024
+    at = next(index for index in range(900, len(records)) if b'"user/message"' in records[index])
+    if odd == "a prompt claiming the next seq":
+        records[at] = records[at].replace(b'"seq":', b'"seq":1', 1)
+    elif odd == "a record the scan cannot tell":
+        records[at] = records[at].replace(b'"type"', b'"t\\u0079pe"', 1)
+    kind, got = assert_same_both_ways(records, native=True)
+    if odd == "a prompt claiming the next seq":
+        assert kind == "error" and f"line {at + 2}" in got
+    else:
+        assert kind == "events" and len(got[2]) == 360
 
 
 def _open_both_ways(path: Path, monkeypatch: pytest.MonkeyPatch, **options: Any) -> Any:

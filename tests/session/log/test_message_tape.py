@@ -163,3 +163,25 @@ def test_a_result_message_and_deep_blocks_read_the_same():
     nested = "[" * 20 + "]" * 20
     from_text, from_tape, taped = check(GOOD[3].replace(RESULT, RESULT.replace('"text":"ok"', '"text":"ok","x":%s' % nested)), 3, TYPES[3])
     assert taped and from_tape is not None
+
+
+# The original harness's message appends as `rust/original/message_text.rs` rewrites them (its
+# envelope order, snake-case usage, `finish_reason`, a result's `is_error_omitted`): since the
+# original's records are taped on the second thread too, these shapes must read the same both ways.
+ORIGINAL_REWRITES = [
+    (3, "user/message", '{"seq":3,"time":9,"type":"user/message","data":{"content":[{"type":"text","text":"hi \\u00e9 \\"x\\""}],'
+     '"source":{"kind":"user"},"role":"user","id":"u1"},"surface_op":"append","source_event_seqs":[]}'),
+    (4, "assistant/message", '{"seq":4,"time":9,"type":"assistant/message","data":{"turn":1,"message":{"role":"assistant","content":'
+     '[{"type":"text","text":"ok"},{"type":"tool_call","id":"c","name":"n","arguments":"{}"}],"source":{"kind":"model",'
+     '"provider":"p","model":"m"},"id":"a"},"usage":{"input_tokens":1,"output_tokens":2,"cache_read_tokens":0,"x":2},'
+     '"finish_reason":"stop"},"surface_op":"append","source_event_seqs":[1,2]}'),
+    (5, "tool/result", '{"seq":5,"time":9,"type":"tool/result","data":{"turn":1,"step":1,"message":{"role":"user","source":'
+     '{"kind":"tool","call_id":"c"},"content":[{"type":"tool_result","tool_call_id":"c","content":[{"type":"text","text":"t"}],'
+     '"is_error":false,"is_error_omitted":true}],"id":"r"}},"surface_op":"append","source_event_seqs":[4]}'),
+]
+
+
+@pytest.mark.parametrize(("seq", "event_type", "record"), ORIGINAL_REWRITES)
+def test_the_originals_rewritten_appends_read_the_same_from_their_tapes(seq: int, event_type: str, record: str) -> None:
+    from_text, from_tape, taped = check(record, seq, event_type)
+    assert taped and from_text is not None and from_tape is not None
