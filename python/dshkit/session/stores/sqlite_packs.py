@@ -44,6 +44,7 @@ _READ_PACKS = "SELECT first_seq, last_seq, bodies, crcs FROM dshkit_packs ORDER 
 # By the table, not by `user_version`: a copy made through SQL text (`.dump`) may lose the version.
 _HAS_PACKS = "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'dshkit_packs'"
 
+
 class PackLayout(NamedTuple):
     """The packs of a log: `packs` packs of `size` events each, holding events 0 to `packs * size - 1`."""
 
