@@ -1,8 +1,9 @@
 """What opening a PostgreSQL session asks of the server: one statement reading the whole session
 in seq order along the primary key (never a sort, whatever the planner's estimates), in one round
-trip after the writer's lock, with the caller's connection settings left as they were. Seen from
-the server (`auto_explain` and `log_statement` sent to the client as notices) and from libpq's own
-protocol trace, on a real connection."""
+trip with the writer's lock, with the caller's connection settings left as they were, and a
+store's own connection set up in its schema check's round trip; the packs' bodies copied into
+Python memory once. Seen from the server (`auto_explain` and `log_statement` sent to the client as
+notices) and from libpq's own protocol trace, on real connections."""
 
 from __future__ import annotations
 
