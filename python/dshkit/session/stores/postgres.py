@@ -236,12 +236,12 @@ class PostgresStore(SessionStore):
         assert self.session_id is not None
         if taken is None:
             taken = connection.execute(TRY_LOCK, (lock_key(self.session_id),)).fetchone()[0]
+        self._locked = bool(taken)
         if not taken:
             raise SessionError(
                 f"session {self.session_id} in {redact(self.url)} is open for writing by another "
                 "connection (this or another process or machine)"
             )
-        self._locked = True
 
     def _check_durability(self, durability: str) -> str:
         durability = check_durability(durability)
@@ -292,6 +292,7 @@ class PostgresStore(SessionStore):
         self._durability = self._check_durability(durability)
         connection = self._open_connection(lock=False)  # a writer's lock comes in the read's round trip
         try:
+            self._locked = not read_only  # until the read answers: one failing after its lock must unlock
             taken, row = read_session(connection, session_id, message_ids=not read_only, lock=None if read_only else lock_key(session_id))
             if not read_only:
                 self._take_lock(connection, taken)
