@@ -85,6 +85,26 @@ def test_a_pool_failure_or_a_missing_session_gives_the_connection_back(postgres_
         pool.close()
 
 
+
+@pytest.mark.parametrize("session_id", ["pooled-read-fails", "pooled-missing"])
+def test_a_writers_open_whose_read_fails_after_its_lock_gives_the_connection_back_unlocked(postgres_url: str, session_id: str) -> None:
+    # The writer's lock is taken first in the read's round trip; a session-level advisory lock
+    # outlives the read's failure (a rollback keeps it), so the store must still let it go.
+    if session_id == "pooled-read-fails":
+        Session.create(postgres_url, session_id=session_id).close()
+    pool = CountingPool(postgres_url)
+    try:
+        connection = pool.getconn()
+        pool.putconn(connection)
+        if session_id == "pooled-read-fails":
+            connection.execute("SET search_path = no_such_schema")  # the lock needs no table; the read fails
+        with pytest.raises((psycopg.errors.UndefinedTable, FileNotFoundError)):
+            Session.open(store=PostgresStore(postgres_url, session_id, connections=pool))
+        assert pool.returned[-1] is connection and not connection.closed
+        assert advisory_locks_held(connection) == 0
+    finally:
+        pool.close()
+
 def test_bad_pools_and_settings_are_refused_with_what_was_wrong(postgres_url: str) -> None:
     with pytest.raises(TypeError, match=r"getconn\(\) and putconn"):
         PostgresStore(postgres_url, "s", connections=object())  # type: ignore[arg-type]

@@ -1,11 +1,14 @@
 """What opening a PostgreSQL session asks of the server: one statement reading the whole session
 in seq order along the primary key (never a sort, whatever the planner's estimates), in one round
-trip after the writer's lock, with the caller's connection settings left as they were. Seen from
-the server (`auto_explain` and `log_statement` sent to the client as notices) and from libpq's own
-protocol trace, on a real connection."""
+trip with the writer's lock, with the caller's connection settings left as they were, and a
+store's own connection set up in its schema check's round trip; the packs' bodies copied into
+Python memory once. Seen from the server (`auto_explain` and `log_statement` sent to the client as
+notices) and from libpq's own protocol trace, on real connections."""
 
 from __future__ import annotations
 
+import tracemalloc
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +16,7 @@ import pytest
 
 from dshkit.session import Session
 from dshkit.session.stores.postgres import PostgresStore
+from dshkit.session.stores.postgres_schema import read_session
 
 psycopg = pytest.importorskip("psycopg", reason="the PostgreSQL store needs psycopg (dshkit[postgres])")
 
@@ -77,7 +81,28 @@ def test_an_open_reads_the_session_in_one_statement_along_the_primary_key(postgr
         assert connection.execute("SHOW enable_sort").fetchone() == ("on",)
 
 
-def test_an_open_is_one_round_trip_after_the_writers_lock(postgres_url: str, session_id: str, tmp_path: Path) -> None:
+def traced(connection: Any, file: Any) -> Any:
+    """`connection` with libpq's protocol trace of everything it sends and receives going to `file`."""
+    connection.pgconn.trace(file.fileno())
+    connection.pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS)
+    return connection
+
+
+def round_trips(path: Path) -> list[str]:
+    """The statements of a libpq trace, one per round trip: each Sync the client sends makes it
+    wait for the server's ReadyForQuery (a pipeline sends its statements, then one Sync)."""
+    statements: list[str] = []
+    batch: list[str] = []
+    for fields in (line.split("\t") for line in path.read_text().splitlines()):
+        if fields[0] == "F" and fields[2] == "Parse":  # Parse\t "<name>" "<statement>" <types>
+            batch.append(fields[3].split('"', 3)[3].rsplit('"', 1)[0])
+        elif fields[0] == "F" and fields[2] in ("Sync", "Query"):
+            statements.append(" ; ".join(batch + fields[3:4] * (fields[2] == "Query")))
+            batch = []
+    return statements
+
+
+def test_an_open_is_one_round_trip_with_the_writers_lock(postgres_url: str, session_id: str, tmp_path: Path) -> None:
     with psycopg.connect(postgres_url, autocommit=True) as connection:
         pool = OneConnection(connection)
         syncs = {}
@@ -93,7 +118,36 @@ def test_an_open_is_one_round_trip_after_the_writers_lock(postgres_url: str, ses
             # Each Sync the client sends is a round trip: it waits for the server's ReadyForQuery.
             messages = [line.split("\t") for line in trace.read_text().splitlines()]
             syncs[read_only] = sum(fields[0] == "F" and fields[2] == "Sync" for fields in messages)
-        assert syncs == {True: 1, False: 3}  # the read; the writer's lock, the read, its unlock on close
+        assert syncs == {True: 1, False: 2}  # the read (after a writer's lock, in its round trip); the unlock on close
+
+
+@pytest.mark.parametrize("durability", ["checkpoint", "none"])
+def test_an_open_on_its_own_connection_sets_it_up_in_the_version_checks_round_trip(
+    postgres_url: str, session_id: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, durability: str
+) -> None:
+    connect = psycopg.connect
+    traces: list[Path] = []
+
+    def connect_traced(*args: Any, **kwargs: Any) -> Any:
+        traces.append(tmp_path / f"trace-{len(traces)}.txt")
+        return traced(connect(*args, **kwargs), files.enter_context(traces[-1].open("w")))
+
+    monkeypatch.setattr(psycopg, "connect", connect_traced)
+    with ExitStack() as files:
+        for read_only in (True, False):
+            with Session.open(postgres_url, session_id=session_id, read_only=read_only, durability=durability) as session:
+                assert len(session.messages()) == 150
+                settings = session.store._connection.execute("SELECT current_setting('plan_cache_mode'), current_setting('synchronous_commit')")
+                assert settings.fetchone() == ("force_generic_plan", "off" if durability == "none" else "on")
+    reader, writer = (round_trips(trace) for trace in traces)
+    # The open: the version check setting the connection up, the read (after a writer's lock);
+    # then the test's look at the settings, and the writer's unlock on close.
+    assert len(reader) == 3 and len(writer) == 4, (reader, writer)
+    for trips in (reader, writer):
+        assert trips[0].startswith("SELECT version, set_config($1, $2, false)") and "FROM dshkit_sessions" in trips[1]
+        assert trips[0].count("set_config") == (2 if durability == "none" else 1)
+    assert "pg_try_advisory_lock" not in reader[1] and writer[1].startswith("SELECT pg_try_advisory_lock")
+    assert writer[3].startswith("SELECT pg_advisory_unlock")
 
 
 def test_a_writer_rewrites_a_message_written_before_it_opened(postgres_url: str, session_id: str) -> None:
@@ -105,3 +159,28 @@ def test_a_writer_rewrites_a_message_written_before_it_opened(postgres_url: str,
         session.sync()
     with Session.open(postgres_url, session_id=session_id, read_only=True) as read:
         assert read.messages()[0].text == "question 1, reworded" and read.messages()[0].id == first.id
+
+
+@pytest.mark.skipif(psycopg.pq.__impl__ == "python", reason="psycopg's pure Python implementation hands loaders copies")
+def test_an_open_copies_the_packs_bodies_into_python_memory_once(postgres_url: str, build) -> None:
+    # Packs of 100 KB messages: the bodies dwarf everything else the read allocates. The default
+    # bytea loader copies each pack into a `bytes` before the join copies them all again (a peak
+    # of twice the bodies); views over the query's result leave the join's copy only.
+    store = PostgresStore(postgres_url)
+    store.pack_events = 4
+    with Session.create(store=store, durability="none") as session:
+        for turn in range(40):
+            session.append("user/message", build.user(f"{turn} " + "x" * 100_000))
+        session.sync()
+        session_id = session.id
+    with psycopg.connect(postgres_url, autocommit=True) as connection:
+        packed = connection.execute("SELECT count(*), sum(length(bodies)) FROM dshkit_packs WHERE session_id = %s", (session_id,)).fetchone()
+        assert packed[0] == 9 and packed[1] > 3_000_000
+        tracemalloc.start()
+        try:
+            _, read = read_session(connection, session_id, message_ids=False)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    assert read is not None and read.bodies.count(b"\n") == 39 and len(read.bodies) > 4_000_000
+    assert peak < 1.25 * len(read.bodies), (peak, len(read.bodies))

@@ -167,14 +167,12 @@ class PostgresStore(SessionStore):
         except psycopg.OperationalError as error:
             raise ConnectionError(f"cannot connect to {redact(self.url)}: {str(error).strip()}") from error
         try:
-            ensure_schema(connection)
             # psycopg prepares a statement on the server after 5 runs; the write is the same
             # statement every time and every lookup in it is by the full primary key, so its
             # plan never depends on the values: without this, PostgreSQL may judge a fresh plan
             # per write cheaper (it did for WRITE_EVENTS) and spend more planning than writing.
-            connection.execute("SET plan_cache_mode = force_generic_plan")
-            if self._durability == "none":
-                connection.execute("SET synchronous_commit = off")
+            settings = [("plan_cache_mode", "force_generic_plan")]
+            ensure_schema(connection, settings + [("synchronous_commit", "off")] * (self._durability == "none"))
         except BaseException:
             connection.close()
             raise
@@ -233,14 +231,17 @@ class PostgresStore(SessionStore):
             return connection
         raise SessionError(str(last)) from last
 
-    def _take_lock(self, connection: Any) -> None:
+    def _take_lock(self, connection: Any, taken: bool | None = None) -> None:
+        """Take the session's lock, or note `taken`, what a `TRY_LOCK` already run answered."""
         assert self.session_id is not None
-        if not connection.execute(TRY_LOCK, (lock_key(self.session_id),)).fetchone()[0]:
+        if taken is None:
+            taken = connection.execute(TRY_LOCK, (lock_key(self.session_id),)).fetchone()[0]
+        self._locked = bool(taken)
+        if not taken:
             raise SessionError(
                 f"session {self.session_id} in {redact(self.url)} is open for writing by another "
                 "connection (this or another process or machine)"
             )
-        self._locked = True
 
     def _check_durability(self, durability: str) -> str:
         durability = check_durability(durability)
@@ -289,9 +290,12 @@ class PostgresStore(SessionStore):
         """The header and every event record in seq order, checksums checked (locking the session unless read-only)."""
         session_id = self._need_session_id("open")
         self._durability = self._check_durability(durability)
-        connection = self._open_connection(lock=not read_only)
+        connection = self._open_connection(lock=False)  # a writer's lock comes in the read's round trip
         try:
-            row = read_session(connection, session_id, message_ids=not read_only)
+            self._locked = not read_only  # until the read answers: one failing after its lock must unlock
+            taken, row = read_session(connection, session_id, message_ids=not read_only, lock=None if read_only else lock_key(session_id))
+            if not read_only:
+                self._take_lock(connection, taken)
             if row is None:
                 raise FileNotFoundError(f"no session {session_id} in {redact(self.url)}")
             header, header_crc, bodies, crcs, message_ids, self._packs, count, first_row = row

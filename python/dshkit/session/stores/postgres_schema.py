@@ -20,6 +20,8 @@ A dshkit before version 4 refuses the database ("upgrade dshkit"): it would see 
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from dshkit.session.errors import SessionError
@@ -227,37 +229,68 @@ class SessionRead(NamedTuple):
     first_row: int | None  # the first row's seq
 
 
-def read_session(connection: Any, session_id: str, *, message_ids: bool) -> SessionRead | None:
-    """The session as `READ_SESSION` reads it (None if there is no such session), run after
+@functools.cache
+def bytea_view_loader() -> type:
+    """A psycopg loader of binary `bytea` that returns the buffer it is given instead of a copy.
+
+    psycopg's C implementation hands a Python loader a read-only memoryview over the query's
+    result that keeps the result alive (the pure Python one, bytes): `read_session` joins the
+    packs' megabytes from those views, one copy where the default loader's `bytes` make two.
+    """
+    from psycopg.adapt import Loader
+    from psycopg.pq import Format
+
+    class ByteaViewLoader(Loader):
+        format = Format.BINARY
+
+        def load(self, data: Any) -> Any:
+            return data
+
+    return ByteaViewLoader
+
+
+def read_session(connection: Any, session_id: str, *, message_ids: bool, lock: int | None = None) -> tuple[bool | None, SessionRead | None]:
+    """Whether `TRY_LOCK` of advisory lock `lock` took it (None: not asked), then the session as
+    `READ_SESSION` reads it (None if there is no such session), run after the lock and
     `READ_SESSION_PLAN` in one transaction: in one round trip where libpq can pipeline (a
-    pipeline's statements up to its sync are one implicit transaction), else in an explicit one."""
+    pipeline's statements up to its sync are one implicit transaction), else in an explicit one.
+    The lock is the session-level one a writer holds until it closes: a rollback keeps it."""
     import psycopg
 
     with connection.pipeline() if psycopg.Pipeline.is_supported() else connection.transaction():
+        locking = None if lock is None else connection.execute(TRY_LOCK, (lock,))
         connection.execute(READ_SESSION_PLAN)
-        cursor = connection.cursor(binary=True).execute(READ_SESSION, {"session": session_id, "message_ids": message_ids})
+        cursor = connection.cursor(binary=True)
+        cursor.adapters.register_loader("bytea", bytea_view_loader())
+        cursor.execute(READ_SESSION, {"session": session_id, "message_ids": message_ids})
+    taken = None if locking is None else bool(locking.fetchone()[0])
     rows = cursor.fetchall()
     session = next((row for row in rows if row[7] is None), None)
     if session is None:
-        return None
+        return taken, None
     parts = sorted((row for row in rows if row[7] is not None), key=lambda row: row[7])
     if session[5]:
         parts.append(session)
     ids = [*(session[4] or ()), *(id_ for part in parts if part is not session for id_ in part[4] or ())]
-    return SessionRead(
+    return taken, SessionRead(
         session[0], session[1], b"\n".join(part[2] for part in parts), ",".join(part[3] for part in parts),
         ids if message_ids else None, [(part[7], part[8]) for part in parts if part is not session], session[5], session[6],
     )
 
 
-def ensure_schema(connection: Any) -> None:
-    """Create the tables on first use, migrate an older schema, refuse a newer one."""
+def ensure_schema(connection: Any, settings: Sequence[tuple[str, str]] = ()) -> None:
+    """Create the tables on first use, migrate an older schema, refuse a newer one; and set
+    `settings` ((name, value) pairs) for the connection's session, in the version check's round
+    trip (`set_config` beside the version) unless the tables are still to be made."""
     import psycopg
 
+    configure = "".join(", set_config(%s, %s, false)" for _ in settings)
     try:
-        version = connection.execute(READ_VERSION).fetchone()[0]
+        version = connection.execute(f"SELECT version{configure} FROM dshkit_schema", [v for pair in settings for v in pair]).fetchone()[0]
     except psycopg.errors.UndefinedTable:
         version = 0
+        for name, value in settings:
+            connection.execute("SELECT set_config(%s, %s, false)", (name, value))
     if version == SCHEMA_VERSION:
         return
     if version > SCHEMA_VERSION:
