@@ -33,7 +33,7 @@ from dshkit.session.errors import SessionConflictError, SessionCorruptError, Ses
 from dshkit.session.events import MESSAGE_EVENT_TYPES, SURFACE_APPEND, USER_MESSAGE, Event
 from dshkit.session._log.checksums import check_header, checksum, verified, verified_join
 from dshkit.session.stores.packs import PACK_EVENTS
-from dshkit.session.stores.postgres_packs import Packs, checked_packs, make_packs, pack_place, packs_line_up
+from dshkit.session.stores.postgres_packs import Packs, checked_packs, event_place, make_packs, packs_line_up
 from dshkit.session.stores.postgres_schema import (
     CONFLICT_SQLSTATE,
     CREATE_SESSION,
@@ -154,7 +154,7 @@ class PostgresStore(SessionStore):
         where = f"{redact(self.url)} session {self.session_id}"
         if index < 0:
             return f"{where}: header"
-        return pack_place(where, self._packs, index) or f"{where}: event {index}"
+        return event_place(where, self._packs, index) or f"{where}: event {index}"
 
     # -- connections ----------------------------------------------------------------------
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from dshkit.session._log.checksums import verified
 from dshkit.session.errors import SessionCorruptError
-from dshkit.session.stores.packs import packs_due
+from dshkit.session.stores.packs import checked_pack, pack_place, packs_due
 from dshkit.session.stores.postgres_schema import READ_EVENTS
 
 # The pack of events first..last, made only from exactly those rows, each checksummed and none
@@ -81,13 +81,13 @@ def packs_line_up(packs: Packs, rows: int, first_row: int | None, records: int) 
     return (first_row is None or first_row == end) and records == end + rows
 
 
-def pack_place(where: str, packs: Packs, seq: int) -> str | None:
+def event_place(where: str, packs: Packs, seq: int) -> str | None:
     """Where event `seq` lives if a pack holds it: "<where>: dshkit_packs row <i> (events a-b), event <seq>"."""
     index = bisect_right([first for first, _ in packs], seq) - 1
     if index < 0 or seq > packs[index][1]:
         return None
     first, last = packs[index]
-    return f"{where}: dshkit_packs row {index} (events {first}-{last}), event {seq}"
+    return f"{pack_place(where, index, first, last)}, event {seq}"
 
 
 def checked_packs(connection: Any, session_id: str, where: str, describe: Callable[[int], str]) -> tuple[list[Any], list[tuple[int, int]]]:
@@ -102,16 +102,10 @@ def checked_packs(connection: Any, session_id: str, where: str, describe: Callab
         stored_packs = connection.execute(READ_PACKS, (session_id,)).fetchall()
         rows = connection.execute(READ_EVENTS, (session_id,)).fetchall()
     for index, (first, last, bodies, crcs) in enumerate(stored_packs):
-        place = f"{where}: dshkit_packs row {index} (events {first}-{last})"
+        place = pack_place(where, index, first, last)
         if first != len(records):
             raise SessionCorruptError(f"{place}: the events before it end at {len(records) - 1} (events missing)")
-        texts, stored = bytes(bodies).split(b"\n"), crcs.split(",")
-        if len(texts) != last - first + 1 or len(stored) != len(texts):
-            raise SessionCorruptError(
-                f"{place}: holds {len(texts)} records and {len(stored)} checksums for {last - first + 1} events"
-            )
-        checksums = [int(crc) if crc.isdigit() else None for crc in stored]
-        records.extend(verified(list(zip(texts, checksums)), lambda at: f"{place}, event {first + at}"))
+        records.extend(checked_pack(place, first, last, bodies, crcs))
         packs.append((first, last))
     records.extend(verified([row[1:] for row in rows], lambda index: describe(rows[index][0])))
     return records, packs

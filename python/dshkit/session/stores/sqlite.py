@@ -93,7 +93,7 @@ class SqliteStore(SessionStore):
         if index < 0:
             return f"{self.path}: dshkit_session header"
         if index < self._layout.events:
-            return f"{self.path}: {self._layout.place(index)}"
+            return self._layout.place(str(self.path), index)
         return f"{self.path}: row {index + 1} of dshkit_events"
 
     def _connect(self, mode: str) -> sqlite3.Connection:

@@ -13,9 +13,10 @@ import sqlite3
 from collections.abc import Callable
 from typing import NamedTuple
 
-from dshkit.session._log.checksums import verified, verified_join
+from dshkit.session._log.checksums import verified_join
 from dshkit.session._log.event_codec import StoredRecords
 from dshkit.session.errors import SessionCorruptError
+from dshkit.session.stores.packs import checked_pack, pack_place
 
 PACKED_VERSION = 1
 """`PRAGMA user_version` of a database holding `dshkit_packs` (0: rows only, as before packs)."""
@@ -55,11 +56,11 @@ class PackLayout(NamedTuple):
     def events(self) -> int:
         return self.size * self.packs
 
-    def place(self, index: int) -> str:
-        """Where event `index` (below `events`) lives: its pack and seq."""
+    def place(self, where: str, index: int) -> str:
+        """Where event `index` (below `events`) of the log at `where` lives: its pack and seq."""
         pack = index // self.size
         first = pack * self.size
-        return f"dshkit_packs row {pack} (events {first}-{first + self.size - 1}), event {index}"
+        return f"{pack_place(where, pack, first, first + self.size - 1)}, event {index}"
 
 
 NO_PACKS = PackLayout(0, 0)
@@ -132,28 +133,12 @@ def joined_records(packs: list[tuple[int, int, bytes, str]], bodies: bytes | Non
 def checked_pack_records(
     packs: list[tuple[int, int, bytes, str]], layout: PackLayout, where: str
 ) -> list[bytes]:
-    """The records of every pack, pack by pack; `SessionCorruptError` naming the pack and the event
-    of the first that fails (a pack whose count of records is not its range's is corrupt whole)."""
+    """The records of every pack, pack by pack (`checked_pack`); `SessionCorruptError` naming the
+    pack and the event of the first that fails."""
     records: list[bytes] = []
     for index, (first, last, bodies, crcs) in enumerate(packs):
-        texts, stored = bodies.split(b"\n"), crcs.split(",")
-        if len(texts) != last - first + 1 or len(stored) != len(texts):
-            raise SessionCorruptError(
-                f"{where}: dshkit_packs row {index} (events {first}-{last}): holds {len(texts)} records "
-                f"and {len(stored)} checksums, not {last - first + 1}"
-            )
-        records.extend(verified(zip(texts, map(_stored_checksum, stored)), _pack_describer(where, layout, first)))
+        records.extend(checked_pack(pack_place(where, index, first, last), first, last, bodies, crcs))
     return records
-
-
-def _pack_describer(where: str, layout: PackLayout, first: int) -> Callable[[int], str]:
-    """Where record `offset` of the pack starting at event `first` lives."""
-    return lambda offset: f"{where}: {layout.place(first + offset)}"
-
-
-def _stored_checksum(text: str) -> int | None:
-    """A pack's checksum as the rows held it: an integer written as itself (anything else matches nothing)."""
-    return int(text) if text.isdigit() and str(int(text)) == text else None
 
 
 def row_describer(layout: PackLayout, describe_row: Callable[[int], str]) -> Callable[[int], str]:
