@@ -10,6 +10,7 @@
 pub(crate) mod chunk_row;
 pub(crate) mod columns;
 pub(crate) mod data_rules;
+pub(crate) mod lines;
 pub(crate) mod message_text;
 pub(crate) mod read_ahead;
 pub(crate) mod record_top;
@@ -17,5 +18,6 @@ pub(crate) mod record_top;
 use pyo3::prelude::*;
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    columns::register(m)
+    columns::register(m)?;
+    lines::register(m)
 }
