@@ -4,12 +4,16 @@ splitter (`split_original_lines`, `rust/original/lines.rs`), against the Python 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from dshkit._core import OriginalLines, _decode_original_records_taped, decode_original_records, split_original_lines
+from dshkit.session import SessionRecoveryWarning
 from dshkit.session.dsh.chunk_rows import ROW_TYPES
+from dshkit.session.dsh.jsonl_store import DshJsonlStore
 from dshkit.session.dsh.vocabulary import IGNORABLE_TYPES, VERBATIM_TYPES
+from tests.session.dsh.scenarios import SCENARIOS
 from tests.session.dsh.test_native_read import _conversation, assert_same_both_ways
 
 
@@ -97,3 +101,15 @@ def test_lines_of_a_str_or_a_negative_start_are_refused() -> None:
         split_original_lines("a\nb", 0)  # type: ignore[arg-type]
     with pytest.raises(OverflowError):
         split_original_lines(b"a\nb", -1)
+
+
+def test_a_stored_log_loads_as_lines_with_its_crash_tail_cut(tmp_path: Path) -> None:
+    path = SCENARIOS["text_and_reasoning"]().write(tmp_path / "session.jsonl")
+    whole = path.read_bytes().split(b"\n")[1:-1]
+    with open(path, "ab") as file:  # after the last turn/end: an unparsable line, then a torn one
+        file.write(b'{"type":"turn/start",\n{"type":"turn/start","seq":')
+    store = DshJsonlStore(path)
+    with pytest.warns(SessionRecoveryWarning, match="not JSON"):
+        _header, lines = store.load("none", read_only=True)
+    store.close()
+    assert isinstance(lines, OriginalLines) and list(lines) == whole
