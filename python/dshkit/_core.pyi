@@ -144,9 +144,20 @@ def decode_original_records(
     appends (see `Surface.fold_appends`). `None` when the whole log must take the Python path (a
     packed row not read natively)."""
 
-def split_original_lines(content: bytes, start: int, /) -> list[bytes]:
-    """`content[start:].split(b"\\n")`, line ends found a block at a time, without copying the slice
-    first (an original-harness log's lines, `rust/original/columns.rs`)."""
+@final
+class OriginalLines(Sequence[bytes]):
+    """An original-harness log's lines as spans of its bytes (`rust/original/lines.rs`): a line is
+    made `bytes` when asked for; a slice (no step) shares the bytes."""
+
+    def __len__(self) -> int: ...
+    @overload
+    def __getitem__(self, index: int, /) -> bytes: ...
+    @overload
+    def __getitem__(self, index: slice, /) -> OriginalLines: ...
+
+def split_original_lines(content: bytes, start: int, /) -> OriginalLines:
+    """`content[start:].split(b"\\n")` as `OriginalLines`, line ends found a block at a time,
+    nothing copied (an original-harness log's lines, `rust/original/lines.rs`)."""
 
 def compact_events(
     events: list[Any], count: int, offset: int, /

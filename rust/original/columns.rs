@@ -20,11 +20,11 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
 use crate::json::read::from_json;
 use crate::json::read::tape::Tape;
-use crate::json::scan::find_byte;
 use crate::log::message_record::read_message_record;
 use crate::log::message_tape::read_message_tape;
 use crate::log::message_vouch::vouch_message_append;
 use crate::log::sort_ahead::{with_work_ahead, AheadWork};
+use crate::original::lines::OriginalLines;
 use crate::original::message_text::dshkit_message_record;
 use crate::original::read_ahead::{read, row_events, ByName, NameSet, OriginalWork, Read, ReadChunk, Vocabulary};
 use crate::original::record_top::Top;
@@ -138,10 +138,10 @@ impl<'py> Columns<'py> {
     }
 }
 
-/// Whether `item`, a record whose type the scan could not tell, parses as a packed row's record
+/// Whether `text`, a record whose type the scan could not tell, parses as a packed row's record
 /// (then it is not one event: the whole log takes the Python path).
-fn parses_as_row(item: &Bound<'_, PyAny>, vocabulary: &Vocabulary) -> bool {
-    let Ok(record) = from_json(item) else { return false };
+fn parses_as_row(py: Python<'_>, text: &[u8], vocabulary: &Vocabulary) -> bool {
+    let Ok(record) = from_json(PyBytes::new(py, text).as_any()) else { return false };
     let Ok(event_type) = record.get_item("type") else { return false };
     event_type.extract::<String>().is_ok_and(|name| vocabulary.rows.contains_key(name.as_bytes()))
 }
@@ -195,13 +195,13 @@ fn rewritten_append<'py>(py: Python<'py>, rewritten: &str, tape: Option<Tape<'_>
     Some(MessageAppend { time: record.time, message: record.message.into_any(), kind, kept, tag })
 }
 
-/// Record `index` (`item`, whose text is `text`) added to `columns` as `read` says
+/// Record `index` (whose text is `text`) added to `columns` as `read` says
 /// (`chunk`: where a reading ahead keeps its rewritten records); `None`: the whole log takes
 /// the Python path.
 fn add_record<'py>(
     py: Python<'py>,
     columns: &mut Columns<'py>,
-    (index, item, text): (usize, &Bound<'py, PyAny>, &[u8]),
+    (index, text): (usize, &[u8]),
     read: &Read<'_>,
     chunk: Option<&ReadChunk<'_>>,
     vocabulary: &Vocabulary,
@@ -229,7 +229,7 @@ fn add_record<'py>(
                 None => columns.left_to_python(py, index)?,
             }
         }
-        Read::TypeUnknown if parses_as_row(item, vocabulary) => return Ok(None),
+        Read::TypeUnknown if parses_as_row(py, text, vocabulary) => return Ok(None),
         // Events claiming another seq than the next are refused as the one-thread reading would.
         Read::Event(..) | Read::Rewritten { .. } | Read::Python | Read::TypeUnknown => columns.left_to_python(py, index)?,
     }
@@ -241,6 +241,16 @@ fn text_of<'a>(item: &'a Bound<'_, PyAny>) -> PyResult<&'a [u8]> {
         Ok(bytes) => Ok(bytes.as_bytes()),
         Err(_) => Ok(item.cast::<PyString>()?.to_str()?.as_bytes()),
     }
+}
+
+/// The records' texts: borrowed from `OriginalLines` as they are (no `bytes` made), or from each
+/// item of any other sequence (kept in `items`, which the texts borrow from).
+fn record_texts<'a, 'py>(py: Python<'py>, records: &'a Bound<'py, PyAny>, items: &'a mut Vec<Bound<'py, PyAny>>) -> PyResult<Vec<&'a [u8]>> {
+    if let Ok(lines) = records.cast::<OriginalLines>() {
+        return Ok(lines.get().texts(py));
+    }
+    *items = records.try_iter()?.collect::<PyResult<_>>()?;
+    items.iter().map(text_of).collect()
 }
 
 fn vocabulary(verbatim: &Bound<'_, PyAny>, ignorable: &Bound<'_, PyAny>, rows: &Bound<'_, PyDict>) -> PyResult<Vocabulary> {
@@ -272,17 +282,17 @@ fn decode_original_records<'py>(
     rows: &Bound<'py, PyDict>,
 ) -> PyResult<Option<Bound<'py, PyTuple>>> {
     let vocabulary = vocabulary(verbatim, ignorable, rows)?;
-    let items: Vec<Bound<'py, PyAny>> = records.try_iter()?.collect::<PyResult<_>>()?;
-    let texts: Vec<&[u8]> = items.iter().map(text_of).collect::<PyResult<_>>()?;
+    let mut items = Vec::new();
+    let texts = record_texts(py, records, &mut items)?;
     let mut columns = Columns::new(py, &texts);
     // The records are read (and message appends rewritten and taped) ahead on a second thread
     // (`read_ahead.rs`) while this one builds.
     let work = OriginalWork { texts: &texts, vocabulary: &vocabulary };
     let whole = with_work_ahead(&work, texts.len(), |ahead| -> PyResult<bool> {
-        for (index, (item, &text)) in items.iter().zip(&texts).enumerate() {
+        for (index, &text) in texts.iter().enumerate() {
             let added = match ahead.worked(index) {
-                Some((chunk, at)) => add_record(py, &mut columns, (index, item, text), &chunk.reads[at], Some(chunk), &vocabulary)?,
-                None => add_record(py, &mut columns, (index, item, text), &read(text, &vocabulary), None, &vocabulary)?,
+                Some((chunk, at)) => add_record(py, &mut columns, (index, text), &chunk.reads[at], Some(chunk), &vocabulary)?,
+                None => add_record(py, &mut columns, (index, text), &read(text, &vocabulary), None, &vocabulary)?,
             };
             if added.is_none() {
                 return Ok(false);
@@ -309,8 +319,8 @@ fn _decode_original_records_taped<'py>(
     rows: &Bound<'py, PyDict>,
 ) -> PyResult<(Option<Bound<'py, PyTuple>>, usize)> {
     let vocabulary = vocabulary(verbatim, ignorable, rows)?;
-    let items: Vec<Bound<'py, PyAny>> = records.try_iter()?.collect::<PyResult<_>>()?;
-    let texts: Vec<&[u8]> = items.iter().map(text_of).collect::<PyResult<_>>()?;
+    let mut items = Vec::new();
+    let texts = record_texts(py, records, &mut items)?;
     let work = OriginalWork { texts: &texts, vocabulary: &vocabulary };
     let mut chunk = ReadChunk::default();
     (0..texts.len()).for_each(|index| work.work(&mut chunk, index, true));
@@ -323,57 +333,15 @@ fn _decode_original_records_taped<'py>(
         }
     }
     let mut columns = Columns::new(py, &texts);
-    for (index, (item, &text)) in items.iter().zip(&texts).enumerate() {
-        if add_record(py, &mut columns, (index, item, text), &chunk.reads[index], Some(&chunk), &vocabulary)?.is_none() {
+    for (index, &text) in texts.iter().enumerate() {
+        if add_record(py, &mut columns, (index, text), &chunk.reads[index], Some(&chunk), &vocabulary)?.is_none() {
             return Ok((None, taped));
         }
     }
     Ok((Some(columns.into_tuple(py)?), taped))
 }
 
-// The original's plain log split into its lines: `bytes.split(b"\n")` tests a byte at a time
-// and needs the body sliced off the header first (a copy of the whole log); here each line end is
-// found a block at a time (`json/scan.rs`) and each line copied once, into its `bytes`.
-
-/// Where each line of `bytes[start..]` ends: as `split(b"\n")`, a last piece after the last newline
-/// (empty when the text ends with one).
-fn line_spans(bytes: &[u8], start: usize) -> Vec<(usize, usize)> {
-    let mut spans = Vec::new();
-    let mut at = start.min(bytes.len());
-    while let Some(offset) = find_byte(&bytes[at..], b'\n') {
-        spans.push((at, at + offset));
-        at += offset + 1;
-    }
-    spans.push((at, bytes.len()));
-    spans
-}
-
-/// `content[start:].split(b"\n")`, without the copy of `content[start:]`.
-#[pyfunction]
-#[pyo3(signature = (content, start, /))]
-fn split_original_lines<'py>(py: Python<'py>, content: &Bound<'py, PyBytes>, start: usize) -> PyResult<Bound<'py, PyList>> {
-    let bytes = content.as_bytes();
-    PyList::new(py, line_spans(bytes, start).into_iter().map(|(from, to)| PyBytes::new(py, &bytes[from..to])))
-}
-
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(decode_original_records, m)?)?;
-    m.add_function(wrap_pyfunction!(_decode_original_records_taped, m)?)?;
-    m.add_function(wrap_pyfunction!(split_original_lines, m)?)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn spans_match_a_split_on_newlines() {
-        for text in ["", "\n", "a", "a\n", "a\nb", "\n\nab\n", "a line of more than sixteen bytes\nand another one, longer still\n"] {
-            for start in 0..=text.len() + 1 {
-                let expected: Vec<&[u8]> = text.as_bytes()[start.min(text.len())..].split(|&b| b == b'\n').collect();
-                let spans: Vec<&[u8]> = line_spans(text.as_bytes(), start).into_iter().map(|(from, to)| &text.as_bytes()[from..to]).collect();
-                assert_eq!(spans, expected, "{text:?} from {start}");
-            }
-        }
-    }
+    m.add_function(wrap_pyfunction!(_decode_original_records_taped, m)?)
 }

@@ -170,7 +170,7 @@ RUST_FOLDERS = {
     "log": {"checksum", "event_columns", "event_record", "message_record", "message_tape", "message_vouch", "plain_rules"}
     | {"record_scan", "record_scan_reference", "record_scan_tests", "record_scanner", "records", "surface_fold"}
     | {"plain_vouch", "sort_ahead"},
-    "original": {"chunk_row", "columns", "data_rules", "message_text", "read_ahead", "record_top"},
+    "original": {"chunk_row", "columns", "data_rules", "lines", "message_text", "read_ahead", "record_top"},
 }
 RUST_ORDER = list(RUST_FOLDERS)
 # Reading and writing JSON share `json/scan.rs` and `json/text.rs`, never each other.

@@ -1,15 +1,19 @@
 """The native reader's one walk of a message record (`rust/original/message_text.rs`) and its line
-splitter (`split_original_lines`, `rust/original/columns.rs`), against the Python path they stand in for."""
+splitter (`split_original_lines`, `rust/original/lines.rs`), against the Python path they stand in for."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
-from dshkit._core import decode_original_records, split_original_lines
+from dshkit._core import OriginalLines, _decode_original_records_taped, decode_original_records, split_original_lines
+from dshkit.session import SessionRecoveryWarning
 from dshkit.session.dsh.chunk_rows import ROW_TYPES
+from dshkit.session.dsh.jsonl_store import DshJsonlStore
 from dshkit.session.dsh.vocabulary import IGNORABLE_TYPES, VERBATIM_TYPES
+from tests.session.dsh.scenarios import SCENARIOS
 from tests.session.dsh.test_native_read import _conversation, assert_same_both_ways
 
 
@@ -64,7 +68,32 @@ def test_repeated_and_escaped_keys_read_the_same_both_ways(name: str) -> None:
 @pytest.mark.parametrize("text", [b"", b"\n", b"a", b"a\n", b"a\nb", b"\n\nab\n", b"h\n" + b"x" * 40 + b"\n" + b"\xc3\xa9" * 20, b"\r\n\r\n"])
 def test_lines_split_as_bytes_split_does(text: bytes) -> None:
     for start in range(len(text) + 2):
-        assert split_original_lines(text, start) == text[start:].split(b"\n")
+        lines, expected = split_original_lines(text, start), text[start:].split(b"\n")
+        assert isinstance(lines, OriginalLines) and list(lines) == expected and len(lines) == len(expected)
+        for index in range(-len(expected), len(expected)):
+            assert lines[index] == expected[index]
+        for first, stop in [(0, -1), (1, None), (-2, None), (3, 1), (0, 99)]:
+            part = lines[first:stop]
+            assert isinstance(part, OriginalLines) and list(part) == expected[first:stop]
+
+
+def test_lines_out_of_range_or_stepped_are_refused() -> None:
+    lines = split_original_lines(b"h\na\nb\n", 2)
+    for index in (3, -4):
+        with pytest.raises(IndexError, match="line index out of range"):
+            lines[index]
+    with pytest.raises(ValueError, match="no step"):
+        lines[::2]
+    with pytest.raises(TypeError):
+        lines["0"]  # type: ignore[call-overload]
+
+
+def test_lines_decode_as_the_list_of_their_bytes_does() -> None:
+    records = _conversation()
+    lines = split_original_lines(b"".join(record + b"\n" for record in records), 0)[:-1]
+    assert isinstance(lines, OriginalLines) and list(lines) == records
+    assert decode_original_records(lines, VERBATIM_TYPES, IGNORABLE_TYPES, ROW_TYPES) == decode_original_records(records, VERBATIM_TYPES, IGNORABLE_TYPES, ROW_TYPES)
+    assert _decode_original_records_taped(lines, VERBATIM_TYPES, IGNORABLE_TYPES, ROW_TYPES) == _decode_original_records_taped(records, VERBATIM_TYPES, IGNORABLE_TYPES, ROW_TYPES)
 
 
 def test_lines_of_a_str_or_a_negative_start_are_refused() -> None:
@@ -72,3 +101,15 @@ def test_lines_of_a_str_or_a_negative_start_are_refused() -> None:
         split_original_lines("a\nb", 0)  # type: ignore[arg-type]
     with pytest.raises(OverflowError):
         split_original_lines(b"a\nb", -1)
+
+
+def test_a_stored_log_loads_as_lines_with_its_crash_tail_cut(tmp_path: Path) -> None:
+    path = SCENARIOS["text_and_reasoning"]().write(tmp_path / "session.jsonl")
+    whole = path.read_bytes().split(b"\n")[1:-1]
+    with open(path, "ab") as file:  # after the last turn/end: an unparsable line, then a torn one
+        file.write(b'{"type":"turn/start",\n{"type":"turn/start","seq":')
+    store = DshJsonlStore(path)
+    with pytest.warns(SessionRecoveryWarning, match="not JSON"):
+        _header, lines = store.load("none", read_only=True)
+    store.close()
+    assert isinstance(lines, OriginalLines) and list(lines) == whole

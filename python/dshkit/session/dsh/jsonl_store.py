@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from dshkit import from_json
@@ -95,8 +95,9 @@ class DshJsonlStore(SessionStore):
             raise
         self._fd, self._size = fd, len(data)
 
-    def load(self, durability: str, *, read_only: bool) -> tuple[bytes, list[bytes]]:
-        """The header line and every complete event line, after the original's crash-tail rules."""
+    def load(self, durability: str, *, read_only: bool) -> tuple[bytes, Sequence[bytes]]:
+        """The header line and every complete event line, after the original's crash-tail rules
+        (`OriginalLines`, spans of the bytes read, when no torn frame was salvaged)."""
         self._durability = check_durability(durability)
         fd = os.open(self.path, (os.O_RDONLY if read_only else os.O_RDWR | os.O_APPEND) | _CLOEXEC)
         try:
@@ -111,15 +112,15 @@ class DshJsonlStore(SessionStore):
         self._fd = fd
         return header, lines
 
-    def _load_plain(self, fd: int, content: bytes, read_only: bool) -> tuple[bytes, list[bytes]]:
+    def _load_plain(self, fd: int, content: bytes, read_only: bool) -> tuple[bytes, Sequence[bytes]]:
         header_end = content.find(b"\n")
         if header_end < 0:
             raise SessionCorruptError(f"{self.path}: line 1: not an original-harness session log (no complete header line)")
         decode_header(content[:header_end], f"{self.path}: line 1")
-        lines = split_original_lines(content, header_end + 1)
-        tail = lines.pop()
+        pieces = split_original_lines(content, header_end + 1)
+        tail = pieces[-1]
         keep = len(content) - len(tail)
-        lines, cut = self._crash_tail(lines)
+        lines, cut = self._crash_tail(pieces[:-1])
         keep -= sum(len(line) + 1 for line in cut)
         if tail or cut:
             why = "no newline" if not cut else "not JSON"
@@ -127,7 +128,7 @@ class DshJsonlStore(SessionStore):
         self._size = keep
         return content[:header_end], lines
 
-    def _crash_tail(self, lines: list[bytes]) -> tuple[list[bytes], list[bytes]]:
+    def _crash_tail(self, lines: Sequence[bytes]) -> tuple[Sequence[bytes], Sequence[bytes]]:
         """Split off the crash tail: from the first unparsable line after the last `turn/end` on.
 
         Only the lines after the last `turn/end` are parsed here (walking back from the end); an
@@ -146,7 +147,7 @@ class DshJsonlStore(SessionStore):
             return lines, []
         return lines[:first_bad], lines[first_bad:]
 
-    def _load_frames(self, fd: int, content: bytes, read_only: bool) -> tuple[bytes, list[bytes]]:
+    def _load_frames(self, fd: int, content: bytes, read_only: bool) -> tuple[bytes, Sequence[bytes]]:
         frames, torn_start = split_frames(content, str(self.path))
         if not frames:
             raise SessionCorruptError(f"{self.path}: no complete header frame")
@@ -164,19 +165,17 @@ class DshJsonlStore(SessionStore):
         body = b"".join(texts[1:])
         if body and not body.endswith(b"\n"):
             raise SessionCorruptError(f"{self.path}: a complete frame ends inside a line")
-        lines = split_original_lines(body, 0)
-        lines.pop()  # empty: the body ends with a newline
+        lines: Sequence[bytes] = split_original_lines(body, 0)[:-1]  # the last piece is empty: the body ends with a newline
         self._size = len(content) if torn_start is None else torn_start
         if torn_start is not None:
             salvaged = decompress_prefix(content[torn_start:])
             kept = salvaged[: salvaged.rfind(b"\n") + 1]
-            kept_lines = kept.split(b"\n")[:-1]
-            kept_lines, _cut = self._crash_tail(kept_lines)
-            lines.extend(kept_lines)
+            kept_lines, _cut = self._crash_tail(kept.split(b"\n")[:-1])
+            lines = [*lines, *kept_lines]
             self._rewrite_torn_frame(fd, torn_start, kept_lines, read_only)
         return header_text[:-1], lines
 
-    def _rewrite_torn_frame(self, fd: int, torn_start: int, kept: list[bytes], read_only: bool) -> None:
+    def _rewrite_torn_frame(self, fd: int, torn_start: int, kept: Sequence[bytes], read_only: bool) -> None:
         if read_only:
             action = "ignored (read-only)"
         else:
