@@ -110,3 +110,29 @@ def test_new_event_holds_each_field_once_and_releases_it_with_the_event() -> Non
     assert sys.getrefcount(data) == held + 1000
     del events
     assert [sys.getrefcount(field) for field in fields] == counts
+
+
+def test_a_reopen_brings_collections_closer_only_by_what_it_leaves_tracked_capable(tmp_path: Path) -> None:
+    # A re-open makes a Message and its FrozenDicts per message, all untracked: they must not count
+    # toward the next collection (rust/value/recycle.rs), or a re-open runs dozens of them. What
+    # still counts is CPython's own (a message's content tuple, the event log's lists and tuples).
+    path = tmp_path / "log.jsonl"
+    session = Session.create(path)
+    for turn in range(1, 301):  # 1,800 events: decoded with the sorting thread (sort_ahead.rs)
+        _turn(session, turn)
+    session.close()
+    enabled = gc.isenabled()
+    gc.disable()  # the count is still kept; no collection resets it while this runs
+    try:
+        gc.collect()
+        before = gc.get_count()[0]
+        reopened = Session.open(path, read_only=True)
+        messages = reopened.messages()
+        counted = gc.get_count()[0] - before
+    finally:
+        if enabled:
+            gc.enable()
+    assert len(messages) == 900 and len(reopened.events) == 1_800
+    assert counted < 3 * len(messages), counted  # a message and its FrozenDicts alone are 3 or more
+    assert [message for message in messages if gc.is_tracked(message)] == []
+    reopened.close()
