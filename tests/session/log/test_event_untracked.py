@@ -136,3 +136,24 @@ def test_a_reopen_brings_collections_closer_only_by_what_it_leaves_tracked_capab
     assert counted < 3 * len(messages), counted  # a message and its FrozenDicts alone are 3 or more
     assert [message for message in messages if gc.is_tracked(message)] == []
     reopened.close()
+
+
+def test_a_reopened_logs_type_and_message_columns_are_out_of_the_gc_and_stay_closed(tmp_path: Path) -> None:
+    # decode_records hands EventLog two lists of one item per event, untracked (rust/log/records.rs):
+    # the GC never walks them, so nothing they hold may be tracked, before or after appends.
+    path = tmp_path / "log.jsonl"
+    session = Session.create(path, durability="none")
+    for turn in range(1, 201):  # 1,200 events: decoded with the sorting thread (sort_ahead.rs)
+        _turn(session, turn)
+    session.close()
+    reopened = Session.open(path)
+    for turn in range(201, 201 + 2 * HOT // 6 + 20):  # past 2 * HOT more: hot events move into the columns
+        _turn(reopened, turn)
+    columns = reopened._events._types, reopened._events._messages
+    assert len(columns[0]) == len(columns[1]) > 1_200  # the decoded events, and hot ones moved in
+    assert {type(item) for item in columns[1]} == {type(None), dshkit.Message}
+    for column in columns:
+        assert not gc.is_tracked(column)
+        assert [type(item).__name__ for item in column if gc.is_tracked(item)] == []
+    assert len(reopened.messages()) == 3 * (200 + 2 * HOT // 6 + 20)
+    reopened.close()
