@@ -157,3 +157,26 @@ def test_a_reopened_logs_type_and_message_columns_are_out_of_the_gc_and_stay_clo
         assert [type(item).__name__ for item in column if gc.is_tracked(item)] == []
     assert len(reopened.messages()) == 3 * (200 + 2 * HOT // 6 + 20)
     reopened.close()
+
+
+def test_the_surfaces_sequences_are_out_of_the_gc_and_stay_closed(tmp_path: Path) -> None:
+    # SurfaceState's nodes, node_seqs and pairs (rust/log/surface_fold.rs) hold one item per
+    # message or call, untracked: nothing they hold may be tracked, after a re-open, appends
+    # and a replace (which gives the surface a new list of nodes).
+    path = tmp_path / "log.jsonl"
+    session = Session.create(path, durability="none")
+    for turn in range(1, 201):
+        _turn(session, turn)
+    session.close()
+    reopened = Session.open(path)
+    _turn(reopened, 201)
+    reopened.replace(reopened.messages()[0].with_content("q1 again"))
+    state = reopened._surface._state
+    assert len(state.nodes) == len(state.node_seqs) == 603 and len(state.pairs) == 201
+    gc.collect()  # the pairs made in Python are tuples of atoms: CPython untracks them at a collection
+    for sequence in (state.nodes, state.node_seqs, state.pairs):
+        assert not gc.is_tracked(sequence)
+        for item in sequence:
+            assert_closed_and_untracked(item)
+    assert reopened.messages()[0].content[0]["text"] == "q1 again"
+    reopened.close()
