@@ -34,6 +34,7 @@ use crate::log::message_vouch::{vouch_message_append, Append};
 use crate::log::record_scan::Sorted;
 use crate::log::sort_ahead::with_sorted_records;
 use crate::value::strs::text_of;
+use crate::value::walk::untrack;
 
 /// `,"crc":"` + 8 hex digits + `"}`.
 const SUFFIX_LENGTH: usize = 18;
@@ -509,6 +510,12 @@ fn decode_records<'py>(
     let ends_bytes = as_bytes(ends.iter().map(|e| e.to_ne_bytes()).collect());
     let types = PyList::new(py, types)?;
     let messages = PyList::new(py, messages)?;
+    // `EventLog` keeps these columns for the session's life and only ever puts an event's type
+    // (a `str`) or its `Message` (else `None`) in them, none of which can lead back to a list: a
+    // cycle cannot run through them, so the GC need not walk their items (two lists of one per
+    // event) at every collection that reaches them.
+    untrack(types.as_any());
+    untrack(messages.as_any());
     pending.flush()?;
     let pending = pending.list;
     PyTuple::new(py, [types.into_any(), times_bytes.into_any(), messages.into_any(), blob.into_any(), ends_bytes.into_any(), pending.into_any()])

@@ -20,6 +20,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyList, PyString, PyTuple};
 
 use crate::value::message::Message;
+use crate::value::walk::untrack;
 
 /// `seqs` or `tags`: a list or a tuple, read by index.
 enum Items<'py> {
@@ -167,6 +168,16 @@ pub(crate) struct SurfaceState {
     paired: AtomicBool,
 }
 
+/// A list the cyclic GC does not walk, for the surface's sequences: `nodes` only ever holds
+/// `Message`s, `node_seqs` ints and `pairs` tuples of ints, `None` and a call id, none of which
+/// can lead back to a list, so no cycle runs through them; tracked, every collection reaching
+/// them (each full one, for the session's life) would visit one item per message.
+fn untracked_list(py: Python<'_>) -> Bound<'_, PyList> {
+    let list = PyList::empty(py);
+    untrack(list.as_any());
+    list
+}
+
 impl SurfaceState {
     fn nodes_list<'py>(&self, py: Python<'py>) -> Bound<'py, PyList> {
         self.nodes.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).bind(py).clone()
@@ -180,11 +191,11 @@ impl SurfaceState {
     fn new(py: Python<'_>) -> Self {
         SurfaceState {
             seen: PyDict::new(py).unbind(),
-            nodes: Mutex::new(PyList::empty(py).unbind()),
-            node_seqs: PyList::empty(py).unbind(),
+            nodes: Mutex::new(untracked_list(py).unbind()),
+            node_seqs: untracked_list(py).unbind(),
             positions: PyDict::new(py).unbind(),
             pending: PyDict::new(py).unbind(),
-            pairs: PyList::empty(py).unbind(),
+            pairs: untracked_list(py).unbind(),
             paired: AtomicBool::new(true),
         }
     }
@@ -195,8 +206,10 @@ impl SurfaceState {
         self.nodes_list(py)
     }
 
+    /// Set by `Surface` only, to a copy of the nodes it then edits: untracked as `untracked_list`'s.
     #[setter]
     fn set_nodes(&self, nodes: Bound<'_, PyList>) {
+        untrack(nodes.as_any());
         *self.nodes.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = nodes.unbind();
     }
 

@@ -105,6 +105,31 @@ def test_objects_reused_from_the_free_lists_are_untracked_and_hold_their_type_on
     assert (sys.getrefcount(FrozenDict), sys.getrefcount(dshkit.Message)) == types_held
 
 
+def test_new_frozendicts_and_messages_do_not_count_toward_a_collection() -> None:
+    # Never tracked, so never part of a cycle: making them must not bring the next collection
+    # closer (rust/value/recycle.rs `new_uncounted`). More than the free lists keep, so most are new.
+    enabled = gc.isenabled()
+    gc.disable()  # the count is still kept; no collection resets it while this runs
+    try:
+        gc.collect()
+        before = gc.get_count()[0]
+        values = [FrozenDict(a=index) for index in range(20_000)]
+        made_values = gc.get_count()[0] - before
+        content = freeze([{"type": "text", "text": "hi"}])
+        message = dshkit.create_user_message("hi", source={"kind": "user"})
+        before = gc.get_count()[0]
+        messages = [message.with_content(content) for _ in range(5_000)]
+        made_messages = gc.get_count()[0] - before
+    finally:
+        if enabled:
+            gc.enable()
+    assert made_values < 100 and made_messages < 100, (made_values, made_messages)
+    assert [value["a"] for value in values] == list(range(20_000))
+    assert all(message.content == content and not gc.is_tracked(message) for message in messages)
+    del values, messages  # freed past the free lists' room: each goes back as it was made
+    assert FrozenDict(a=1) == {"a": 1}
+
+
 def test_the_walk_reaches_inside_native_values() -> None:
     # Without reading native contents the walk would prove nothing: it must see the deepest value.
     deep = freeze({"a": [{"b": ["needle"]}]})

@@ -110,3 +110,73 @@ def test_new_event_holds_each_field_once_and_releases_it_with_the_event() -> Non
     assert sys.getrefcount(data) == held + 1000
     del events
     assert [sys.getrefcount(field) for field in fields] == counts
+
+
+def test_a_reopen_brings_collections_closer_only_by_what_it_leaves_tracked_capable(tmp_path: Path) -> None:
+    # A re-open makes a Message and its FrozenDicts per message, all untracked: they must not count
+    # toward the next collection (rust/value/recycle.rs), or a re-open runs dozens of them. What
+    # still counts is CPython's own (a message's content tuple, the event log's lists and tuples).
+    path = tmp_path / "log.jsonl"
+    session = Session.create(path)
+    for turn in range(1, 301):  # 1,800 events: decoded with the sorting thread (sort_ahead.rs)
+        _turn(session, turn)
+    session.close()
+    enabled = gc.isenabled()
+    gc.disable()  # the count is still kept; no collection resets it while this runs
+    try:
+        gc.collect()
+        before = gc.get_count()[0]
+        reopened = Session.open(path, read_only=True)
+        messages = reopened.messages()
+        counted = gc.get_count()[0] - before
+    finally:
+        if enabled:
+            gc.enable()
+    assert len(messages) == 900 and len(reopened.events) == 1_800
+    assert counted < 3 * len(messages), counted  # a message and its FrozenDicts alone are 3 or more
+    assert [message for message in messages if gc.is_tracked(message)] == []
+    reopened.close()
+
+
+def test_a_reopened_logs_type_and_message_columns_are_out_of_the_gc_and_stay_closed(tmp_path: Path) -> None:
+    # decode_records hands EventLog two lists of one item per event, untracked (rust/log/records.rs):
+    # the GC never walks them, so nothing they hold may be tracked, before or after appends.
+    path = tmp_path / "log.jsonl"
+    session = Session.create(path, durability="none")
+    for turn in range(1, 201):  # 1,200 events: decoded with the sorting thread (sort_ahead.rs)
+        _turn(session, turn)
+    session.close()
+    reopened = Session.open(path)
+    for turn in range(201, 201 + 2 * HOT // 6 + 20):  # past 2 * HOT more: hot events move into the columns
+        _turn(reopened, turn)
+    columns = reopened._events._types, reopened._events._messages
+    assert len(columns[0]) == len(columns[1]) > 1_200  # the decoded events, and hot ones moved in
+    assert {type(item) for item in columns[1]} == {type(None), dshkit.Message}
+    for column in columns:
+        assert not gc.is_tracked(column)
+        assert [type(item).__name__ for item in column if gc.is_tracked(item)] == []
+    assert len(reopened.messages()) == 3 * (200 + 2 * HOT // 6 + 20)
+    reopened.close()
+
+
+def test_the_surfaces_sequences_are_out_of_the_gc_and_stay_closed(tmp_path: Path) -> None:
+    # SurfaceState's nodes, node_seqs and pairs (rust/log/surface_fold.rs) hold one item per
+    # message or call, untracked: nothing they hold may be tracked, after a re-open, appends
+    # and a replace (which gives the surface a new list of nodes).
+    path = tmp_path / "log.jsonl"
+    session = Session.create(path, durability="none")
+    for turn in range(1, 201):
+        _turn(session, turn)
+    session.close()
+    reopened = Session.open(path)
+    _turn(reopened, 201)
+    reopened.replace(reopened.messages()[0].with_content("q1 again"))
+    state = reopened._surface._state
+    assert len(state.nodes) == len(state.node_seqs) == 603 and len(state.pairs) == 201
+    gc.collect()  # the pairs made in Python are tuples of atoms: CPython untracks them at a collection
+    for sequence in (state.nodes, state.node_seqs, state.pairs):
+        assert not gc.is_tracked(sequence)
+        for item in sequence:
+            assert_closed_and_untracked(item)
+    assert reopened.messages()[0].content[0]["text"] == "q1 again"
+    reopened.close()
