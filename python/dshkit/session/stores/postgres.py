@@ -410,7 +410,7 @@ class PostgresStore(SessionStore):
         transaction), and the next write tries again; a range that is not exactly its events
         stops packing for this store.
         """
-        if not self._packing or self._connection is None or next_seq - self._packed_end < 2 * self.pack_events:
+        if not self._packing or self._connection is None:
             return
         psycopg = import_psycopg()
         try:
