@@ -112,11 +112,18 @@ class Records:
 
     def __len__(self) -> int: ...
     def __getitem__(self, index: int, /) -> bytes:
-        """The text of record `index` (without its checksum suffix)."""
+        """The text of record `index` (without its checksum suffix); `ValueError` if it does not
+        match a checksum left to check."""
 
-def split_records(content: bytes, start: int, end: int, sealed: bool, /) -> tuple[Records | None, int]:
+    def check(self) -> int:
+        """Check every checksum left to check: the index of the first record that fails, else -1."""
+
+def split_records(
+    content: bytes, start: int, end: int, sealed: bool, /, defer_checks: bool = False
+) -> tuple[Records | None, int]:
     """The lines of `content[start:end]` as records, checksums checked when `sealed`: `(records, -1)`,
-    or `(None, index)` of the first line whose checksum fails."""
+    or `(None, index)` of the first line whose checksum fails. `defer_checks`: a sealed line's
+    checksum is compared where its record is first read (`decode_records`, `Records.check`)."""
 
 def verified_rows(rows: Iterable[tuple[Any, Any]], /) -> tuple[list[Any] | None, int]:
     """The texts of `(text, stored CRC-32C)` rows, each checked: `(texts, -1)`, or `(None, index)`
@@ -129,10 +136,11 @@ def verified_joined(bodies: bytes, crcs: str, /) -> tuple[Records | None, int]:
 
 def decode_records(
     records: Records | Sequence[bytes | str], event_class: type, /
-) -> tuple[list[Any], bytes, list[Any], bytearray, bytes, list[Any]]:
+) -> tuple[list[Any], bytes, list[Any], bytearray, bytes, list[Any]] | int:
     """Every record as `EventLog` columns `(types, times, messages, blob, ends, pending)`; `pending`
     holds, in seq order, each message event decoded, the index of each record left to Python, and
-    each run of appends vouched for natively as `(seqs, tags)` (see `Surface.fold_appends`)."""
+    each run of appends vouched for natively as `(seqs, tags)` (see `Surface.fold_appends`). The
+    index of the first record that fails a checksum left to check, instead, if one does."""
 
 def decode_original_records(
     records: Records | Sequence[bytes | str], verbatim: AbstractSet[str], ignorable: AbstractSet[str], rows: Mapping[str, str], /

@@ -19,7 +19,9 @@
 //!   is deliberately narrower than the parser, so "plain" never vouches for a record the
 //!   parser or the rules would refuse; everything it does not vouch for takes the full path.
 
-use pyo3::exceptions::PyIndexError;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use pyo3::exceptions::{PyIndexError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
@@ -70,18 +72,51 @@ fn find_newline(data: &[u8]) -> Option<usize> {
 }
 
 /// The event records of a stored log, as spans of its bytes (a JSON Lines file, or a table read as one value).
+///
+/// Their checksums may be left to check (`split_records(..., defer_checks=True)`): then each is
+/// checked where the record is first read, `decode_records` checking them all on the thread that
+/// sorts the records ahead of it, so that an open does not pass over the whole log once more
+/// before decoding it. No text is handed out unchecked: `check()` checks what is left and names the
+/// first record that fails, and `__getitem__` refuses a record that fails.
 #[pyclass(frozen, sequence, module = "dshkit._core", name = "Records")]
 pub(crate) struct Records {
     content: Py<PyBytes>,
     /// Each record's text: `content[start..end]`, followed by `}` when `sealed`.
     spans: Vec<(usize, usize)>,
     sealed: bool,
+    /// The CRC-32C each record's text must have, while not yet checked; empty when checked already.
+    unchecked: Vec<u32>,
+    /// Set once every checksum of `unchecked` was found to hold.
+    checked: AtomicBool,
 }
 
 impl Records {
+    fn new(content: Bound<'_, PyBytes>, spans: Vec<(usize, usize)>, sealed: bool, unchecked: Vec<u32>) -> Self {
+        Records { content: content.unbind(), spans, sealed, unchecked, checked: AtomicBool::new(false) }
+    }
+
     fn parts<'a>(&self, content: &'a [u8], index: usize) -> [&'a [u8]; 2] {
         let (start, end) = self.spans[index];
         [&content[start..end], if self.sealed { b"}" } else { b"" }]
+    }
+
+    /// The checksums still to check, one per record (empty: none is left).
+    pub(crate) fn unchecked_checksums(&self) -> &[u32] {
+        if self.checked.load(Ordering::Acquire) {
+            return &[];
+        }
+        &self.unchecked
+    }
+
+    /// Every checksum was checked, by `decode_records` or `check`.
+    fn mark_checked(&self) {
+        self.checked.store(true, Ordering::Release);
+    }
+
+    /// The first of records `0..stop` whose text does not have its checksum.
+    fn first_failing(&self, content: &[u8], stop: usize) -> Option<usize> {
+        let unchecked = self.unchecked_checksums();
+        (0..stop.min(unchecked.len())).find(|&index| crc32c_of_parts(&self.parts(content, index)) != unchecked[index])
     }
 }
 
@@ -98,45 +133,98 @@ impl Records {
             return Err(PyIndexError::new_err("record index out of range"));
         }
         let [body, tail] = self.parts(self.content.bind(py).as_bytes(), position as usize);
+        let unchecked = self.unchecked_checksums();
+        if !unchecked.is_empty() && crc32c_of_parts(&[body, tail]) != unchecked[position as usize] {
+            return Err(PyValueError::new_err(format!(
+                "record {position}: its checksum does not match its text (check() names the first such record)"
+            )));
+        }
         Ok(PyBytes::new(py, &[body, tail].concat()))
+    }
+
+    /// Check every checksum left to check: the index of the first record whose text does not
+    /// match its checksum, else -1 (and the records count as checked).
+    fn check(&self, py: Python<'_>) -> isize {
+        let content = self.content.bind(py).as_bytes();
+        match py.detach(|| self.first_failing(content, self.spans.len())) {
+            Some(index) => index as isize,
+            None => {
+                self.mark_checked();
+                -1
+            }
+        }
     }
 }
 
 /// The lines in `content[start..end]` (each ending with `\n`) as records, each checksum checked
-/// when `sealed`: `(records, -1)`, or `(None, index)` naming the first line that fails.
+/// when `sealed`: `(records, -1)`, or `(None, index)` naming the first line that fails. With
+/// `defer_checks`, a sealed line's suffix is read now and its CRC-32C compared where the record is
+/// first read (`Records`); only a line that is not sealed at all fails here (and a line before it
+/// whose checksum fails is named first).
 #[pyfunction]
-#[pyo3(signature = (content, start, end, sealed, /))]
+#[pyo3(signature = (content, start, end, sealed, /, defer_checks = false))]
 fn split_records<'py>(
     py: Python<'py>,
     content: Bound<'py, PyBytes>,
     start: usize,
     end: usize,
     sealed: bool,
+    defer_checks: bool,
 ) -> (Option<Records>, isize) {
     let bytes = content.as_bytes();
     let end = end.min(bytes.len());
     let mut spans = Vec::new();
+    let mut unchecked = Vec::new();
     let mut at = start.min(end);
     let failed = py.detach(|| {
         while at < end {
             let line_end = find_newline(&bytes[at..end]).map_or(end, |i| at + i);
             let line = &bytes[at..line_end];
-            if sealed {
+            if !sealed {
+                spans.push((at, line_end));
+            } else if defer_checks {
+                let Some(crc) = sealed_checksum(line) else { return Some(spans.len()) };
+                spans.push((at, line_end - SUFFIX_LENGTH));
+                unchecked.push(crc);
+            } else {
                 match unseal(line) {
                     Some(body) => spans.push((at, at + body.len())),
                     None => return Some(spans.len()),
                 }
-            } else {
-                spans.push((at, line_end));
             }
             at = line_end + 1;
         }
         None
     });
+    let records = Records::new(content.clone(), spans, sealed, unchecked);
     match failed {
-        Some(index) => (None, index as isize),
-        None => (Some(Records { content: content.unbind(), spans, sealed }), -1),
+        Some(index) => {
+            let first = py.detach(|| records.first_failing(bytes, index));
+            (None, first.unwrap_or(index) as isize)
+        }
+        None => (Some(records), -1),
     }
+}
+
+/// The checksum a sealed line states (its suffix as `sealing_suffix` writes it: lowercase hex),
+/// or `None` for a line that is not sealed.
+fn sealed_checksum(line: &[u8]) -> Option<u32> {
+    if line.len() <= SUFFIX_LENGTH {
+        return None;
+    }
+    let suffix = &line[line.len() - SUFFIX_LENGTH..];
+    let (head, digits, tail) = (&suffix[..8], &suffix[8..16], &suffix[16..]);
+    if head != b",\"crc\":\"" || tail != b"\"}" {
+        return None;
+    }
+    digits.iter().try_fold(0u32, |crc, &digit| {
+        let value = match digit {
+            b'0'..=b'9' => digit - b'0',
+            b'a'..=b'f' => digit - b'a' + 10,
+            _ => return None,
+        };
+        Some(crc << 4 | u32::from(value))
+    })
 }
 
 /// The record texts of `(text, stored checksum)` rows (a store with a checksum column), each
@@ -201,7 +289,7 @@ fn verified_joined<'py>(py: Python<'py>, bodies: Bound<'py, PyBytes>, crcs: &str
     });
     match failed {
         Some(index) => (None, index as isize),
-        None => (Some(Records { content: bodies.unbind(), spans, sealed: false }), -1),
+        None => (Some(Records::new(bodies, spans, false, Vec::new())), -1),
     }
 }
 
@@ -373,13 +461,17 @@ impl<'py> Pending<'py> {
 /// `pending` lists, in seq order, each message event as an `Event`, the index of each record
 /// left to the Python decoder, and each run of vouched appends as `(seqs, tags)`
 /// (`Pending::vouched`; their `Message`s are in `messages`).
+///
+/// A `Records` whose checksums are left to check is checked record by record on the way (on the
+/// thread ahead when there is one): at the first record whose text does not match its checksum,
+/// the answer is that record's index instead of the columns.
 #[pyfunction]
 #[pyo3(signature = (records, event_class, /))]
 fn decode_records<'py>(
     py: Python<'py>,
     records: &Bound<'py, PyAny>,
     event_class: &Bound<'py, PyAny>,
-) -> PyResult<Bound<'py, PyTuple>> {
+) -> PyResult<Bound<'py, PyAny>> {
     // Every record's text first (borrowed, not copied), so that the blob is the bytearray itself,
     // allocated once at its size: a log's records are most of its memory, and a second copy of
     // them costs a page fault per 4 KiB.
@@ -426,7 +518,8 @@ fn decode_records<'py>(
     };
     let buffer: *mut u8 = unsafe { ffi::PyByteArray_AsString(blob.as_ptr()) }.cast();
     // The records are sorted ahead on a second thread (`sort_ahead.rs`) while this one builds.
-    let at = with_sorted_records(&texts, |sorted| -> PyResult<usize> {
+    let unchecked = block.map_or(&[][..], |block| block.unchecked_checksums());
+    let at = with_sorted_records(&texts, unchecked, |sorted| -> PyResult<Result<usize, usize>> {
         let mut at = 0;
         for (seq, [body, tail]) in texts.iter().enumerate() {
             let kind_at = at;
@@ -451,7 +544,7 @@ fn decode_records<'py>(
                 value
             };
             let mut kept = Kept::Record;
-            let (verdict, tape) = sorted.next(text, seq);
+            let Some((verdict, tape)) = sorted.next(text, seq) else { return Ok(Err(seq)) };
             match verdict {
                 Sorted::Plain(span, time, data) => {
                     types.push(intern(span).into_any());
@@ -497,8 +590,15 @@ fn decode_records<'py>(
             at = kind_at + 1 + kept;
             ends.push(at as u64);
         }
-        Ok(at)
+        Ok(Ok(at))
     })?;
+    let at = match at {
+        Ok(at) => at,
+        Err(damaged) => return Ok(damaged.into_pyobject(py)?.into_any()),
+    };
+    if let Some(block) = block {
+        block.mark_checked();
+    }
     if at < blob_len {
         // SAFETY: `blob` is a bytearray only this function holds yet; shrinking keeps the bytes before `at`.
         if unsafe { ffi::PyByteArray_Resize(blob.as_ptr(), at as ffi::Py_ssize_t) } != 0 {
@@ -518,7 +618,7 @@ fn decode_records<'py>(
     untrack(messages.as_any());
     pending.flush()?;
     let pending = pending.list;
-    PyTuple::new(py, [types.into_any(), times_bytes.into_any(), messages.into_any(), blob.into_any(), ends_bytes.into_any(), pending.into_any()])
+    Ok(PyTuple::new(py, [types.into_any(), times_bytes.into_any(), messages.into_any(), blob.into_any(), ends_bytes.into_any(), pending.into_any()])?.into_any())
 }
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -20,6 +20,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use crate::json::read::tape::{Tape, TapeBuffers};
 use crate::log::sort_ahead::core_clock::{caller_cpu_clock, CoreClock};
+use crate::log::checksum::crc32c_of;
 use crate::log::record_scan::{sort, Sorted};
 
 /// What the sorting thread reads the calling thread's CPU time with.
@@ -148,16 +149,26 @@ pub(crate) fn with_work_ahead<W: AheadWork, R>(work: &W, records: usize, consume
     })
 }
 
-/// dshkit's records sorted (`record_scan::sort`) and their message records taped.
+/// dshkit's records checked against the checksums left to check (`unchecked`, one per record, or
+/// none), sorted (`record_scan::sort`) and their message records taped.
 struct SortWork<'t> {
     texts: &'t [[&'t [u8]; 2]],
+    unchecked: &'t [u32],
+}
+
+impl SortWork<'_> {
+    /// Whether record `index`, whose whole text is `text`, has the checksum left to check.
+    fn holds(&self, text: &[u8], index: usize) -> bool {
+        self.unchecked.get(index).is_none_or(|&crc| crc32c_of(text) == crc)
+    }
 }
 
 /// The verdicts on a chunk of records, and the tapes (`json/read/tape.rs`) of its message records
 /// that the tokenizer took: what the GIL thread would otherwise parse, read ahead.
 #[derive(Default)]
 struct SortedChunk {
-    sorted: Vec<Sorted>,
+    /// Each record's verdict, `None` for a record whose text does not have its checksum.
+    sorted: Vec<Option<Sorted>>,
     /// For each record, the range of its tape's tokens in `tapes` (empty: no tape).
     tape_ranges: Vec<Range<usize>>,
     tapes: TapeBuffers,
@@ -184,10 +195,10 @@ impl AheadWork for SortWork<'_> {
             chunk.joined.extend_from_slice(tail);
             &chunk.joined[..]
         };
-        let verdict = sort(text, index);
+        let verdict = self.holds(text, index).then(|| sort(text, index));
         let tape = match verdict {
             // SAFETY: `sort` sorts only UTF-8 text as a message record.
-            Sorted::Message(_) if taping => chunk.tapes.tokenize(unsafe { std::str::from_utf8_unchecked(text) }),
+            Some(Sorted::Message(_)) if taping => chunk.tapes.tokenize(unsafe { std::str::from_utf8_unchecked(text) }),
             _ => None,
         };
         chunk.sorted.push(verdict);
@@ -196,19 +207,23 @@ impl AheadWork for SortWork<'_> {
 }
 
 /// The verdicts of a log's records, in seq order: sorted ahead by a thread, or inline.
-pub(crate) struct SortedRecords<'r, 'a, 'w, 't>(&'r mut AheadRecords<'a, 'w, SortWork<'t>>);
+pub(crate) struct SortedRecords<'r, 'a, 'w, 't> {
+    records: &'r mut AheadRecords<'a, 'w, SortWork<'t>>,
+    work: &'r SortWork<'t>,
+}
 
 impl SortedRecords<'_, '_, '_, '_> {
     /// The verdict on record `seq`, whose text is `text`, with the tape of a message record when
-    /// it was read ahead (never when sorted here: the GIL thread then parses the text as before).
-    /// Called once per record, in seq order.
-    pub(crate) fn next(&mut self, text: &[u8], seq: usize) -> (Sorted, Option<Tape<'_>>) {
-        match self.0.worked(seq) {
+    /// it was read ahead (never when sorted here: the GIL thread then parses the text as before);
+    /// `None` when the text does not have the checksum left to check. Called once per record, in
+    /// seq order.
+    pub(crate) fn next(&mut self, text: &[u8], seq: usize) -> Option<(Sorted, Option<Tape<'_>>)> {
+        match self.records.worked(seq) {
             Some((sorted, at)) => {
                 let range = sorted.tape_ranges[at].clone();
-                (sorted.sorted[at], (!range.is_empty()).then(|| sorted.tapes.tape(range)))
+                Some((sorted.sorted[at]?, (!range.is_empty()).then(|| sorted.tapes.tape(range))))
             }
-            None => (sort(text, seq), None),
+            None => self.work.holds(text, seq).then(|| (sort(text, seq), None)),
         }
     }
 }
@@ -288,10 +303,16 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// Run `consume` with the verdicts on `texts` (each record as its parts, joined); sorted on a
-/// scoped thread when there are at least `THREAD_FROM_RECORDS` records.
-pub(crate) fn with_sorted_records<R>(texts: &[[&[u8]; 2]], consume: impl FnOnce(&mut SortedRecords<'_, '_, '_, '_>) -> R) -> R {
-    with_work_ahead(&SortWork { texts }, texts.len(), |records| consume(&mut SortedRecords(records)))
+/// Run `consume` with the verdicts on `texts` (each record as its parts, joined), each checked
+/// first against its checksum in `unchecked` (one per record, or none); sorted on a scoped thread
+/// when there are at least `THREAD_FROM_RECORDS` records.
+pub(crate) fn with_sorted_records<R>(
+    texts: &[[&[u8]; 2]],
+    unchecked: &[u32],
+    consume: impl FnOnce(&mut SortedRecords<'_, '_, '_, '_>) -> R,
+) -> R {
+    let work = SortWork { texts, unchecked };
+    with_work_ahead(&work, texts.len(), |records| consume(&mut SortedRecords { records, work: &work }))
 }
 
 #[cfg(test)]
@@ -316,8 +337,8 @@ mod tests {
             // Sealed form: the body without its closing brace, the brace as the tail.
             let texts: Vec<[&[u8]; 2]> = bodies.iter().map(|body| [&body[..], &b"}"[..]]).collect();
             let whole: Vec<Vec<u8>> = bodies.iter().map(|body| [&body[..], b"}"].concat()).collect();
-            let got = with_sorted_records(&texts, |sorted| {
-                (0..count).map(|seq| sorted.next(&whole[seq], seq).0).collect::<Vec<_>>()
+            let got = with_sorted_records(&texts, &[], |sorted| {
+                (0..count).map(|seq| sorted.next(&whole[seq], seq).expect("no checksum to fail").0).collect::<Vec<_>>()
             });
             let want: Vec<Sorted> = (0..count).map(|seq| sort(&whole[seq], seq)).collect();
             assert_eq!(got, want, "{count} records");
@@ -332,12 +353,12 @@ mod tests {
     fn a_chunk_sorted_ahead_holds_the_tapes_of_its_message_records() {
         let bodies = records(CHUNK + 8);
         let texts: Vec<[&[u8]; 2]> = bodies.iter().map(|body| [&body[..], &b"}"[..]]).collect();
-        let work = SortWork { texts: &texts };
+        let work = SortWork { texts: &texts, unchecked: &[] };
         let ahead = Ahead::new(&work, texts.len());
         for chunk in [0, 1] {
             let sorted = ahead.worked_chunk(chunk, true).expect("not stopped");
             let taped: Vec<bool> = sorted.tape_ranges.iter().map(|range| !range.is_empty()).collect();
-            let messages: Vec<bool> = sorted.sorted.iter().map(|verdict| matches!(verdict, Sorted::Message(_))).collect();
+            let messages: Vec<bool> = sorted.sorted.iter().map(|verdict| matches!(verdict, Some(Sorted::Message(_)))).collect();
             assert_eq!(taped, messages);
             assert!(messages.iter().any(|&message| message));
             // A chunk handed back is filled again from empty.
@@ -355,7 +376,7 @@ mod tests {
     fn a_loop_stopping_early_ends_the_thread() {
         let bodies = records(THREAD_FROM_RECORDS * 4);
         let texts: Vec<[&[u8]; 2]> = bodies.iter().map(|body| [&body[..], &b""[..]]).collect();
-        let first = with_sorted_records(&texts, |sorted| sorted.next(&[], 0).0);
+        let first = with_sorted_records(&texts, &[], |sorted| sorted.next(&[], 0).expect("no checksum to fail").0);
         assert_eq!(first, Sorted::Other); // unsealed and without its brace: not a whole record
     }
 }

@@ -10,6 +10,7 @@ from typing import NamedTuple
 from dshkit import from_json
 
 from dshkit.session.errors import SessionCorruptError, SessionRecoveryWarning
+from dshkit.session._log.event_codec import checked_records
 from dshkit.session.stores import choose_store, open_store
 from dshkit.session.stores.protocol import log_format_of
 from dshkit.session.stores.postgres import import_psycopg, redact
@@ -77,6 +78,7 @@ def _file_info(path: Path) -> SessionInfo:
         warnings.simplefilter("ignore", SessionRecoveryWarning)  # a torn tail is listed without it
         header_text, records = store.load("none", read_only=True)
     store.close()
+    records = checked_records(records, store.describe)
     session_id, created_at, header = log_format_of(store).read_header(header_text, store.describe(-1))
     if log_format_of(store).name != "dshkit":  # the original packs chunk events into rows: count events
         events = log_format_of(store).decode_events(records, store.describe, lambda event: None)

@@ -14,6 +14,11 @@ class SessionCorruptError(SessionError):
     """
 
 
+def checksum_mismatch(where: str) -> SessionCorruptError:
+    """The error for a stored record whose text no longer matches its checksum (`where`: the line or row)."""
+    return SessionCorruptError(f"{where}: checksum mismatch: the record changed after it was written")
+
+
 class SessionConflictError(SessionError):
     """An append reached a seq (or message id) that the store already holds with a different record.
 

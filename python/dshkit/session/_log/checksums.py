@@ -22,7 +22,7 @@ from typing import Any
 from dshkit._core import Records, crc32c, split_records, verified_joined, verified_rows
 
 from dshkit.session._log.event_codec import decode_header
-from dshkit.session.errors import SessionCorruptError
+from dshkit.session.errors import SessionCorruptError, checksum_mismatch
 
 CHECKSUM_SINCE_VERSION = 2
 """The first format version whose records carry checksums (version 1 logs still open)."""
@@ -36,15 +36,10 @@ def checksum(record: str | bytes) -> int:
     return crc32c(record)
 
 
-def mismatch(where: str) -> SessionCorruptError:
-    """The error for a record whose text no longer matches its checksum."""
-    return SessionCorruptError(f"{where}: checksum mismatch: the record changed after it was written")
-
-
 def check(record: str | bytes, stored: object, where: str) -> None:
     """`SessionCorruptError` naming `where` unless `stored` is the checksum of `record`."""
     if type(stored) is not int or crc32c(record) != stored:
-        raise mismatch(where)
+        raise checksum_mismatch(where)
 
 
 def verified(rows: Iterable[tuple[Any, Any]], describe: Callable[[int], str]) -> list[Any]:
@@ -54,7 +49,7 @@ def verified(rows: Iterable[tuple[Any, Any]], describe: Callable[[int], str]) ->
     """
     records, bad = verified_rows(rows)
     if records is None:
-        raise mismatch(describe(bad))
+        raise checksum_mismatch(describe(bad))
     return records
 
 
@@ -82,11 +77,13 @@ def unseal_line(line: bytes) -> bytes | None:
 
 
 def unseal_body(content: bytes, start: int, end: int, describe: Callable[[int], str]) -> Records:
-    """The records of the complete lines in `content[start:end]`, each checked natively; the
-    first bad line is a `SessionCorruptError` (`describe(index)` names where line `index` lives)."""
-    records, bad = split_records(content, start, end, True)
+    """The records of the complete lines in `content[start:end]`, their checksums checked where
+    they are first read (`decode_records` checks them on the thread that sorts records ahead of
+    it; `Records.check` checks what is left): a line that is not sealed at all is a
+    `SessionCorruptError` here (`describe(index)` names where line `index` lives)."""
+    records, bad = split_records(content, start, end, True, defer_checks=True)
     if records is None:
-        raise mismatch(describe(bad))
+        raise checksum_mismatch(describe(bad))
     return records
 
 

@@ -22,7 +22,7 @@ from typing import Any, Union
 from dshkit import FrozenDict, freeze_message, from_json, to_json
 from dshkit._core import Records, decode_records
 
-from dshkit.session.errors import SessionCorruptError
+from dshkit.session.errors import SessionCorruptError, checksum_mismatch
 from dshkit.session._log.event_log import EventLog
 from dshkit.session.events import (
     ASSISTANT_MESSAGE,
@@ -156,6 +156,14 @@ def _refused(event_type: object, error: Exception) -> str:
     return f"bad {event_type} event: {error}" if str(error) else f"bad {event_type} event"
 
 
+def checked_records(records: StoredRecords, describe: Callable[[int], str]) -> StoredRecords:
+    """`records` with every checksum a store left to check checked (`Records.check`): the first
+    record that fails is a `SessionCorruptError` naming it (`describe(index)`)."""
+    if type(records) is Records and (damaged := records.check()) >= 0:
+        raise checksum_mismatch(describe(damaged))
+    return records
+
+
 def decode_events(
     records: StoredRecords,
     describe: Callable[[int], str],
@@ -172,6 +180,7 @@ def decode_events(
     event carrying keys of a message event.
     """
     log = EventLog() if into is None else into
+    records = checked_records(records, describe)
     for seq in range(len(records)):  # seqs are contiguous from 0: record `seq` holds event `seq`
         text = records[seq]
         event, as_record = decode_record(text, seq, describe)
@@ -207,7 +216,10 @@ def decode_stored(
     `fold` runs on event `seq`, `into` holds exactly the events before it.
     """
     log = EventLog() if into is None else into
-    types, times, messages, blob, ends, pending = decode_records(records, Event)
+    decoded = decode_records(records, Event)
+    if isinstance(decoded, int):  # the first record whose text does not match its checksum
+        raise checksum_mismatch(describe(decoded))
+    types, times, messages, blob, ends, pending = decoded
     log.adopt(types, times, messages, blob, ends)
     reveal = log.reveal
     for item in pending:
