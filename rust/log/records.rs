@@ -263,12 +263,15 @@ fn verified_rows<'py>(py: Python<'py>, rows: &Bound<'py, PyAny>) -> PyResult<(Op
 /// of the first record whose stored checksum is not such an integer or not the CRC-32C of its text
 /// (the rule of `verified_rows`), or `(None, n)` when there are more records than checksums, or
 /// fewer (`n`: the shorter count). A record holding a `\n` splits in two and fails here: the
-/// caller reads such a table row by row instead. The records are spans of `bodies`.
+/// caller reads such a table row by row instead. The records are spans of `bodies`. With
+/// `defer_checks`, each CRC-32C is compared where its record is first read (`Records`), and only
+/// a checksum that is no such integer, or records and checksums that do not pair up, fail here.
 #[pyfunction]
-#[pyo3(signature = (bodies, crcs, /))]
-fn verified_joined<'py>(py: Python<'py>, bodies: Bound<'py, PyBytes>, crcs: &str) -> (Option<Records>, isize) {
+#[pyo3(signature = (bodies, crcs, /, defer_checks = false))]
+fn verified_joined<'py>(py: Python<'py>, bodies: Bound<'py, PyBytes>, crcs: &str, defer_checks: bool) -> (Option<Records>, isize) {
     let content = bodies.as_bytes();
     let mut spans = Vec::new();
+    let mut unchecked = Vec::new();
     let failed = py.detach(|| {
         if crcs.is_empty() {
             return (!content.is_empty()).then_some(0);
@@ -279,17 +282,24 @@ fn verified_joined<'py>(py: Python<'py>, bodies: Bound<'py, PyBytes>, crcs: &str
                 return Some(spans.len()); // more checksums than records
             }
             let end = find_newline(&content[at..]).map_or(content.len(), |i| at + i);
-            if decimal(crc) != Some(u64::from(crc32c_of_parts(&[&content[at..end]]))) {
-                return Some(spans.len());
+            let stored = decimal(crc).and_then(|crc| u32::try_from(crc).ok());
+            match stored {
+                Some(crc) if defer_checks => unchecked.push(crc),
+                Some(crc) if crc == crc32c_of_parts(&[&content[at..end]]) => {}
+                _ => return Some(spans.len()),
             }
             spans.push((at, end));
             at = end + 1;
         }
         (at <= content.len()).then_some(spans.len()) // more records than checksums
     });
+    let records = Records::new(bodies.clone(), spans, false, unchecked);
     match failed {
-        Some(index) => (None, index as isize),
-        None => (Some(Records::new(bodies, spans, false, Vec::new())), -1),
+        Some(index) => {
+            let first = py.detach(|| records.first_failing(content, index));
+            (None, first.unwrap_or(index) as isize)
+        }
+        None => (Some(records), -1),
     }
 }
 

@@ -54,10 +54,13 @@ def verified(rows: Iterable[tuple[Any, Any]], describe: Callable[[int], str]) ->
 
 
 def verified_join(bodies: bytes, crcs: str) -> Records | None:
-    """The records of a table read in one query, each checked natively, or `None` if any fails
-    (its caller then checks row by row with `verified`, which names the row): `bodies`, every
-    record's text joined by newlines; `crcs`, each row's stored checksum, comma-separated."""
-    return verified_joined(bodies, crcs)[0]
+    """The records of a table read in one query, or `None` if a stored checksum is not an
+    integer or records and checksums do not pair up (its caller then checks row by row with
+    `verified`, which names the row): `bodies`, every record's text joined by newlines; `crcs`,
+    each row's stored checksum, comma-separated. Each checksum is compared where its record is
+    first read (`decode_records` on the thread ahead of it, `Records.check` otherwise), whose
+    error names the record by the store's `describe`."""
+    return verified_joined(bodies, crcs, defer_checks=True)[0]
 
 
 def seal_line(record: str) -> bytes:

@@ -321,10 +321,10 @@ class PostgresStore(SessionStore):
 
     def _checked_records(self, connection: Any, session_id: str, bodies: bytes | None, crcs: str | None,
                          rows: tuple[int, int | None]) -> StoredRecords:
-        """The session's records, `bodies` and `crcs` as `READ_SESSION` joined them (packs, then
-        rows), checked natively in one call (`verified_join`: no Python object per record); if
-        that fails or packs and rows do not line up (`packs_line_up`), checked pack by pack
-        (`checked_packs`) and row by row (`verified`): the error names the pack or row and seq."""
+        """The session's records as `READ_SESSION` joined them (packs, then rows), paired with their
+        checksums in one native call (`verified_join`; each compared where the decode first reads
+        it, `describe` naming a failing one); if they do not pair up or line up (`packs_line_up`),
+        checked pack by pack (`checked_packs`) and row by row (`verified`), naming the place."""
         records = verified_join(bodies or b"", crcs or "")
         if records is not None and packs_line_up(self._packs, *rows, len(records)):
             return records

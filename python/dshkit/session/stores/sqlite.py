@@ -254,10 +254,11 @@ class SqliteStore(SessionStore):
 
         The packs and the rows are read in one read transaction (one snapshot, whatever a writer
         packs meanwhile), the rows as two joined values, so no Python object is made per row, and
-        every checksum is checked in one native call (`verified_join`). If that fails (a checksum
-        does not match, a record holds a newline, a body is NULL, a pack holds a wrong number of
-        records), the packs are checked one by one and the rows row by row (`verified`), which
-        names the place.
+        paired with their checksums in one native call (`verified_join`), each compared where the
+        decode first reads its record (`describe` names a failing one: its pack and event, or its
+        row). If the pairing fails (a stored checksum is not an integer, a record holds a newline,
+        a body is NULL, a pack holds a wrong number of records), the packs are checked one by one
+        and the rows row by row (`verified`), which names the place.
         """
         where = str(self.path)
         db.execute("BEGIN")

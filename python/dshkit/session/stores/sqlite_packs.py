@@ -121,7 +121,8 @@ def read_packs(db: sqlite3.Connection, where: str) -> tuple[list[tuple[int, int,
 
 
 def joined_records(packs: list[tuple[int, int, bytes, str]], bodies: bytes | None, crcs: str | None) -> StoredRecords | None:
-    """The records of the packs then the rows, checked in one native call; None if any fails."""
+    """The records of the packs then the rows, paired with their checksums in one native call
+    (each compared where it is first read); None if they do not pair up."""
     parts = [pack[2] for pack in packs]
     checksums = [pack[3] for pack in packs]
     if bodies is not None:
