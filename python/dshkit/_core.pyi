@@ -4,7 +4,7 @@ from collections.abc import ItemsView, Iterable, Iterator, KeysView, Mapping, Se
 from collections.abc import Set as AbstractSet
 from typing import Any, ClassVar, Literal, NoReturn, TypeVar, final, overload
 
-from typing_extensions import Never
+from typing_extensions import Buffer, Never
 
 from dshkit.llm import MessageId
 
@@ -119,9 +119,10 @@ class Records:
         """Check every checksum left to check: the index of the first record that fails, else -1."""
 
 def split_records(
-    content: bytes, start: int, end: int, sealed: bool, /, defer_checks: bool = False
+    content: bytes | Buffer, start: int, end: int, sealed: bool, /, defer_checks: bool = False
 ) -> tuple[Records | None, int]:
-    """The lines of `content[start:end]` as records, checksums checked when `sealed`: `(records, -1)`,
+    """The lines of `content[start:end]` (`bytes`, or a read-only buffer such as a file mapped
+    read-only, held while the records are) as records, checksums checked when `sealed`: `(records, -1)`,
     or `(None, index)` of the first line whose checksum fails. `defer_checks`: a sealed line's
     checksum is compared where its record is first read (`decode_records`, `Records.check`)."""
 

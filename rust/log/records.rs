@@ -21,7 +21,8 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use pyo3::exceptions::{PyIndexError, PyValueError};
+use pyo3::buffer::PyBuffer;
+use pyo3::exceptions::{PyIndexError, PyTypeError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
@@ -80,7 +81,7 @@ fn find_newline(data: &[u8]) -> Option<usize> {
 /// first record that fails, and `__getitem__` refuses a record that fails.
 #[pyclass(frozen, sequence, module = "dshkit._core", name = "Records")]
 pub(crate) struct Records {
-    content: Py<PyBytes>,
+    content: Content,
     /// Each record's text: `content[start..end]`, followed by `}` when `sealed`.
     spans: Vec<(usize, usize)>,
     sealed: bool,
@@ -90,9 +91,42 @@ pub(crate) struct Records {
     checked: AtomicBool,
 }
 
+/// The bytes a `Records` holds spans of: a `bytes` object, or a read-only buffer that cannot
+/// change while it is held (a log file mapped read-only: the export keeps the mapping open).
+enum Content {
+    Bytes(Py<PyBytes>),
+    Buffer(PyBuffer<u8>),
+}
+
+impl Content {
+    /// `content` as it is (`bytes`), or its buffer when that is read-only and contiguous.
+    fn new(content: &Bound<'_, PyAny>) -> PyResult<Self> {
+        if let Ok(bytes) = content.cast::<PyBytes>() {
+            return Ok(Content::Bytes(bytes.clone().unbind()));
+        }
+        let buffer = PyBuffer::<u8>::get(content)?;
+        if !buffer.readonly() || !buffer.is_c_contiguous() {
+            return Err(PyTypeError::new_err(format!(
+                "records must be spans of bytes or of a read-only contiguous buffer, not of a writable {}",
+                content.get_type().name()?
+            )));
+        }
+        Ok(Content::Buffer(buffer))
+    }
+
+    fn bytes<'a>(&'a self, py: Python<'a>) -> &'a [u8] {
+        match self {
+            Content::Bytes(bytes) => bytes.as_bytes(py),
+            // SAFETY: a read-only, contiguous buffer of `len_bytes` bytes, exported for as long as
+            // `self` holds it, so its memory stays put and unchanged.
+            Content::Buffer(buffer) => unsafe { std::slice::from_raw_parts(buffer.buf_ptr() as *const u8, buffer.len_bytes()) },
+        }
+    }
+}
+
 impl Records {
-    fn new(content: Bound<'_, PyBytes>, spans: Vec<(usize, usize)>, sealed: bool, unchecked: Vec<u32>) -> Self {
-        Records { content: content.unbind(), spans, sealed, unchecked, checked: AtomicBool::new(false) }
+    fn new(content: Content, spans: Vec<(usize, usize)>, sealed: bool, unchecked: Vec<u32>) -> Self {
+        Records { content, spans, sealed, unchecked, checked: AtomicBool::new(false) }
     }
 
     fn parts<'a>(&self, content: &'a [u8], index: usize) -> [&'a [u8]; 2] {
@@ -132,7 +166,7 @@ impl Records {
         if position < 0 || position as usize >= self.spans.len() {
             return Err(PyIndexError::new_err("record index out of range"));
         }
-        let [body, tail] = self.parts(self.content.bind(py).as_bytes(), position as usize);
+        let [body, tail] = self.parts(self.content.bytes(py), position as usize);
         let unchecked = self.unchecked_checksums();
         if !unchecked.is_empty() && crc32c_of_parts(&[body, tail]) != unchecked[position as usize] {
             return Err(PyValueError::new_err(format!(
@@ -145,7 +179,7 @@ impl Records {
     /// Check every checksum left to check: the index of the first record whose text does not
     /// match its checksum, else -1 (and the records count as checked).
     fn check(&self, py: Python<'_>) -> isize {
-        let content = self.content.bind(py).as_bytes();
+        let content = self.content.bytes(py);
         match py.detach(|| self.first_failing(content, self.spans.len())) {
             Some(index) => index as isize,
             None => {
@@ -165,13 +199,14 @@ impl Records {
 #[pyo3(signature = (content, start, end, sealed, /, defer_checks = false))]
 fn split_records<'py>(
     py: Python<'py>,
-    content: Bound<'py, PyBytes>,
+    content: &Bound<'py, PyAny>,
     start: usize,
     end: usize,
     sealed: bool,
     defer_checks: bool,
-) -> (Option<Records>, isize) {
-    let bytes = content.as_bytes();
+) -> PyResult<(Option<Records>, isize)> {
+    let content = Content::new(content)?;
+    let bytes = content.bytes(py);
     let end = end.min(bytes.len());
     let mut spans = Vec::new();
     let mut unchecked = Vec::new();
@@ -196,14 +231,15 @@ fn split_records<'py>(
         }
         None
     });
-    let records = Records::new(content.clone(), spans, sealed, unchecked);
-    match failed {
+    let records = Records::new(content, spans, sealed, unchecked);
+    let bytes = records.content.bytes(py);
+    Ok(match failed {
         Some(index) => {
             let first = py.detach(|| records.first_failing(bytes, index));
             (None, first.unwrap_or(index) as isize)
         }
         None => (Some(records), -1),
-    }
+    })
 }
 
 /// The checksum a sealed line states (its suffix as `sealing_suffix` writes it: lowercase hex),
@@ -293,7 +329,7 @@ fn verified_joined<'py>(py: Python<'py>, bodies: Bound<'py, PyBytes>, crcs: &str
         }
         (at <= content.len()).then_some(spans.len()) // more records than checksums
     });
-    let records = Records::new(bodies.clone(), spans, false, unchecked);
+    let records = Records::new(Content::Bytes(bodies.clone().unbind()), spans, false, unchecked);
     match failed {
         Some(index) => {
             let first = py.detach(|| records.first_failing(content, index));
@@ -492,7 +528,7 @@ fn decode_records<'py>(
     };
     let mut texts: Vec<[&[u8]; 2]> = Vec::with_capacity(block.map_or(items.len(), |block| block.spans.len()));
     if let Some(block) = block {
-        let content = block.content.bind(py).as_bytes();
+        let content = block.content.bytes(py);
         texts.extend((0..block.spans.len()).map(|seq| block.parts(content, seq)));
     } else {
         for item in &items {

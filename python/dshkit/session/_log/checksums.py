@@ -16,6 +16,7 @@ append that failed and could not be cut back (`void_suffix_at`): only a last lin
 
 from __future__ import annotations
 
+import mmap
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -79,7 +80,7 @@ def unseal_line(line: bytes) -> bytes | None:
     return record
 
 
-def unseal_body(content: bytes, start: int, end: int, describe: Callable[[int], str]) -> Records:
+def unseal_body(content: bytes | mmap.mmap, start: int, end: int, describe: Callable[[int], str]) -> Records:
     """The records of the complete lines in `content[start:end]`, their checksums checked where
     they are first read (`decode_records` checks them on the thread that sorts records ahead of
     it; `Records.check` checks what is left): a line that is not sealed at all is a

@@ -21,7 +21,8 @@ from dshkit.session.errors import SessionCorruptError, SessionError, SessionReco
 from dshkit.session.events import Event
 from dshkit.session.dsh.log_format import ORIGINAL_FORMAT
 from dshkit.session.dsh.codec import decode_header
-from dshkit.session.stores.jsonl import cut_torn_line, read_all, write_all
+from dshkit.session.stores.jsonl import cut_torn_line, write_all
+from dshkit.session.stores.jsonl_read import read_all
 from dshkit.session.dsh.attachment_root import original_attachment_root
 from dshkit.session.stores.attachment_folder import FolderAttachments
 from dshkit.session.stores.protocol import SessionStore, check_durability

@@ -36,6 +36,7 @@ from dshkit.session._log.checksums import (
 from dshkit.session.errors import SessionCorruptError, SessionError, SessionRecoveryWarning
 from dshkit.session.events import Event
 from dshkit.session.stores.attachment_folder import FolderAttachments
+from dshkit.session.stores.jsonl_read import LogBytes, read_log
 from dshkit.session.stores.protocol import SessionStore, check_durability
 
 try:
@@ -51,16 +52,6 @@ def write_all(fd: int, data: bytes) -> None:
     written = os.write(fd, data)
     while written < len(data):  # a short write on a regular file: finish it
         written += os.write(fd, data[written:])
-
-
-def read_all(fd: int) -> bytes:
-    """Everything from `fd`'s offset to the end of the file."""
-    # One read of the whole file (plus one byte, to see it end) saves copying it again to join.
-    first = os.read(fd, os.fstat(fd).st_size + 1)
-    chunks = [first]
-    while chunks[-1]:
-        chunks.append(os.read(fd, 1 << 20))
-    return first if len(chunks) == 2 else b"".join(chunks)
 
 
 def _fsync_directory(path: Path) -> None:
@@ -155,7 +146,7 @@ class JsonlStore(SessionStore):
         try:
             if not read_only:
                 self._lock(fd)
-            header, records, torn = self._split(read_all(fd))
+            header, records, torn = self._split(read_log(fd))
             if torn is not None:
                 self._cut(fd, torn, len(records), read_only)
         except BaseException:
@@ -175,14 +166,15 @@ class JsonlStore(SessionStore):
         check_header(record, self._sealed, where)
         return record
 
-    def _split(self, content: bytes) -> tuple[bytes, Records, tuple[int, str] | None]:
+    def _split(self, log: LogBytes) -> tuple[bytes, Records, tuple[int, str] | None]:
         """Header, event records, and (size to keep, why) when the last line is torn or void.
 
         Nothing is decided from a line that fails its checksum except at the very end: a last
         line without its newline is an unfinished append, unless it is a whole record followed
         by one stray byte (a damaged newline), which no unfinished append can leave.
         """
-        if not content:
+        content, keep, tail = log.content, log.keep, log.tail
+        if not content and not tail:
             raise SessionCorruptError(f"{self.path}: line 1: empty file, not a dshkit session log")
         header_end = content.find(b"\n")
         if header_end < 0:
@@ -190,20 +182,17 @@ class JsonlStore(SessionStore):
         # Only a dshkit log is ever repaired: check the header before touching anything.
         header = self._header(content[:header_end])
         body = header_end + 1
-        keep = content.rfind(b"\n") + 1  # what follows the last newline is a torn tail
-        tail = content[keep:]
-        torn: tuple[int, str] | None = None
+        torn: tuple[int, str] | None = None  # what follows the last newline is a torn tail
         if tail:
             if self._sealed and unseal_line(tail[:-1]) is not None:
-                line = content.count(b"\n", body, keep) + 2
+                line = content[body:keep].count(b"\n") + 2
                 raise SessionCorruptError(
                     f"{self.path}: line {line}: a complete record followed by "
                     f"{tail[-1:]!r} where its newline belongs: damage, not an unfinished append"
                 )
             torn = (keep, "no newline")
         elif keep > body:
-            last_start = content.rfind(b"\n", body - 1, keep - 1) + 1
-            last = content[last_start : keep - 1]
+            last_start, last = log.last_start, log.last_line  # not through a mapping: a writer may cut it
             if last.endswith(VOID_SUFFIX):
                 keep = last_start
                 torn = (keep, "void: its write failed and could not be cut back")
