@@ -91,36 +91,91 @@ pub(crate) struct Records {
     checked: AtomicBool,
 }
 
-/// The bytes a `Records` holds spans of: a `bytes` object, or a read-only buffer that cannot
-/// change while it is held (a log file mapped read-only: the export keeps the mapping open).
-enum Content {
+/// One buffer of a `Content`: a `bytes` object, or a read-only buffer that cannot change while it
+/// is held (a log file mapped read-only, a database driver's result: the export keeps it alive).
+enum Piece {
     Bytes(Py<PyBytes>),
     Buffer(PyBuffer<u8>),
 }
 
-impl Content {
-    /// `content` as it is (`bytes`), or its buffer when that is read-only and contiguous.
-    fn new(content: &Bound<'_, PyAny>) -> PyResult<Self> {
-        if let Ok(bytes) = content.cast::<PyBytes>() {
-            return Ok(Content::Bytes(bytes.clone().unbind()));
+impl Piece {
+    /// `piece` as it is (`bytes`), or its buffer when that is read-only and contiguous.
+    fn new(piece: &Bound<'_, PyAny>) -> PyResult<Self> {
+        if let Ok(bytes) = piece.cast::<PyBytes>() {
+            return Ok(Piece::Bytes(bytes.clone().unbind()));
         }
-        let buffer = PyBuffer::<u8>::get(content)?;
+        let buffer = PyBuffer::<u8>::get(piece)?;
         if !buffer.readonly() || !buffer.is_c_contiguous() {
             return Err(PyTypeError::new_err(format!(
                 "records must be spans of bytes or of a read-only contiguous buffer, not of a writable {}",
-                content.get_type().name()?
+                piece.get_type().name()?
             )));
         }
-        Ok(Content::Buffer(buffer))
+        Ok(Piece::Buffer(buffer))
     }
 
     fn bytes<'a>(&'a self, py: Python<'a>) -> &'a [u8] {
         match self {
-            Content::Bytes(bytes) => bytes.as_bytes(py),
+            Piece::Bytes(bytes) => bytes.as_bytes(py),
             // SAFETY: a read-only, contiguous buffer of `len_bytes` bytes, exported for as long as
             // `self` holds it, so its memory stays put and unchanged.
-            Content::Buffer(buffer) => unsafe { std::slice::from_raw_parts(buffer.buf_ptr() as *const u8, buffer.len_bytes()) },
+            Piece::Buffer(buffer) => unsafe { std::slice::from_raw_parts(buffer.buf_ptr() as *const u8, buffer.len_bytes()) },
         }
+    }
+}
+
+/// The bytes a `Records` holds spans of: one buffer, or several read as if joined by `\n` (a
+/// table's packs and rows, not copied into one).
+struct Content(Vec<Piece>);
+
+/// A `Content`'s bytes, borrowed: each piece at its offset in the joining (one `\n` between two).
+struct ContentView<'a>(Vec<(usize, &'a [u8])>);
+
+impl Content {
+    fn view<'a>(&'a self, py: Python<'a>) -> ContentView<'a> {
+        let mut base = 0;
+        ContentView(
+            self.0
+                .iter()
+                .map(|piece| {
+                    let bytes = piece.bytes(py);
+                    let at = base;
+                    base += bytes.len() + 1;
+                    (at, bytes)
+                })
+                .collect(),
+        )
+    }
+}
+
+impl<'a> ContentView<'a> {
+    /// The piece holding offset `at` of the joining, and its offset.
+    fn piece(&self, at: usize) -> (usize, &'a [u8]) {
+        match self.0.len() {
+            0 => (0, &[]), // no parts: read as their join, empty
+            1 => self.0[0],
+            _ => self.0[self.0.partition_point(|(base, _)| *base <= at).max(1) - 1],
+        }
+    }
+
+    /// The bytes of a span of the joining (a span never crosses a joining `\n`).
+    fn span(&self, (start, end): (usize, usize)) -> &'a [u8] {
+        let (base, bytes) = self.piece(start);
+        &bytes[start - base..end - base]
+    }
+
+    fn len(&self) -> usize {
+        self.0.last().map_or(0, |(base, bytes)| base + bytes.len())
+    }
+
+    /// The offset of the first `\n` of the joining at or after `at` (within its length).
+    fn newline_from(&self, at: usize) -> Option<usize> {
+        let (base, bytes) = self.piece(at);
+        if let Some(found) = bytes.get(at - base..).and_then(find_newline) {
+            return Some(at + found);
+        }
+        let joining = base + bytes.len(); // the `\n` after this piece, unless it is the last
+        (joining < self.len()).then_some(joining)
     }
 }
 
@@ -129,9 +184,8 @@ impl Records {
         Records { content, spans, sealed, unchecked, checked: AtomicBool::new(false) }
     }
 
-    fn parts<'a>(&self, content: &'a [u8], index: usize) -> [&'a [u8]; 2] {
-        let (start, end) = self.spans[index];
-        [&content[start..end], if self.sealed { b"}" } else { b"" }]
+    fn parts<'a>(&self, content: &ContentView<'a>, index: usize) -> [&'a [u8]; 2] {
+        [content.span(self.spans[index]), if self.sealed { b"}" } else { b"" }]
     }
 
     /// The checksums still to check, one per record (empty: none is left).
@@ -148,7 +202,7 @@ impl Records {
     }
 
     /// The first of records `0..stop` whose text does not have its checksum.
-    fn first_failing(&self, content: &[u8], stop: usize) -> Option<usize> {
+    fn first_failing(&self, content: &ContentView<'_>, stop: usize) -> Option<usize> {
         let unchecked = self.unchecked_checksums();
         (0..stop.min(unchecked.len())).find(|&index| crc32c_of_parts(&self.parts(content, index)) != unchecked[index])
     }
@@ -166,7 +220,7 @@ impl Records {
         if position < 0 || position as usize >= self.spans.len() {
             return Err(PyIndexError::new_err("record index out of range"));
         }
-        let [body, tail] = self.parts(self.content.bytes(py), position as usize);
+        let [body, tail] = self.parts(&self.content.view(py), position as usize);
         let unchecked = self.unchecked_checksums();
         if !unchecked.is_empty() && crc32c_of_parts(&[body, tail]) != unchecked[position as usize] {
             return Err(PyValueError::new_err(format!(
@@ -179,8 +233,8 @@ impl Records {
     /// Check every checksum left to check: the index of the first record whose text does not
     /// match its checksum, else -1 (and the records count as checked).
     fn check(&self, py: Python<'_>) -> isize {
-        let content = self.content.bytes(py);
-        match py.detach(|| self.first_failing(content, self.spans.len())) {
+        let content = self.content.view(py);
+        match py.detach(|| self.first_failing(&content, self.spans.len())) {
             Some(index) => index as isize,
             None => {
                 self.mark_checked();
@@ -205,8 +259,8 @@ fn split_records<'py>(
     sealed: bool,
     defer_checks: bool,
 ) -> PyResult<(Option<Records>, isize)> {
-    let content = Content::new(content)?;
-    let bytes = content.bytes(py);
+    let content = Content(vec![Piece::new(content)?]);
+    let bytes = content.0[0].bytes(py);
     let end = end.min(bytes.len());
     let mut spans = Vec::new();
     let mut unchecked = Vec::new();
@@ -232,10 +286,10 @@ fn split_records<'py>(
         None
     });
     let records = Records::new(content, spans, sealed, unchecked);
-    let bytes = records.content.bytes(py);
+    let view = records.content.view(py);
     Ok(match failed {
         Some(index) => {
-            let first = py.detach(|| records.first_failing(bytes, index));
+            let first = py.detach(|| records.first_failing(&view, index));
             (None, first.unwrap_or(index) as isize)
         }
         None => (Some(records), -1),
@@ -294,49 +348,59 @@ fn verified_rows<'py>(py: Python<'py>, rows: &Bound<'py, PyAny>) -> PyResult<(Op
 }
 
 /// The records of a store's rows read in one query (SQLite: one `group_concat` per column):
-/// `bodies`, every record's text joined by `\n`; `crcs`, each row's stored checksum as a decimal
-/// integer, comma-separated. Each record's checksum is checked: `(records, -1)`, or `(None, index)`
-/// of the first record whose stored checksum is not such an integer or not the CRC-32C of its text
-/// (the rule of `verified_rows`), or `(None, n)` when there are more records than checksums, or
-/// fewer (`n`: the shorter count). A record holding a `\n` splits in two and fails here: the
-/// caller reads such a table row by row instead. The records are spans of `bodies`. With
-/// `defer_checks`, each CRC-32C is compared where its record is first read (`Records`), and only
-/// a checksum that is no such integer, or records and checksums that do not pair up, fail here.
+/// `bodies`, every record's text joined by `\n` (one `bytes`, or a list of parts read as if joined
+/// by `\n`: `bytes` or read-only buffers, kept rather than copied into one); `crcs`, each row's
+/// stored checksum as a decimal integer, comma-separated. Each record's checksum is checked:
+/// `(records, -1)`, or `(None, index)` of the first record whose stored checksum is not such an
+/// integer or not the CRC-32C of its text (the rule of `verified_rows`), or `(None, n)` when there
+/// are more records than checksums, or fewer (`n`: the shorter count). A record holding a `\n`
+/// splits in two and fails here: the caller reads such a table row by row instead. The records
+/// are spans of `bodies`. With `defer_checks`, each CRC-32C is compared where its record is first
+/// read (`Records`), and only a checksum that is no such integer, or records and checksums that do
+/// not pair up, fail here.
 #[pyfunction]
 #[pyo3(signature = (bodies, crcs, /, defer_checks = false))]
-fn verified_joined<'py>(py: Python<'py>, bodies: Bound<'py, PyBytes>, crcs: &str, defer_checks: bool) -> (Option<Records>, isize) {
-    let content = bodies.as_bytes();
+fn verified_joined<'py>(py: Python<'py>, bodies: &Bound<'py, PyAny>, crcs: &str, defer_checks: bool) -> PyResult<(Option<Records>, isize)> {
+    let pieces = if bodies.is_instance_of::<PyList>() || bodies.is_instance_of::<PyTuple>() {
+        bodies.try_iter()?.map(|part| Piece::new(&part?)).collect::<PyResult<_>>()?
+    } else {
+        vec![Piece::new(bodies)?]
+    };
+    let content = Content(pieces);
+    let view = content.view(py);
     let mut spans = Vec::new();
     let mut unchecked = Vec::new();
     let failed = py.detach(|| {
+        let length = view.len();
         if crcs.is_empty() {
-            return (!content.is_empty()).then_some(0);
+            return (length > 0).then_some(0);
         }
         let mut at = 0usize;
         for crc in crcs.split(',') {
-            if at > content.len() {
+            if at > length {
                 return Some(spans.len()); // more checksums than records
             }
-            let end = find_newline(&content[at..]).map_or(content.len(), |i| at + i);
+            let end = view.newline_from(at).unwrap_or(length);
             let stored = decimal(crc).and_then(|crc| u32::try_from(crc).ok());
             match stored {
                 Some(crc) if defer_checks => unchecked.push(crc),
-                Some(crc) if crc == crc32c_of_parts(&[&content[at..end]]) => {}
+                Some(crc) if crc == crc32c_of_parts(&[view.span((at, end))]) => {}
                 _ => return Some(spans.len()),
             }
             spans.push((at, end));
             at = end + 1;
         }
-        (at <= content.len()).then_some(spans.len()) // more records than checksums
+        (at <= length).then_some(spans.len()) // more records than checksums
     });
-    let records = Records::new(Content::Bytes(bodies.clone().unbind()), spans, false, unchecked);
-    match failed {
+    let records = Records::new(content, spans, false, unchecked);
+    let view = records.content.view(py);
+    Ok(match failed {
         Some(index) => {
-            let first = py.detach(|| records.first_failing(content, index));
+            let first = py.detach(|| records.first_failing(&view, index));
             (None, first.unwrap_or(index) as isize)
         }
         None => (Some(records), -1),
-    }
+    })
 }
 
 /// A non-negative decimal integer of at most 10 digits (a CRC-32C), else `None`.
@@ -528,8 +592,8 @@ fn decode_records<'py>(
     };
     let mut texts: Vec<[&[u8]; 2]> = Vec::with_capacity(block.map_or(items.len(), |block| block.spans.len()));
     if let Some(block) = block {
-        let content = block.content.bytes(py);
-        texts.extend((0..block.spans.len()).map(|seq| block.parts(content, seq)));
+        let content = block.content.view(py);
+        texts.extend((0..block.spans.len()).map(|seq| block.parts(&content, seq)));
     } else {
         for item in &items {
             let text = match item.cast::<PyBytes>() {

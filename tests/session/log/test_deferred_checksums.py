@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 import dshkit
-from dshkit._core import Records, decode_records, split_records
+from dshkit._core import Records, decode_records, split_records, verified_joined
 from dshkit.session import Session, SessionCorruptError
-from dshkit.session._log.checksums import seal_line
+from dshkit.session._log.checksums import checksum, seal_line
 from dshkit.session.catalog import list_sessions
 from dshkit.session.events import Event
 
@@ -118,3 +118,41 @@ def test_the_first_of_two_damaged_lines_is_named(tmp_path: Path):
     path.write_bytes(b"".join(lines))
     with pytest.raises(SessionCorruptError, match=r"line 901: checksum mismatch"):
         Session.open(path)
+
+
+def joined_outcome(bodies, crcs: str):
+    records, bad = verified_joined(bodies, crcs)
+    return (None, bad) if records is None else ([records[index] for index in range(len(records))], bad)
+
+
+@pytest.mark.parametrize(
+    "parts",
+    [
+        [b'{"seq":0}\n{"seq":1}', b'{"seq":2}'],
+        [b'{"seq":0}', b"", b'{"seq":2}'],  # an empty part is an empty record, as in the join
+        [b'{"seq":0}\n', b'{"seq":2}'],  # a part ending in a newline: an empty record between
+        [b""],
+        [],
+        [b'{"a":1}\n{"b":2}\n{"c":3}', b'{"d":4}\n{"e":5}', b'{"f":6}'],
+    ],
+)
+def test_parts_read_as_their_join_reads(parts: list[bytes]):
+    joined = b"\n".join(parts)
+    texts = joined.split(b"\n") if parts else []
+    good = ",".join(str(checksum(text)) for text in texts)
+    variants = {
+        "every checksum": good,
+        "one too few": ",".join(good.split(",")[:-1]),
+        "one too many": good + ",1" if good else "1",
+        "the second fails": ",".join(c if i != 1 else str(int(c) ^ 1) for i, c in enumerate(good.split(","))) if good else "",
+        "the last is no integer": ",".join([*good.split(",")[:-1], "x"]) if good else "x",
+    }
+    for name, crcs in variants.items():
+        as_join = joined_outcome(joined, crcs)
+        assert joined_outcome([*parts], crcs) == as_join, name
+        assert joined_outcome(tuple(memoryview(part) for part in parts), crcs) == as_join, name
+
+
+def test_parts_must_be_read_only_buffers():
+    with pytest.raises(TypeError, match="read-only contiguous buffer, not of a writable bytearray"):
+        verified_joined([b'{"seq":0}', bytearray(b'{"seq":1}')], "1,2")

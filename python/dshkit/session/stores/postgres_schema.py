@@ -221,7 +221,7 @@ class SessionRead(NamedTuple):
 
     header: str
     header_crc: int | None
-    bodies: bytes  # every record, packs' then rows', joined by newlines
+    bodies: list[Any]  # packs' then rows' records, each part joined by newlines (psycopg's buffers)
     crcs: str  # their checksums, comma-separated
     message_ids: list[str] | None  # for a writer: the ids its events brought
     packs: list[tuple[int, int]]  # (first seq, last seq) of each pack, in seq order
@@ -234,8 +234,9 @@ def bytea_view_loader() -> type:
     """A psycopg loader of binary `bytea` that returns the buffer it is given instead of a copy.
 
     psycopg's C implementation hands a Python loader a read-only memoryview over the query's
-    result that keeps the result alive (the pure Python one, bytes): `read_session` joins the
-    packs' megabytes from those views, one copy where the default loader's `bytes` make two.
+    result that keeps the result alive (the pure Python one, bytes): the packs' megabytes are
+    then read where psycopg received them (`verified_join` takes the views as they are), where
+    the default loader's `bytes`, joined, made two copies.
     """
     from psycopg.adapt import Loader
     from psycopg.pq import Format
@@ -273,7 +274,7 @@ def read_session(connection: Any, session_id: str, *, message_ids: bool, lock: i
         parts.append(session)
     ids = [*(session[4] or ()), *(id_ for part in parts if part is not session for id_ in part[4] or ())]
     return taken, SessionRead(
-        session[0], session[1], b"\n".join(part[2] for part in parts), ",".join(part[3] for part in parts),
+        session[0], session[1], [part[2] for part in parts], ",".join(part[3] for part in parts),
         ids if message_ids else None, [(part[7], part[8]) for part in parts if part is not session], session[5], session[6],
     )
 

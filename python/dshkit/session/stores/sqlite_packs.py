@@ -123,12 +123,12 @@ def read_packs(db: sqlite3.Connection, where: str) -> tuple[list[tuple[int, int,
 def joined_records(packs: list[tuple[int, int, bytes, str]], bodies: bytes | None, crcs: str | None) -> StoredRecords | None:
     """The records of the packs then the rows, paired with their checksums in one native call
     (each compared where it is first read); None if they do not pair up."""
-    parts = [pack[2] for pack in packs]
+    parts: list[bytes | memoryview] = [pack[2] for pack in packs]
     checksums = [pack[3] for pack in packs]
     if bodies is not None:
         parts.append(bodies)
         checksums.append(crcs or "")
-    return verified_join(b"\n".join(parts), ",".join(checksums))
+    return verified_join(parts, ",".join(checksums))
 
 
 def checked_pack_records(
