@@ -185,7 +185,28 @@ impl Records {
     }
 
     fn parts<'a>(&self, content: &ContentView<'a>, index: usize) -> [&'a [u8]; 2] {
-        [content.span(self.spans[index]), if self.sealed { b"}" } else { b"" }]
+        [content.span(self.spans[index]), self.tail()]
+    }
+
+    /// What follows each record's span in its text: the `}` a sealed line's suffix replaced.
+    fn tail(&self) -> &'static [u8] {
+        if self.sealed { b"}" } else { b"" }
+    }
+
+    /// Every record's text, in order: `parts` of each, the pieces walked once rather than
+    /// searched per record.
+    fn all_parts<'a>(&self, content: &ContentView<'a>) -> Vec<[&'a [u8]; 2]> {
+        let mut piece = 0;
+        self.spans
+            .iter()
+            .map(|&(start, end)| {
+                while content.0.get(piece + 1).is_some_and(|(base, _)| *base <= start) {
+                    piece += 1;
+                }
+                let (base, bytes) = content.0.get(piece).copied().unwrap_or((0, &[]));
+                [&bytes[start - base..end - base], self.tail()]
+            })
+            .collect()
     }
 
     /// The checksums still to check, one per record (empty: none is left).
@@ -376,12 +397,11 @@ fn verified_joined<'py>(py: Python<'py>, bodies: &Bound<'py, PyAny>, crcs: &str,
             return (length > 0).then_some(0);
         }
         let mut at = 0usize;
-        for crc in crcs.split(',') {
+        for stored in StoredChecksums::new(crcs) {
             if at > length {
                 return Some(spans.len()); // more checksums than records
             }
             let end = view.newline_from(at).unwrap_or(length);
-            let stored = decimal(crc).and_then(|crc| u32::try_from(crc).ok());
             match stored {
                 Some(crc) if defer_checks => unchecked.push(crc),
                 Some(crc) if crc == crc32c_of_parts(&[view.span((at, end))]) => {}
@@ -403,12 +423,50 @@ fn verified_joined<'py>(py: Python<'py>, bodies: &Bound<'py, PyAny>, crcs: &str,
     })
 }
 
-/// A non-negative decimal integer of at most 10 digits (a CRC-32C), else `None`.
-fn decimal(text: &str) -> Option<u64> {
-    if text.is_empty() || text.len() > 10 || !text.bytes().all(|byte| byte.is_ascii_digit()) {
-        return None;
+/// The checksums of a comma-separated list, in order (as `split(',')` cuts it): each a CRC-32C
+/// written as a decimal integer of at most 10 digits, else `None`. Read in one pass, without a
+/// split and a parse per item (they were half of a joined read's scan).
+struct StoredChecksums<'a> {
+    /// What is left to read, `None` once the last item was read.
+    rest: Option<&'a [u8]>,
+}
+
+impl<'a> StoredChecksums<'a> {
+    fn new(list: &'a str) -> Self {
+        StoredChecksums { rest: Some(list.as_bytes()) }
     }
-    text.parse().ok()
+}
+
+impl Iterator for StoredChecksums<'_> {
+    type Item = Option<u32>;
+
+    fn next(&mut self) -> Option<Option<u32>> {
+        let text = self.rest?;
+        let (mut value, mut at, mut good) = (0u64, 0usize, true);
+        while at < text.len() && text[at] != b',' {
+            let digit = text[at].wrapping_sub(b'0');
+            good &= digit < 10 && at < 10;
+            value = value.wrapping_mul(10).wrapping_add(u64::from(digit));
+            at += 1;
+        }
+        self.rest = (at < text.len()).then(|| &text[at + 1..]);
+        Some(if good && at > 0 { u32::try_from(value).ok() } else { None })
+    }
+}
+
+#[cfg(test)]
+mod stored_checksums_tests {
+    use super::StoredChecksums;
+
+    #[test]
+    fn the_list_is_cut_and_read_as_split_and_parse_would() {
+        let read = |list: &str| StoredChecksums::new(list).collect::<Vec<_>>();
+        assert_eq!(read("0,17,4294967295"), [Some(0), Some(17), Some(u32::MAX)]);
+        assert_eq!(read("4294967296,12345678901,x,,+1, 2"), [None, None, None, None, None, None]);
+        assert_eq!(read("7,"), [Some(7), None]);
+        assert_eq!(read(""), [None]);
+        assert_eq!(read("0000000001"), [Some(1)]);
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -592,8 +650,7 @@ fn decode_records<'py>(
     };
     let mut texts: Vec<[&[u8]; 2]> = Vec::with_capacity(block.map_or(items.len(), |block| block.spans.len()));
     if let Some(block) = block {
-        let content = block.content.view(py);
-        texts.extend((0..block.spans.len()).map(|seq| block.parts(&content, seq)));
+        texts = block.all_parts(&block.content.view(py));
     } else {
         for item in &items {
             let text = match item.cast::<PyBytes>() {
