@@ -283,29 +283,8 @@ fn split_records<'py>(
     let content = Content(vec![Piece::new(content)?]);
     let bytes = content.0[0].bytes(py);
     let end = end.min(bytes.len());
-    let mut spans = Vec::new();
-    let mut unchecked = Vec::new();
-    let mut at = start.min(end);
-    let failed = py.detach(|| {
-        while at < end {
-            let line_end = find_newline(&bytes[at..end]).map_or(end, |i| at + i);
-            let line = &bytes[at..line_end];
-            if !sealed {
-                spans.push((at, line_end));
-            } else if defer_checks {
-                let Some(crc) = sealed_checksum(line) else { return Some(spans.len()) };
-                spans.push((at, line_end - SUFFIX_LENGTH));
-                unchecked.push(crc);
-            } else {
-                match unseal(line) {
-                    Some(body) => spans.push((at, at + body.len())),
-                    None => return Some(spans.len()),
-                }
-            }
-            at = line_end + 1;
-        }
-        None
-    });
+    let form = LineForm { sealed, defer_checks };
+    let Lines { spans, unchecked, failed } = py.detach(|| form.split_in_two(bytes, start.min(end), end));
     let records = Records::new(content, spans, sealed, unchecked);
     let view = records.content.view(py);
     Ok(match failed {
@@ -315,6 +294,76 @@ fn split_records<'py>(
         }
         None => (Some(records), -1),
     })
+}
+
+/// How `split_records` reads a log's lines.
+#[derive(Clone, Copy)]
+struct LineForm {
+    sealed: bool,
+    defer_checks: bool,
+}
+
+/// Lines split: each record's span and the checksum left to check for it, up to the first line
+/// that fails (`failed`: its index).
+#[derive(Default)]
+struct Lines {
+    spans: Vec<(usize, usize)>,
+    unchecked: Vec<u32>,
+    failed: Option<usize>,
+}
+
+/// Logs from this size are split by two threads, each half from a line's start: splitting is a
+/// pass over the whole log before anything else can start.
+const SPLIT_IN_TWO_FROM: usize = 1 << 20;
+
+impl LineForm {
+    /// The lines of `bytes[start..end]`, its second half split on a scoped thread when it is large.
+    fn split_in_two(self, bytes: &[u8], start: usize, end: usize) -> Lines {
+        let middle = start + (end - start) / 2;
+        let second = match find_newline(&bytes[middle..end]) {
+            Some(newline) if end - start >= SPLIT_IN_TWO_FROM => middle + newline + 1,
+            _ => return self.split(bytes, start, end),
+        };
+        let (first, later) = std::thread::scope(|scope| {
+            let later = std::thread::Builder::new().spawn_scoped(scope, || self.split(bytes, second, end));
+            let first = self.split(bytes, start, second);
+            (first, later.ok().and_then(|thread| thread.join().ok()))
+        });
+        // A thread that could not start (or stopped) leaves its half to this one.
+        let later = later.unwrap_or_else(|| self.split(bytes, second, end));
+        if first.failed.is_some() {
+            return first;
+        }
+        let offset = first.spans.len();
+        let mut lines = first;
+        lines.failed = later.failed.map(|index| offset + index);
+        lines.spans.extend(later.spans);
+        lines.unchecked.extend(later.unchecked);
+        lines
+    }
+
+    /// The lines of `bytes[start..end]` in order, up to the first that fails.
+    fn split(self, bytes: &[u8], start: usize, end: usize) -> Lines {
+        let mut lines = Lines::default();
+        let mut at = start;
+        while at < end {
+            let line_end = find_newline(&bytes[at..end]).map_or(end, |i| at + i);
+            let line = &bytes[at..line_end];
+            if !self.sealed {
+                lines.spans.push((at, line_end));
+            } else if self.defer_checks {
+                let Some(crc) = sealed_checksum(line) else { break };
+                lines.spans.push((at, line_end - SUFFIX_LENGTH));
+                lines.unchecked.push(crc);
+            } else {
+                let Some(body) = unseal(line) else { break };
+                lines.spans.push((at, at + body.len()));
+            }
+            at = line_end + 1;
+        }
+        lines.failed = (at < end).then_some(lines.spans.len());
+        lines
+    }
 }
 
 /// The checksum a sealed line states (its suffix as `sealing_suffix` writes it: lowercase hex),

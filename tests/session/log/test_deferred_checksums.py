@@ -90,12 +90,13 @@ def write_long_log(path: Path, prompts: int) -> None:
 
 
 @pytest.mark.parametrize("read_only", [True, False])
-@pytest.mark.parametrize("damaged_line", [2, 1500, 2999])
+@pytest.mark.parametrize("damaged_line", [2, 1500, 4999])
 def test_a_damaged_line_of_a_long_log_is_named_whichever_thread_checks_it(tmp_path: Path, read_only: bool, damaged_line: int):
     path = tmp_path / "long.jsonl"
-    write_long_log(path, 3000)
+    write_long_log(path, 5000)
+    assert path.stat().st_size > 1 << 20  # split in two halves, checked ahead of the decode
     lines = path.read_bytes().splitlines(keepends=True)
-    assert len(lines) == 3001  # the header and 3,000 events
+    assert len(lines) == 5001  # the header and 5,000 events
     intact = b"".join(lines)
     lines[damaged_line - 1] = damage_checksum(lines[damaged_line - 1])
     path.write_bytes(b"".join(lines))
@@ -106,17 +107,26 @@ def test_a_damaged_line_of_a_long_log_is_named_whichever_thread_checks_it(tmp_pa
         list_sessions(tmp_path)  # the catalog reads only the last record, but checks every one
     path.write_bytes(intact)
     with Session.open(path, read_only=True) as session:
-        assert len(session.messages()) == 3000
+        assert len(session.messages()) == 5000
 
 
-def test_the_first_of_two_damaged_lines_is_named(tmp_path: Path):
+@pytest.mark.parametrize(
+    ("damage", "named"),
+    [
+        ({900: "checksum", 3500: "checksum"}, "line 901: checksum mismatch"),
+        ({900: "checksum", 3500: "unsealed"}, "line 901: checksum mismatch"),  # the second half fails first
+        ({900: "unsealed", 3500: "unsealed"}, "line 901: checksum mismatch"),
+        ({3500: "unsealed", 3900: "checksum"}, "line 3501: checksum mismatch"),
+    ],
+)
+def test_the_first_of_two_damaged_lines_is_named(tmp_path: Path, damage: dict[int, str], named: str):
     path = tmp_path / "long.jsonl"
-    write_long_log(path, 2000)
+    write_long_log(path, 5000)
     lines = path.read_bytes().splitlines(keepends=True)
-    lines[1800] = damage_checksum(lines[1800])
-    lines[900] = damage_checksum(lines[900])
+    for index, how in damage.items():
+        lines[index] = damage_checksum(lines[index]) if how == "checksum" else lines[index][:-19] + b"}\n"
     path.write_bytes(b"".join(lines))
-    with pytest.raises(SessionCorruptError, match=r"line 901: checksum mismatch"):
+    with pytest.raises(SessionCorruptError, match=named):
         Session.open(path)
 
 
