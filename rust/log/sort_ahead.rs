@@ -60,23 +60,30 @@ struct Ahead<'w, W: AheadWork> {
     next: AtomicUsize,
     chunks: Vec<Mutex<Option<W::Chunk>>>,
     spare: Mutex<Vec<W::Chunk>>,
-    /// The chunk the calling thread is at.
+    /// The chunk the calling thread is at, and how many chunks it has reached (0 before it
+    /// reaches the first).
     at: AtomicUsize,
+    reached: AtomicUsize,
 }
 
 impl<'w, W: AheadWork> Ahead<'w, W> {
     fn new(work: &'w W, records: usize) -> Self {
         let chunks = (0..records.div_ceil(CHUNK)).map(|_| Mutex::new(None)).collect();
-        Ahead { work, records, next: AtomicUsize::new(0), chunks, spare: Mutex::new(Vec::new()), at: AtomicUsize::new(0) }
+        Ahead { work, records, next: AtomicUsize::new(0), chunks, spare: Mutex::new(Vec::new()), at: AtomicUsize::new(0), reached: AtomicUsize::new(0) }
     }
 
+    /// The work on `chunk`; `None` when the calling thread is done, or has reached the chunk
+    /// (it then works on it itself, and the work here would be thrown away).
     fn worked_chunk(&self, chunk: usize, taping: bool) -> Option<W::Chunk> {
         let first = chunk * CHUNK;
         let mut worked = lock(&self.spare).pop().unwrap_or_default();
         W::clear(&mut worked);
         for index in first..(first + CHUNK).min(self.records) {
-            if self.next.load(Ordering::Relaxed) >= self.chunks.len() {
-                return None; // the calling thread is done: the scope's end waits for one record at most
+            // Checked a record at a time: when the calling thread is done, the scope's end waits
+            // for one record at most; when it reached this chunk, no more is thrown away.
+            if self.next.load(Ordering::Relaxed) >= self.chunks.len() || self.reached.load(Ordering::Relaxed) > chunk {
+                lock(&self.spare).push(worked);
+                return None;
             }
             self.work.work(&mut worked, index, taping);
         }
@@ -96,7 +103,8 @@ impl<'w, W: AheadWork> Ahead<'w, W> {
             // thread. A thread kept behind, or sharing a core with the calling thread (a busy
             // machine), does the rest of the work only, as before the tapes.
             let taping = clock.had_a_core() && chunk >= self.at.load(Ordering::Relaxed) + TAPE_LEAD;
-            let Some(worked) = self.worked_chunk(chunk, taping) else { return };
+            // A chunk the calling thread reached first is skipped: the next claim is past it.
+            let Some(worked) = self.worked_chunk(chunk, taping) else { continue };
             *lock(&self.chunks[chunk]) = Some(worked);
         }
     }
@@ -118,6 +126,7 @@ impl<W: AheadWork> AheadRecords<'_, '_, W> {
         let chunk = index / CHUNK;
         if self.current.as_ref().is_none_or(|(current, _)| *current != chunk) {
             ahead.at.store(chunk, Ordering::Relaxed);
+            ahead.reached.store(chunk + 1, Ordering::Relaxed);
             let taken = lock(&ahead.chunks[chunk]).take().map(|worked| (chunk, worked));
             if let Some((_, done)) = std::mem::replace(&mut self.current, taken) {
                 lock(&ahead.spare).push(done);
@@ -351,7 +360,7 @@ mod tests {
 
     #[test]
     fn a_chunk_sorted_ahead_holds_the_tapes_of_its_message_records() {
-        let bodies = records(CHUNK + 8);
+        let bodies = records(2 * CHUNK + 8);
         let texts: Vec<[&[u8]; 2]> = bodies.iter().map(|body| [&body[..], &b"}"[..]]).collect();
         let work = SortWork { texts: &texts, unchecked: &[] };
         let ahead = Ahead::new(&work, texts.len());
@@ -367,9 +376,15 @@ mod tests {
         // Behind the calling thread: verdicts only, no tapes.
         let sorted = ahead.worked_chunk(0, false).expect("not stopped");
         assert!(sorted.tape_ranges.iter().all(|range| range.is_empty()) && sorted.sorted.len() == CHUNK);
+        // The calling thread at the chunk (it reads it itself): the chunk in flight is handed back.
+        let spare = lock(&ahead.spare).len();
+        ahead.reached.store(2, Ordering::Relaxed);
+        assert!(ahead.worked_chunk(1, true).is_none() && ahead.worked_chunk(0, true).is_none());
+        assert_eq!(lock(&ahead.spare).len(), spare + 1, "one buffer, handed back each time");
+        assert!(ahead.worked_chunk(2, true).is_some(), "a chunk past it is read");
         // The calling thread done: the chunk in flight is dropped.
-        ahead.next.store(2, Ordering::Relaxed);
-        assert!(ahead.worked_chunk(1, true).is_none());
+        ahead.next.store(ahead.chunks.len(), Ordering::Relaxed);
+        assert!(ahead.worked_chunk(2, true).is_none());
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! `assistant/chunk` data it stands for. `Err(())` for anything `expand_row` might read
 //! differently or refuse (the whole log then takes the Python path, which names what is wrong).
 
+use crate::json::write::leaves::write_i64;
 use crate::log::record_scanner::{Kind, Scan, Scanner};
 
 /// A packed row's data: its ints, and its strings as their JSON tokens (quotes and escapes kept,
@@ -37,7 +38,15 @@ impl Row<'_> {
 
     /// The JSON of member `k`'s data, `{"turn","step","chunk":{"type": delta, "index", ...}}`.
     pub(crate) fn write_member(&self, k: usize, delta: &str, out: &mut Vec<u8>) {
-        out.extend_from_slice(format!("{{\"turn\":{},\"step\":{},\"chunk\":{{\"type\":\"{delta}\",\"index\":{}", self.turn, self.step, self.index).as_bytes());
+        // Written in place: no `format!` string made and freed per chunk.
+        out.extend_from_slice(b"{\"turn\":");
+        write_i64(out, self.turn);
+        out.extend_from_slice(b",\"step\":");
+        write_i64(out, self.step);
+        out.extend_from_slice(b",\"chunk\":{\"type\":\"");
+        out.extend_from_slice(delta.as_bytes());
+        out.extend_from_slice(b"\",\"index\":");
+        write_i64(out, self.index);
         match self.id {
             Some(id) => {
                 out.extend_from_slice(b",\"id\":");

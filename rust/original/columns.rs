@@ -25,9 +25,7 @@ use crate::log::message_tape::read_message_tape;
 use crate::log::message_vouch::vouch_message_append;
 use crate::log::sort_ahead::{with_work_ahead, AheadWork};
 use crate::original::lines::OriginalLines;
-use crate::original::message_text::dshkit_message_record;
-use crate::original::read_ahead::{read, row_events, ByName, NameSet, OriginalWork, Read, ReadChunk, Vocabulary};
-use crate::original::record_top::Top;
+use crate::original::read_ahead::{OriginalWork, Read, ReadChunk, Vocabulary};
 
 const KIND_DATA: u8 = b'D';
 const KIND_KEPT: u8 = b'E';
@@ -47,11 +45,13 @@ struct Columns<'py> {
     /// `(seqs, tags, record indexes)` of each run of appends read and vouched for here.
     pending: Bound<'py, PyList>,
     run: (Vec<usize>, Vec<Bound<'py, PyAny>>, Vec<usize>),
-    names: ByName<Bound<'py, PyAny>>,
+    /// Each type name of the vocabulary as a `str`, by `TypeName::id`, and `assistant/chunk`.
+    type_names: Vec<Bound<'py, PyAny>>,
+    chunk_type: Bound<'py, PyAny>,
 }
 
 impl<'py> Columns<'py> {
-    fn new(py: Python<'py>, texts: &[&[u8]]) -> Self {
+    fn new(py: Python<'py>, texts: &[&[u8]], vocabulary: &Vocabulary) -> Self {
         let size: usize = texts.iter().map(|text| text.len()).sum();
         Columns {
             types: Vec::with_capacity(texts.len()),
@@ -61,7 +61,8 @@ impl<'py> Columns<'py> {
             messages: Vec::with_capacity(texts.len()),
             pending: PyList::empty(py),
             run: (Vec::new(), Vec::new(), Vec::new()),
-            names: ByName::default(),
+            type_names: vocabulary.names.iter().map(|name| PyString::intern(py, name).into_any()).collect(),
+            chunk_type: PyString::intern(py, CHUNK_TYPE).into_any(),
         }
     }
 
@@ -78,14 +79,8 @@ impl<'py> Columns<'py> {
         PyTuple::new(py, parts)
     }
 
-    fn name(&mut self, py: Python<'py>, name: &[u8]) -> Bound<'py, PyAny> {
-        if let Some(value) = self.names.get(name) {
-            return value.clone();
-        }
-        // SAFETY: `scan_top` checked the text is UTF-8; the name lies between ASCII quotes.
-        let value = PyString::intern(py, unsafe { std::str::from_utf8_unchecked(name) }).into_any();
-        self.names.insert(name.to_vec(), value.clone());
-        value
+    fn type_name(&self, id: u16) -> Bound<'py, PyAny> {
+        self.type_names[usize::from(id)].clone()
     }
 
     fn event(&mut self, event_type: Bound<'py, PyAny>, time: i64, kind: u8, data: &[&[u8]]) {
@@ -105,10 +100,9 @@ impl<'py> Columns<'py> {
     }
 
     /// A message append read and vouched for here (`record` index `index`).
-    fn vouched(&mut self, py: Python<'py>, index: usize, event_type: &[u8], append: MessageAppend<'py>) -> PyResult<()> {
+    fn vouched(&mut self, index: usize, type_id: u16, append: MessageAppend<'py, '_>) -> PyResult<()> {
         let seq = self.types.len();
-        let event_type = self.name(py, event_type);
-        self.event(event_type, append.time, append.kind, &[&append.kept]);
+        self.event(self.type_name(type_id), append.time, append.kind, &append.kept);
         self.messages[seq] = append.message;
         self.run.0.push(seq);
         self.run.1.push(append.tag);
@@ -117,11 +111,11 @@ impl<'py> Columns<'py> {
     }
 
     /// The events of a packed row whose first claims seq `seq0` (`None`: not the next seq).
-    fn row(&mut self, py: Python<'py>, seq0: i64, events: &[(i64, Range<usize>)], data: &[u8]) -> Option<()> {
+    fn row(&mut self, seq0: i64, events: &[(i64, Range<usize>)], data: &[u8]) -> Option<()> {
         if seq0 != self.types.len() as i64 {
             return None;
         }
-        let chunk_type = self.name(py, CHUNK_TYPE.as_bytes());
+        let chunk_type = self.chunk_type.clone();
         for (time, span) in events {
             self.event(chunk_type.clone(), *time, KIND_DATA, &[&data[span.clone()]]);
         }
@@ -146,36 +140,22 @@ fn parses_as_row(py: Python<'_>, text: &[u8], vocabulary: &Vocabulary) -> bool {
     event_type.extract::<String>().is_ok_and(|name| vocabulary.rows.contains_key(name.as_bytes()))
 }
 
-/// The events of packed row `text` added to `columns` (`None`: not read here).
-fn add_row<'py>(py: Python<'py>, columns: &mut Columns<'py>, text: &[u8], tag: &[u8], vocabulary: &Vocabulary) -> Option<()> {
-    let (mut data, mut events) = (Vec::new(), Vec::new());
-    let seq0 = row_events(text, tag, vocabulary, &mut data, &mut events)?;
-    columns.row(py, seq0, &events, &data)
-}
-
 /// A message append read here: what the columns keep of it, and its tag for `Surface.fold_appends`.
-struct MessageAppend<'py> {
+struct MessageAppend<'py, 'r> {
     time: i64,
     message: Bound<'py, PyAny>,
     kind: u8,
-    /// `[data with null for its message, source seqs]` (kind `M`), or nothing (`U`: a user
-    /// message citing nothing), as `log/records.rs` keeps a vouched append.
-    kept: Vec<u8>,
+    /// `[data with null for its message, source seqs]` (kind `M`) in parts, or nothing (`U`: a
+    /// user message citing nothing), as `log/records.rs` keeps a vouched append.
+    kept: [&'r [u8]; 7],
     tag: Bound<'py, PyAny>,
 }
 
-/// Record `text` of message event `seq` read as dshkit's record of it (`message_text.rs`) by
-/// `log/`'s reader, when it is an append that passes every rule not depending on the log
-/// before it (`vouch_message_append`); else `None`.
-fn message_append<'py>(py: Python<'py>, text: &[u8], top: &Top, event_type: &[u8], seq: usize) -> Option<MessageAppend<'py>> {
-    let rewritten = dshkit_message_record(text, top, event_type, seq)?;
-    rewritten_append(py, std::str::from_utf8(&rewritten).ok()?, None, event_type, seq)
-}
-
-/// `message_append` from the `rewritten` record, read from its `tape` when it has one (and from
-/// the text where the tape's reading answers `None`).
-fn rewritten_append<'py>(py: Python<'py>, rewritten: &str, tape: Option<Tape<'_>>, event_type: &[u8], seq: usize) -> Option<MessageAppend<'py>> {
-    let type_name = std::str::from_utf8(event_type).ok()?;
+/// The `rewritten` record of message event `seq` (`message_text.rs`) read by `log/`'s reader,
+/// from its `tape` when it has one (and from the text where the tape's reading answers `None`),
+/// when it is an append that passes every rule not depending on the log before it
+/// (`vouch_message_append`); else `None`.
+fn rewritten_append<'py, 'r>(py: Python<'py>, rewritten: &'r str, tape: Option<Tape<'_>>, type_name: &str, seq: usize) -> Option<MessageAppend<'py, 'r>> {
     let from_tape = tape.and_then(|tape| read_message_tape(py, rewritten, tape, seq, type_name));
     let record = from_tape.or_else(|| read_message_record(py, rewritten, seq, type_name))?;
     if !record.envelope_passes(rewritten) {
@@ -185,47 +165,38 @@ fn rewritten_append<'py>(py: Python<'py>, rewritten: &str, tape: Option<Tape<'_>
     let tag = append.into_tag(py).ok()?;
     let bytes = rewritten.as_bytes();
     let (kind, kept) = if type_name == "user/message" && record.source_seqs.is_empty() {
-        (KIND_USER, Vec::new())
+        (KIND_USER, [&b""[..]; 7])
     } else {
         let ((data_start, data_end), (message_start, message_end)) = (record.data_span, record.message_span);
         let (seqs_start, seqs_end) = record.source_seqs_span;
-        let parts: [&[u8]; 7] = [b"[", &bytes[data_start..message_start], b"null", &bytes[message_end..data_end], b",", &bytes[seqs_start..seqs_end], b"]"];
-        (KIND_MESSAGE, parts.concat())
+        (KIND_MESSAGE, [b"[", &bytes[data_start..message_start], b"null", &bytes[message_end..data_end], b",", &bytes[seqs_start..seqs_end], b"]"])
     };
     Some(MessageAppend { time: record.time, message: record.message.into_any(), kind, kept, tag })
 }
 
-/// Record `index` (whose text is `text`) added to `columns` as `read` says
-/// (`chunk`: where a reading ahead keeps its rewritten records); `None`: the whole log takes
-/// the Python path.
+/// Record `index` (whose text is `text`) added to `columns` as `read` says (`chunk`: where
+/// its reading keeps its rewritten record); `None`: the whole log takes the Python path.
 fn add_record<'py>(
     py: Python<'py>,
     columns: &mut Columns<'py>,
     (index, text): (usize, &[u8]),
     read: &Read<'_>,
-    chunk: Option<&ReadChunk<'_>>,
+    chunk: &ReadChunk<'_>,
     vocabulary: &Vocabulary,
 ) -> PyResult<Option<()>> {
     let seq = columns.types.len();
     match *read {
-        Read::Event(name, claimed, time, ref data) if claimed == seq as i64 => {
-            let event_type = columns.name(py, name);
-            columns.event(event_type, time, KIND_DATA, &data.parts());
+        Read::Event(type_id, claimed, time, ref data) if claimed == seq as i64 => {
+            columns.event(columns.type_name(type_id), time, KIND_DATA, &data.parts());
         }
-        Read::Row(tag) => return Ok(add_row(py, columns, text, tag, vocabulary)),
-        Read::RowRead { seq0, ref events } => {
-            let chunk = chunk.expect("a row read ahead is read from its chunk");
-            return Ok(columns.row(py, seq0, &chunk.row_events[events.clone()], &chunk.row_data));
-        }
-        Read::Message(name, ref top) => match message_append(py, text, top, name, seq) {
-            Some(append) => columns.vouched(py, index, name, append)?,
-            None => columns.left_to_python(py, index)?,
-        },
-        Read::Rewritten { event_type, seq: claimed, ref text, ref tape } if claimed == seq => {
-            let chunk = chunk.expect("a record rewritten ahead is read from its chunk");
+        // Not read by `row_events`, which is all the reading of a row there is.
+        Read::Row => return Ok(None),
+        Read::RowRead { seq0, ref events } => return Ok(columns.row(seq0, &chunk.row_events[events.clone()], &chunk.row_data)),
+        Read::Rewritten { type_id, seq: claimed, ref text, ref tape } if claimed == seq => {
             let tape = (!tape.is_empty()).then(|| chunk.tapes.tape(tape.clone()));
-            match rewritten_append(py, &chunk.rewritten[text.clone()], tape, event_type, seq) {
-                Some(append) => columns.vouched(py, index, event_type, append)?,
+            let type_name = &vocabulary.names[usize::from(type_id)];
+            match rewritten_append(py, chunk.rewritten(text.clone()), tape, type_name, seq) {
+                Some(append) => columns.vouched(index, type_id, append)?,
                 None => columns.left_to_python(py, index)?,
             }
         }
@@ -254,14 +225,9 @@ fn record_texts<'a, 'py>(py: Python<'py>, records: &'a Bound<'py, PyAny>, items:
 }
 
 fn vocabulary(verbatim: &Bound<'_, PyAny>, ignorable: &Bound<'_, PyAny>, rows: &Bound<'_, PyDict>) -> PyResult<Vocabulary> {
-    let names = |set: &Bound<'_, PyAny>| -> PyResult<NameSet> {
-        set.try_iter()?.map(|name| Ok(name?.extract::<String>()?.into_bytes())).collect()
-    };
-    let mut row_deltas = ByName::default();
-    for (tag, delta) in rows.iter() {
-        row_deltas.insert(tag.extract::<String>()?.into_bytes(), delta.extract::<String>()?);
-    }
-    Ok(Vocabulary { verbatim: names(verbatim)?, ignorable: names(ignorable)?, rows: row_deltas })
+    let names = |set: &Bound<'_, PyAny>| -> PyResult<Vec<String>> { set.try_iter()?.map(|name| name?.extract::<String>()).collect() };
+    let rows = rows.iter().map(|(tag, delta)| Ok((tag.extract::<String>()?, delta.extract::<String>()?))).collect::<PyResult<_>>()?;
+    Ok(Vocabulary::new(names(verbatim)?, names(ignorable)?, rows))
 }
 
 /// The original's event records (`bytes` or `str`, the header excluded) as `EventLog` columns:
@@ -284,15 +250,20 @@ fn decode_original_records<'py>(
     let vocabulary = vocabulary(verbatim, ignorable, rows)?;
     let mut items = Vec::new();
     let texts = record_texts(py, records, &mut items)?;
-    let mut columns = Columns::new(py, &texts);
+    let mut columns = Columns::new(py, &texts, &vocabulary);
     // The records are read (and message appends rewritten and taped) ahead on a second thread
-    // (`read_ahead.rs`) while this one builds.
+    // (`read_ahead.rs`) while this one builds; one not read yet is read here the same way.
     let work = OriginalWork { texts: &texts, vocabulary: &vocabulary };
+    let mut here = ReadChunk::default();
     let whole = with_work_ahead(&work, texts.len(), |ahead| -> PyResult<bool> {
         for (index, &text) in texts.iter().enumerate() {
             let added = match ahead.worked(index) {
-                Some((chunk, at)) => add_record(py, &mut columns, (index, text), &chunk.reads[at], Some(chunk), &vocabulary)?,
-                None => add_record(py, &mut columns, (index, text), &read(text, &vocabulary), None, &vocabulary)?,
+                Some((chunk, at)) => add_record(py, &mut columns, (index, text), &chunk.reads[at], chunk, &vocabulary)?,
+                None => {
+                    OriginalWork::clear(&mut here);
+                    work.work(&mut here, index, false);
+                    add_record(py, &mut columns, (index, text), &here.reads[0], &here, &vocabulary)?
+                }
             };
             if added.is_none() {
                 return Ok(false);
@@ -326,15 +297,15 @@ fn _decode_original_records_taped<'py>(
     (0..texts.len()).for_each(|index| work.work(&mut chunk, index, true));
     let mut taped = 0;
     for read in &chunk.reads {
-        if let Read::Rewritten { event_type, seq, text, tape } = read {
-            let Ok(type_name) = std::str::from_utf8(event_type) else { continue };
+        if let Read::Rewritten { type_id, seq, text, tape } = read {
+            let type_name = &vocabulary.names[usize::from(*type_id)];
             let tape = (!tape.is_empty()).then(|| chunk.tapes.tape(tape.clone()));
-            taped += usize::from(tape.is_some_and(|tape| read_message_tape(py, &chunk.rewritten[text.clone()], tape, *seq, type_name).is_some()));
+            taped += usize::from(tape.is_some_and(|tape| read_message_tape(py, chunk.rewritten(text.clone()), tape, *seq, type_name).is_some()));
         }
     }
-    let mut columns = Columns::new(py, &texts);
+    let mut columns = Columns::new(py, &texts, &vocabulary);
     for (index, &text) in texts.iter().enumerate() {
-        if add_record(py, &mut columns, (index, text), &chunk.reads[index], Some(&chunk), &vocabulary)?.is_none() {
+        if add_record(py, &mut columns, (index, text), &chunk.reads[index], &chunk, &vocabulary)?.is_none() {
             return Ok((None, taped));
         }
     }

@@ -25,8 +25,11 @@
 //! (a block's `type`). Before, each level collected its members and the next read them again, so
 //! a block's bytes were scanned five times (a tool result's content seven).
 
+use std::ops::Range;
+
+use crate::json::write::leaves::write_i64;
 use crate::log::record_scanner::{Kind, Scan, Scanner, MAX_SCAN_DEPTH};
-use crate::original::record_top::{entries_in, only, Entry, Member, Top};
+use crate::original::record_top::{entries_in, only, Entries, Entry, Member, Top};
 
 const USAGE: [(&[u8], &[u8]); 5] = [
     (b"inputTokens", b"input_tokens"),
@@ -97,7 +100,7 @@ fn walk_array(scanner: &mut Scanner, depth: usize, mut item: impl FnMut(&mut Sca
 
 /// The members of the object at the scanner (`depth` deep), which is left past it, and the
 /// object's span.
-fn object_at(scanner: &mut Scanner, depth: usize) -> Scan<(Vec<Entry>, Member)> {
+fn object_at(scanner: &mut Scanner, depth: usize) -> Scan<(Entries, Member)> {
     scanner.skip_whitespace();
     let start = scanner.pos;
     let members = entries_in(scanner, depth)?;
@@ -155,7 +158,8 @@ fn write_result_content(out: &mut Vec<u8>, text: &[u8], content: Option<&Entry>)
 fn write_tool_result(out: &mut Vec<u8>, text: &[u8], members: &[Entry]) -> Option<()> {
     let (call_id, is_error) = (only(text, members, b"toolCallId").ok()?, only(text, members, b"isError").ok()?);
     let content = only(text, members, b"content").ok()?;
-    let kept: Vec<Entry> = members.iter().filter(|entry| !RESULT_KEYS.contains(&key(text, entry))).copied().collect();
+    let mut kept = Entries::new();
+    members.iter().filter(|entry| !RESULT_KEYS.contains(&key(text, entry))).for_each(|entry| kept.push(*entry));
     if kept.iter().any(|entry| RESULT_OUT_KEYS.contains(&key(text, entry))) {
         return None;
     }
@@ -328,22 +332,51 @@ fn write_usage(out: &mut Vec<u8>, text: &[u8], _usage: &Member, members: &[Entry
 }
 
 /// The data of a message event of `event_type` at the scanner (`depth` deep) as dshkit's, read
-/// and written in one walk that also vouches for its JSON as the record's scan would (`Err`:
-/// not JSON the scan vouches for, or a shape left to Python; the caller then scans it again).
-pub(crate) fn dshkit_data(scanner: &mut Scanner, event_type: &[u8], depth: usize) -> Scan<Vec<u8>> {
+/// and written to `out` in one walk that also vouches for its JSON as the record's scan would
+/// (`Err`: not JSON the scan vouches for, or a shape left to Python; `out` may then hold part of
+/// it, and the caller scans it again).
+fn write_dshkit_data(out: &mut Vec<u8>, scanner: &mut Scanner, event_type: &[u8], depth: usize) -> Scan<()> {
     let write = match event_type {
         b"user/message" => write_message,
         b"assistant/message" | b"tool/result" => write_message_data,
         _ => return Err(()),
     };
-    let mut out = Vec::with_capacity(scanner.bytes.len() - scanner.pos);
-    write(&mut out, scanner, depth)?;
-    Ok(out)
+    out.reserve(scanner.bytes.len() - scanner.pos + RECORD_ENVELOPE);
+    write(out, scanner, depth)
+}
+
+/// Room for what dshkit's record adds around the data (seq, time, type, surface op).
+const RECORD_ENVELOPE: usize = 160;
+
+/// The start of dshkit's record of a message event of `event_type` whose data is at the scanner
+/// (`depth` deep), written to the end of `record`: `{"data":` and the data as dshkit's
+/// (`write_dshkit_data`); the record is finished by `dshkit_message_record`. On `Err`, `record`
+/// is left as it was.
+pub(crate) fn begin_dshkit_record(scanner: &mut Scanner, event_type: &[u8], depth: usize, record: &mut Vec<u8>) -> Scan<()> {
+    let mark = record.len();
+    record.extend_from_slice(b"{\"data\":");
+    let written = write_dshkit_data(record, scanner, event_type, depth);
+    if written.is_err() {
+        record.truncate(mark);
+    }
+    written
 }
 
 /// dshkit's record of the original's message event record `text` (its top level `top`, of
-/// `event_type`, event `seq`), an append; `None` when unsure.
-pub(crate) fn dshkit_message_record(text: &[u8], top: &Top, event_type: &[u8], seq: usize) -> Option<Vec<u8>> {
+/// `event_type`, event `seq`), an append, finished at the end of `record` (begun there by the
+/// scan when `top.record_start` says so, else written whole): its span there; `None` when
+/// unsure, `record` then left without it. dshkit's reader takes the members in any order: the
+/// data comes first, as the scan writes it.
+pub(crate) fn dshkit_message_record(text: &[u8], top: &Top, event_type: &[u8], seq: usize, record: &mut Vec<u8>) -> Option<Range<usize>> {
+    let start = top.record_start.unwrap_or(record.len());
+    let finished = finish_record(text, top, event_type, seq, record);
+    if finished.is_none() {
+        record.truncate(start);
+    }
+    finished.map(|()| start..record.len())
+}
+
+fn finish_record(text: &[u8], top: &Top, event_type: &[u8], seq: usize, out: &mut Vec<u8>) -> Option<()> {
     let once = [&top.event_type, &top.seq, &top.time, &top.data, &top.surface_op].iter().all(|member| member.count == 1);
     let sources = (top.source_seqs.count == 1).then_some(&top.source_seqs);
     if !once || top.escaped_key || top.source_seqs.count > 1 || top.members != 5 + usize::from(sources.is_some()) {
@@ -352,30 +385,30 @@ pub(crate) fn dshkit_message_record(text: &[u8], top: &Top, event_type: &[u8], s
     if top.seq.int()? != seq as i64 || top.surface_op.plain_str(text)? != b"append" {
         return None;
     }
-    let (time, data) = (&top.time, &top.data);
-    let time = time.int()?;
-    let mut out = format!("{{\"seq\":{seq},\"time\":{time},\"type\":\"").into_bytes();
-    out.extend_from_slice(event_type);
-    out.extend_from_slice(b"\",\"data\":");
-    match &top.rewritten_data {
-        Some(rewritten) => out.extend_from_slice(rewritten),
-        None => {
-            // `data` came before `type`, or its walk in the scan failed: walked here.
-            let mut scanner = Scanner { bytes: &text[..data.span.1], pos: data.span.0, non_ascii: false };
-            out.extend_from_slice(&dshkit_data(&mut scanner, event_type, 1).ok()?);
-            if scanner.pos != data.span.1 {
-                return None;
-            }
+    let time = top.time.int()?;
+    if top.record_start.is_none() {
+        // `data` came before `type`, or its walk in the scan failed: walked here.
+        let data = &top.data;
+        let mut scanner = Scanner { bytes: &text[..data.span.1], pos: data.span.0, non_ascii: false };
+        begin_dshkit_record(&mut scanner, event_type, 1, out).ok()?;
+        if scanner.pos != data.span.1 {
+            return None;
         }
     }
-    out.extend_from_slice(b",\"surface_op\":\"append\",\"source_event_seqs\":");
+    out.extend_from_slice(b",\"seq\":");
+    write_i64(out, seq as i64);
+    out.extend_from_slice(b",\"time\":");
+    write_i64(out, time);
+    out.extend_from_slice(b",\"type\":\"");
+    out.extend_from_slice(event_type);
+    out.extend_from_slice(b"\",\"surface_op\":\"append\",\"source_event_seqs\":");
     match sources {
         Some(member) if text[member.span.0] == b'[' => out.extend_from_slice(value(text, member)),
         Some(_) => return None,
         None => out.extend_from_slice(b"[]"),
     }
     out.push(b'}');
-    Some(out)
+    Some(())
 }
 
 #[cfg(test)]
@@ -383,8 +416,14 @@ mod tests {
     use super::*;
 
     fn rewritten(text: &str, event_type: &str, seq: usize) -> Option<String> {
-        let top = crate::original::record_top::scan_top(text.as_bytes()).ok()?;
-        dshkit_message_record(text.as_bytes(), &top, event_type.as_bytes(), seq).map(|out| String::from_utf8(out).unwrap())
+        let mut record = b"before".to_vec();
+        let top = crate::original::record_top::scan_top(text.as_bytes(), &mut record).ok()?;
+        let Some(span) = dshkit_message_record(text.as_bytes(), &top, event_type.as_bytes(), seq, &mut record) else {
+            assert_eq!(record, b"before", "nothing left behind");
+            return None;
+        };
+        assert_eq!((&record[..span.start], span.end), (&b"before"[..], record.len()));
+        Some(String::from_utf8(record[span].to_vec()).unwrap())
     }
 
     #[test]
@@ -392,7 +431,7 @@ mod tests {
         let text = r#"{"type":"user/message","seq":3,"time":9,"data":{"content":[{"type":"text","text":"hi"}],"source":{"kind":"user"},"role":"user","id":"u1"},"surfaceOp":"append"}"#;
         assert_eq!(
             rewritten(text, "user/message", 3).unwrap(),
-            r#"{"seq":3,"time":9,"type":"user/message","data":{"content":[{"type":"text","text":"hi"}],"source":{"kind":"user"},"role":"user","id":"u1"},"surface_op":"append","source_event_seqs":[]}"#
+            r#"{"data":{"content":[{"type":"text","text":"hi"}],"source":{"kind":"user"},"role":"user","id":"u1"},"seq":3,"time":9,"type":"user/message","surface_op":"append","source_event_seqs":[]}"#
         );
         assert_eq!(rewritten(text, "user/message", 4), None); // another seq
         assert_eq!(rewritten(&text.replace(r#","surfaceOp":"append""#, ""), "user/message", 3), None); // off the surface
@@ -400,16 +439,30 @@ mod tests {
     }
 
     #[test]
+    fn data_before_the_type_is_rewritten_after_the_scan_the_same() {
+        let text = r#"{"type":"user/message","seq":3,"time":9,"data":{"content":[],"source":{"kind":"user"},"role":"user","id":"u1"},"surfaceOp":"append"}"#;
+        let data_first = r#"{"data":{"content":[],"source":{"kind":"user"},"role":"user","id":"u1"},"type":"user/message","seq":3,"time":9,"surfaceOp":"append"}"#;
+        let mut record = Vec::new();
+        let top = crate::original::record_top::scan_top(data_first.as_bytes(), &mut record).unwrap();
+        assert!(top.record_start.is_none() && record.is_empty(), "the type was not known when the data was met");
+        assert_eq!(rewritten(data_first, "user/message", 3), rewritten(text, "user/message", 3));
+        assert!(rewritten(text, "user/message", 3).is_some());
+        // A scan that began the record, then failed: nothing left in the buffer.
+        let torn = &text[..text.len() - 1];
+        assert!(crate::original::record_top::scan_top(torn.as_bytes(), &mut record).is_err() && record.is_empty());
+    }
+
+    #[test]
     fn calls_results_sources_and_usage_are_renamed() {
         let answer = r#"{"type":"assistant/message","seq":4,"time":9,"data":{"turn":1,"message":{"role":"assistant","content":[{"type":"tool-call","id":"c","name":"n","arguments":"{}"}],"source":{"kind":"model"},"id":"a"},"usage":{"inputTokens":1,"x":2},"finishReason":"stop"},"sourceEventSeqs":[1,2],"surfaceOp":"append"}"#;
         assert_eq!(
             rewritten(answer, "assistant/message", 4).unwrap(),
-            r#"{"seq":4,"time":9,"type":"assistant/message","data":{"turn":1,"message":{"role":"assistant","content":[{"type":"tool_call","id":"c","name":"n","arguments":"{}"}],"source":{"kind":"model"},"id":"a"},"usage":{"input_tokens":1,"x":2},"finish_reason":"stop"},"surface_op":"append","source_event_seqs":[1,2]}"#
+            r#"{"data":{"turn":1,"message":{"role":"assistant","content":[{"type":"tool_call","id":"c","name":"n","arguments":"{}"}],"source":{"kind":"model"},"id":"a"},"usage":{"input_tokens":1,"x":2},"finish_reason":"stop"},"seq":4,"time":9,"type":"assistant/message","surface_op":"append","source_event_seqs":[1,2]}"#
         );
         let result = r#"{"type":"tool/result","seq":5,"time":9,"data":{"message":{"role":"user","source":{"kind":"tool","callId":"c"},"content":[{"type":"tool-result","toolCallId":"c","content":[{"type":"text","text":"t"}]}],"id":"r"}},"surfaceOp":"append"}"#;
         assert_eq!(
             rewritten(result, "tool/result", 5).unwrap(),
-            r#"{"seq":5,"time":9,"type":"tool/result","data":{"message":{"role":"user","source":{"kind":"tool","call_id":"c"},"content":[{"type":"tool_result","tool_call_id":"c","content":[{"type":"text","text":"t"}],"is_error":false,"is_error_omitted":true}],"id":"r"}},"surface_op":"append","source_event_seqs":[]}"#
+            r#"{"data":{"message":{"role":"user","source":{"kind":"tool","call_id":"c"},"content":[{"type":"tool_result","tool_call_id":"c","content":[{"type":"text","text":"t"}],"is_error":false,"is_error_omitted":true}],"id":"r"}},"seq":5,"time":9,"type":"tool/result","surface_op":"append","source_event_seqs":[]}"#
         );
         assert_eq!(rewritten(&answer.replace(r#""x":2"#, r#""input_tokens":2"#), "assistant/message", 4), None);
         assert_eq!(rewritten(&answer.replace(r#""kind":"model""#, r#""kind":"model","replayState":{}"#), "assistant/message", 4), None);

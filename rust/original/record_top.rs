@@ -3,8 +3,10 @@
 //! a message event's `surfaceOp`, `sourceEventSeqs`), each with how often it occurs, what it is and where it is. `Err(())` when the text
 //! is not a JSON object the scanner vouches for (the Python decoder then decides).
 
+use std::ops::Deref;
+
 use crate::log::record_scanner::{Kind, Scan, Scanner};
-use crate::original::message_text::dshkit_data;
+use crate::original::message_text::begin_dshkit_record;
 
 /// One member of the record a reader looks at.
 #[derive(Clone, Copy, Debug)]
@@ -67,9 +69,10 @@ pub(crate) struct Top {
     pub(crate) members: usize,
     /// A key held an escape (it could spell any of the above).
     pub(crate) escaped_key: bool,
-    /// A message event's `data` as dshkit's, written while scanning it (`message_text::dshkit_data`)
-    /// when `type` came first; `None` otherwise.
-    pub(crate) rewritten_data: Option<Vec<u8>>,
+    /// Where dshkit's record of a message event begins in the buffer given to `scan_top`, which
+    /// it ends: `{"data":` and the data as dshkit's, written while scanning it
+    /// (`message_text::begin_dshkit_record`) when `type` came first; `None` otherwise.
+    pub(crate) record_start: Option<usize>,
 }
 
 impl Top {
@@ -85,8 +88,18 @@ impl Top {
 }
 
 /// The top object of `text` (nothing but whitespace around it; UTF-8 checked where a string
-/// held a byte that is not ASCII).
-pub(crate) fn scan_top(text: &[u8]) -> Scan<Top> {
+/// held a byte that is not ASCII). A message event's data met after its `type` is rewritten
+/// into `record`, at its end (`Top::record_start`); nothing is left there on `Err`.
+pub(crate) fn scan_top(text: &[u8], record: &mut Vec<u8>) -> Scan<Top> {
+    let mark = record.len();
+    let top = scan_members(text, record);
+    if top.is_err() {
+        record.truncate(mark);
+    }
+    top
+}
+
+fn scan_members(text: &[u8], record: &mut Vec<u8>) -> Scan<Top> {
     let mut scanner = Scanner { bytes: text, pos: 0, non_ascii: false };
     scanner.skip_whitespace();
     if scanner.peek() != Some(b'{') {
@@ -103,17 +116,17 @@ pub(crate) fn scan_top(text: &[u8]) -> Scan<Top> {
         source_seqs: Member::NONE,
         members: 0,
         escaped_key: false,
-        rewritten_data: None,
+        record_start: None,
     };
     top.members = scanner.object(0, |scanner, key, depth| {
         if key == Some(b"data") && top.data.count == 0 {
             // A message event's data is rewritten as it is scanned: one walk instead of two.
             if let Some(event_type) = top.event_type.plain_str(text) {
                 scanner.skip_whitespace();
-                let start = scanner.pos;
-                match dshkit_data(scanner, event_type, depth) {
-                    Ok(rewritten) => {
-                        top.rewritten_data = Some(rewritten);
+                let (start, record_start) = (scanner.pos, record.len());
+                match begin_dshkit_record(scanner, event_type, depth, record) {
+                    Ok(()) => {
+                        top.record_start = Some(record_start);
                         top.data = Member { count: 1, kind: Kind::Object, span: (start, scanner.pos), escaped: false };
                         return Ok(());
                     }
@@ -154,9 +167,51 @@ pub(crate) struct Entry {
     pub(crate) value: Member,
 }
 
+/// Objects of up to this many members (blocks, sources, usage: all but odd ones) are read
+/// without a heap allocation.
+const INLINE_ENTRIES: usize = 8;
+
+/// The members of an object: on the stack up to `INLINE_ENTRIES`, then in a `Vec` (a `Vec` per
+/// object showed in the profile as `malloc`/`free`, several per message record).
+pub(crate) struct Entries {
+    len: usize,
+    inline: [Entry; INLINE_ENTRIES],
+    spilled: Vec<Entry>,
+}
+
+impl Entries {
+    pub(crate) fn new() -> Self {
+        Entries { len: 0, inline: [Entry { key: (0, 0), value: Member::NONE }; INLINE_ENTRIES], spilled: Vec::new() }
+    }
+
+    pub(crate) fn push(&mut self, entry: Entry) {
+        if self.len < INLINE_ENTRIES {
+            self.inline[self.len] = entry;
+        } else {
+            if self.len == INLINE_ENTRIES {
+                self.spilled.extend_from_slice(&self.inline);
+            }
+            self.spilled.push(entry);
+        }
+        self.len += 1;
+    }
+}
+
+impl Deref for Entries {
+    type Target = [Entry];
+
+    fn deref(&self) -> &[Entry] {
+        if self.len <= INLINE_ENTRIES {
+            &self.inline[..self.len]
+        } else {
+            &self.spilled
+        }
+    }
+}
+
 /// The members of the object at `span` of `text`, in order; `Err` if a key holds an escape (it
 /// could spell any key) or the object has more than `MAX_ENTRIES` members.
-pub(crate) fn entries(text: &[u8], span: (usize, usize)) -> Scan<Vec<Entry>> {
+pub(crate) fn entries(text: &[u8], span: (usize, usize)) -> Scan<Entries> {
     let (out, end) = entries_from(&text[..span.1], span.0)?;
     if end != span.1 {
         return Err(());
@@ -166,20 +221,20 @@ pub(crate) fn entries(text: &[u8], span: (usize, usize)) -> Scan<Vec<Entry>> {
 
 /// As `entries`, for the object starting at `start` of `text` (ending where it ends): its
 /// members and the position past its `}`, so that a reader that meets an object walks it once.
-pub(crate) fn entries_from(text: &[u8], start: usize) -> Scan<(Vec<Entry>, usize)> {
+pub(crate) fn entries_from(text: &[u8], start: usize) -> Scan<(Entries, usize)> {
     let mut scanner = Scanner { bytes: text, pos: start, non_ascii: false };
     let out = entries_in(&mut scanner, 1)?;
     Ok((out, scanner.pos))
 }
 
 /// As `entries_from`, with `scanner` at the object (`depth` deep), which it leaves past it.
-pub(crate) fn entries_in(scanner: &mut Scanner, depth: usize) -> Scan<Vec<Entry>> {
+pub(crate) fn entries_in(scanner: &mut Scanner, depth: usize) -> Scan<Entries> {
     const MAX_ENTRIES: usize = 64;
     if scanner.peek() != Some(b'{') {
         return Err(());
     }
     let text = scanner.bytes;
-    let mut out = Vec::new();
+    let mut out = Entries::new();
     scanner.object(depth, |scanner, key, depth| {
         let key = key.ok_or(())?;
         if out.len() == MAX_ENTRIES {

@@ -388,6 +388,40 @@ def test_the_messages_of_a_conversation_are_read_from_their_tapes_ahead() -> Non
     assert taped == 3
 
 
+# The top scan rewrites a message's data into the chunk's buffer as it meets it (after `type`);
+# what the record then turns out to be decides whether that stays. Each change to the prompt's
+# text below comes after its data: the records after it must read as before.
+BEGUN_THEN_REFUSED = {
+    "type repeated": (b',"surfaceOp"', b',"type":"user/message","surfaceOp"'),
+    "data repeated": (b',"surfaceOp"', b',"data":{},"surfaceOp"'),
+    "a replace": (b'"surfaceOp":"append"', b'"surfaceOp":"replace"'),
+    "an escaped key": (b'"surfaceOp"', b'"surf\\u0061ceOp"'),
+    "a bad byte": (b'"surfaceOp":"append"', b'"surfaceOp":"app\xffend"'),
+    "a number the scan refuses": (b',"surfaceOp"', b',"x":1e5,"surfaceOp"'),
+}
+
+
+@pytest.mark.parametrize("change", sorted(BEGUN_THEN_REFUSED))
+def test_a_message_the_scan_began_to_rewrite_then_refused_reads_the_same_both_ways(change: str) -> None:
+    records = _conversation()
+    old, new = BEGUN_THEN_REFUSED[change]
+    assert records[2].count(old) == 1 and records[2].index(b'"data"') < records[2].index(old)
+    records[2] = records[2].replace(old, new)
+    kind, _ = assert_same_both_ways(records, native=True)
+    columns = decode_original_records(records, VERBATIM_TYPES, IGNORABLE_TYPES, ROW_TYPES)
+    assert columns is not None
+    assert [item for item in columns[5] if len(item) == 2] == [(2, 2)]  # the prompt alone left to Python
+    assert [seq for item in columns[5] if len(item) == 3 for seq in item[0]] == [3, 5, 6]
+
+
+def test_a_message_whose_data_comes_before_its_type_is_read_natively() -> None:
+    records = _conversation(prompt=lambda record: {"data": record.pop("data"), **record})
+    assert records[2].startswith(b'{"data"')
+    assert_same_both_ways(records, native=True)
+    columns = decode_original_records(records, VERBATIM_TYPES, IGNORABLE_TYPES, ROW_TYPES)
+    assert columns is not None and [seq for item in columns[5] if len(item) == 3 for seq in item[0]] == [2, 3, 5, 6]
+
+
 @pytest.mark.parametrize("odd", ["as written", "a prompt claiming the next seq", "a record the scan cannot tell"])
 def test_a_log_read_ahead_on_a_second_thread_reads_the_same_both_ways(odd: str) -> None:
     # Over a thousand records: the native pass reads them ahead on a second thread (rewriting and,
