@@ -131,13 +131,14 @@ def verified_rows(rows: Iterable[tuple[Any, Any]], /) -> tuple[list[Any] | None,
     of the first row whose checksum is not an int matching its text."""
 
 def verified_joined(
-    bodies: Buffer | Sequence[Buffer], crcs: str, /, defer_checks: bool = False
+    bodies: Buffer | Sequence[Buffer], crcs: str | Sequence[str], /, defer_checks: bool = False
 ) -> tuple[Records | None, int]:
     """Records read from a table as one value: `bodies` joined by newlines (or a list or tuple of
     parts read as if joined by newlines, kept, not copied), `crcs` their stored CRC-32Cs as comma-separated
     decimals; each checked: `(records, -1)`, or `(None, index)` of the first record whose checksum
-    fails, or when records and checksums do not pair up. `defer_checks`: each CRC-32C is compared
-    where its record is first read (`Records`)."""
+    fails, or when records and checksums do not pair up. `crcs` may be a list per part (each part
+    then paired with its own, large parts on two threads). `defer_checks`: each CRC-32C is
+    compared where its record is first read (`Records`)."""
 
 def decode_records(
     records: Records | Sequence[bytes | str], event_class: type, /

@@ -430,36 +430,27 @@ fn verified_rows<'py>(py: Python<'py>, rows: &Bound<'py, PyAny>) -> PyResult<(Op
 /// not pair up, fail here.
 #[pyfunction]
 #[pyo3(signature = (bodies, crcs, /, defer_checks = false))]
-fn verified_joined<'py>(py: Python<'py>, bodies: &Bound<'py, PyAny>, crcs: &str, defer_checks: bool) -> PyResult<(Option<Records>, isize)> {
-    let pieces = if bodies.is_instance_of::<PyList>() || bodies.is_instance_of::<PyTuple>() {
+fn verified_joined<'py>(py: Python<'py>, bodies: &Bound<'py, PyAny>, crcs: &Bound<'py, PyAny>, defer_checks: bool) -> PyResult<(Option<Records>, isize)> {
+    let pieces: Vec<Piece> = if bodies.is_instance_of::<PyList>() || bodies.is_instance_of::<PyTuple>() {
         bodies.try_iter()?.map(|part| Piece::new(&part?)).collect::<PyResult<_>>()?
     } else {
         vec![Piece::new(bodies)?]
     };
+    // One list for the whole joining, or one per piece (each piece then paired on its own).
+    let per_piece = !crcs.is_instance_of::<PyString>();
+    let lists: Vec<Bound<'py, PyString>> = match per_piece {
+        false => vec![crcs.cast::<PyString>()?.clone()],
+        true => crcs.try_iter()?.map(|list| Ok(list?.cast_into::<PyString>()?)).collect::<PyResult<_>>()?,
+    };
+    if per_piece && lists.len() != pieces.len() {
+        return Err(PyValueError::new_err(format!("{} parts and {} lists of checksums: one list per part", pieces.len(), lists.len())));
+    }
+    let lists: Vec<&str> = lists.iter().map(|list| list.to_str()).collect::<PyResult<_>>()?;
     let content = Content(pieces);
     let view = content.view(py);
-    let mut spans = Vec::new();
-    let mut unchecked = Vec::new();
-    let failed = py.detach(|| {
-        let length = view.len();
-        if crcs.is_empty() {
-            return (length > 0).then_some(0);
-        }
-        let mut at = 0usize;
-        for stored in StoredChecksums::new(crcs) {
-            if at > length {
-                return Some(spans.len()); // more checksums than records
-            }
-            let end = view.newline_from(at).unwrap_or(length);
-            match stored {
-                Some(crc) if defer_checks => unchecked.push(crc),
-                Some(crc) if crc == crc32c_of_parts(&[view.span((at, end))]) => {}
-                _ => return Some(spans.len()),
-            }
-            spans.push((at, end));
-            at = end + 1;
-        }
-        (at <= length).then_some(spans.len()) // more records than checksums
+    let Lines { spans, unchecked, failed } = py.detach(|| match per_piece {
+        false => pair(&view, 0, view.len(), lists[0], defer_checks),
+        true => pair_pieces(&view, &lists, defer_checks),
     });
     let records = Records::new(content, spans, false, unchecked);
     let view = records.content.view(py);
@@ -470,6 +461,69 @@ fn verified_joined<'py>(py: Python<'py>, bodies: &Bound<'py, PyAny>, crcs: &str,
         }
         None => (Some(records), -1),
     })
+}
+
+/// The records of `view[start..stop]` paired with the comma-separated checksums `list`, in
+/// order, up to the first that fails (`verified_joined`'s rule).
+fn pair(view: &ContentView<'_>, start: usize, stop: usize, list: &str, defer_checks: bool) -> Lines {
+    let mut lines = Lines::default();
+    if list.is_empty() {
+        lines.failed = (stop > start).then_some(0);
+        return lines;
+    }
+    let mut at = start;
+    for stored in StoredChecksums::new(list) {
+        if at > stop {
+            lines.failed = Some(lines.spans.len()); // more checksums than records
+            return lines;
+        }
+        let end = view.newline_from(at).filter(|&end| end < stop).unwrap_or(stop);
+        match stored {
+            Some(crc) if defer_checks => lines.unchecked.push(crc),
+            Some(crc) if crc == crc32c_of_parts(&[view.span((at, end))]) => {}
+            _ => {
+                lines.failed = Some(lines.spans.len());
+                return lines;
+            }
+        }
+        lines.spans.push((at, end));
+        at = end + 1;
+    }
+    lines.failed = (at <= stop).then_some(lines.spans.len()); // more records than checksums
+    lines
+}
+
+/// Each piece of `view` paired with its own list of checksums, in order; the later pieces on a
+/// scoped thread when the pieces are large and many (see `SPLIT_IN_TWO_FROM`).
+fn pair_pieces(view: &ContentView<'_>, lists: &[&str], defer_checks: bool) -> Lines {
+    let group = |pieces: std::ops::Range<usize>| -> Vec<Lines> {
+        pieces.map(|k| {
+            let (base, bytes) = view.0[k];
+            pair(view, base, base + bytes.len(), lists[k], defer_checks)
+        }).collect()
+    };
+    let half = view.len() / 2;
+    let second = view.0.iter().position(|(base, _)| *base >= half).filter(|&k| k > 0 && view.len() >= SPLIT_IN_TWO_FROM);
+    let groups = match second {
+        None => vec![group(0..view.0.len())],
+        Some(second) => std::thread::scope(|scope| {
+            let later = std::thread::Builder::new().spawn_scoped(scope, || group(second..view.0.len()));
+            let first = group(0..second);
+            let later = later.ok().and_then(|thread| thread.join().ok()).unwrap_or_else(|| group(second..view.0.len()));
+            vec![first, later]
+        }),
+    };
+    let mut all = Lines::default();
+    for lines in groups.into_iter().flatten() {
+        let offset = all.spans.len();
+        all.spans.extend(lines.spans);
+        all.unchecked.extend(lines.unchecked);
+        if let Some(index) = lines.failed {
+            all.failed = Some(offset + index);
+            break;
+        }
+    }
+    all
 }
 
 /// The checksums of a comma-separated list, in order (as `split(',')` cuts it): each a CRC-32C

@@ -166,3 +166,27 @@ def test_parts_read_as_their_join_reads(parts: list[bytes]):
 def test_parts_must_be_read_only_buffers():
     with pytest.raises(TypeError, match="read-only contiguous buffer, not of a writable bytearray"):
         verified_joined([b'{"seq":0}', bytearray(b'{"seq":1}')], "1,2")
+
+
+def checksums_of(part: bytes) -> str:
+    return ",".join(str(checksum(text)) for text in part.split(b"\n"))
+
+
+@pytest.mark.parametrize("copies", [1, 40])  # 40: over a megabyte, the later parts on a second thread
+def test_parts_paired_each_with_its_own_checksums_read_as_their_join_reads(copies: int):
+    parts = [b"\n".join(b'{"seq":%d,"part":%d}' % (seq, part) for seq in range(400 * copies)) for part in range(9)]
+    lists = [checksums_of(part) for part in parts]
+    whole = joined_outcome(b"\n".join(parts), ",".join(lists))
+    assert whole[1] == -1 and len(whole[0]) == 9 * 400 * copies
+    assert joined_outcome(parts, lists) == whole
+    per_part = 400 * copies
+    damaged = [*lists]
+    damaged[6] = ",".join([*lists[6].split(",")[:-1], "1"])  # the last record of part 6
+    records, _ = verified_joined(parts, damaged, defer_checks=True)
+    assert records is not None and records.check() == 7 * per_part - 1
+    assert verified_joined(parts, damaged) == (None, 7 * per_part - 1)
+    short = [*lists]
+    short[2] = ",".join(lists[2].split(",")[:-1])  # part 2: one checksum fewer than records
+    assert verified_joined(parts, short) == (None, 3 * per_part - 1)
+    with pytest.raises(ValueError, match="9 parts and 8 lists of checksums: one list per part"):
+        verified_joined(parts, lists[:8])

@@ -54,12 +54,13 @@ def verified(rows: Iterable[tuple[Any, Any]], describe: Callable[[int], str]) ->
     return records
 
 
-def verified_join(bodies: bytes | Sequence[bytes | memoryview], crcs: str) -> Records | None:
+def verified_join(bodies: bytes | Sequence[bytes | memoryview], crcs: str | Sequence[str]) -> Records | None:
     """The records of a table read in one query, or `None` if a stored checksum is not an
     integer or records and checksums do not pair up (its caller then checks row by row with
     `verified`, which names the row): `bodies`, every record's text joined by newlines (or a list
     of such parts, read as if joined by newlines: no copy of them all); `crcs`, each row's stored
-    checksum, comma-separated. Each checksum is compared where its record is
+    checksum, comma-separated (or such a list per part: each part is then paired with its own,
+    and a large read's parts on two threads). Each checksum is compared where its record is
     first read (`decode_records` on the thread ahead of it, `Records.check` otherwise), whose
     error names the record by the store's `describe`."""
     return verified_joined(bodies, crcs, defer_checks=True)[0]

@@ -319,13 +319,13 @@ class PostgresStore(SessionStore):
         self._connection = connection
         return header, records
 
-    def _checked_records(self, connection: Any, session_id: str, bodies: list[Any], crcs: str | None,
+    def _checked_records(self, connection: Any, session_id: str, bodies: list[Any], crcs: list[str],
                          rows: tuple[int, int | None]) -> StoredRecords:
         """The session's records as `READ_SESSION` joined them (packs, then rows), paired with their
         checksums in one native call (`verified_join`; each compared where the decode first reads
         it, `describe` naming a failing one); if they do not pair up or line up (`packs_line_up`),
         checked pack by pack (`checked_packs`) and row by row (`verified`), naming the place."""
-        records = verified_join(bodies, crcs or "")
+        records = verified_join(bodies, crcs)
         if records is not None and packs_line_up(self._packs, *rows, len(records)):
             return records
         checked, self._packs = checked_packs(connection, session_id, f"{redact(self.url)} session {session_id}", self.describe)

@@ -222,7 +222,7 @@ class SessionRead(NamedTuple):
     header: str
     header_crc: int | None
     bodies: list[Any]  # packs' then rows' records, each part joined by newlines (psycopg's buffers)
-    crcs: str  # their checksums, comma-separated
+    crcs: list[str]  # their checksums, comma-separated, a list per part
     message_ids: list[str] | None  # for a writer: the ids its events brought
     packs: list[tuple[int, int]]  # (first seq, last seq) of each pack, in seq order
     rows: int  # how many event rows
@@ -274,7 +274,7 @@ def read_session(connection: Any, session_id: str, *, message_ids: bool, lock: i
         parts.append(session)
     ids = [*(session[4] or ()), *(id_ for part in parts if part is not session for id_ in part[4] or ())]
     return taken, SessionRead(
-        session[0], session[1], [part[2] for part in parts], ",".join(part[3] for part in parts),
+        session[0], session[1], [part[2] for part in parts], [part[3] for part in parts],
         ids if message_ids else None, [(part[7], part[8]) for part in parts if part is not session], session[5], session[6],
     )
 

@@ -128,7 +128,7 @@ def joined_records(packs: list[tuple[int, int, bytes, str]], bodies: bytes | Non
     if bodies is not None:
         parts.append(bodies)
         checksums.append(crcs or "")
-    return verified_join(parts, ",".join(checksums))
+    return verified_join(parts, checksums)
 
 
 def checked_pack_records(
