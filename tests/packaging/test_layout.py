@@ -169,7 +169,7 @@ RUST_FOLDERS = {
     "message": {"content", "creation", "methods", "model_source"},
     "log": {"checksum", "event_columns", "event_record", "message_record", "message_tape", "message_vouch", "plain_rules"}
     | {"record_scan", "record_scan_reference", "record_scan_tests", "record_scanner", "records", "surface_fold"}
-    | {"plain_vouch", "sort_ahead"},
+    | {"plain_vouch", "sort_ahead", "stored_records"},
     "original": {"chunk_row", "columns", "data_rules", "lines", "message_text", "read_ahead", "record_top"},
 }
 RUST_ORDER = list(RUST_FOLDERS)
