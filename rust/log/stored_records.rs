@@ -168,6 +168,21 @@ impl Records {
         if self.sealed { b"}" } else { b"" }
     }
 
+    /// What a split or a pairing answers: `(records, -1)`, or `(None, index)` of the first record
+    /// that fails, a checksum left to check before the line the split stopped at included.
+    fn answer(py: Python<'_>, content: Content, lines: Lines, sealed: bool) -> (Option<Records>, isize) {
+        let Lines { spans, unchecked, failed } = lines;
+        let records = Records::new(content, spans, sealed, unchecked);
+        match failed {
+            Some(index) => {
+                let view = records.content.view(py);
+                let first = py.detach(|| records.first_failing(&view, index));
+                (None, first.unwrap_or(index) as isize)
+            }
+            None => (Some(records), -1),
+        }
+    }
+
     /// How many records.
     pub(crate) fn len(&self) -> usize {
         self.spans.len()
@@ -269,16 +284,8 @@ fn split_records<'py>(
     let bytes = content.0[0].bytes(py);
     let end = end.min(bytes.len());
     let form = LineForm { sealed, defer_checks };
-    let Lines { spans, unchecked, failed } = py.detach(|| form.split_in_two(bytes, start.min(end), end));
-    let records = Records::new(content, spans, sealed, unchecked);
-    let view = records.content.view(py);
-    Ok(match failed {
-        Some(index) => {
-            let first = py.detach(|| records.first_failing(&view, index));
-            (None, first.unwrap_or(index) as isize)
-        }
-        None => (Some(records), -1),
-    })
+    let lines = py.detach(|| form.split_in_two(bytes, start.min(end), end));
+    Ok(Records::answer(py, content, lines, sealed))
 }
 
 /// How `split_records` reads a log's lines.
@@ -433,19 +440,11 @@ fn verified_joined<'py>(py: Python<'py>, bodies: &Bound<'py, PyAny>, crcs: &Boun
     let lists: Vec<&str> = lists.iter().map(|list| list.to_str()).collect::<PyResult<_>>()?;
     let content = Content(pieces);
     let view = content.view(py);
-    let Lines { spans, unchecked, failed } = py.detach(|| match per_piece {
+    let lines = py.detach(|| match per_piece {
         false => pair(&view, 0, view.len(), lists[0], defer_checks),
         true => pair_pieces(&view, &lists, defer_checks),
     });
-    let records = Records::new(content, spans, false, unchecked);
-    let view = records.content.view(py);
-    Ok(match failed {
-        Some(index) => {
-            let first = py.detach(|| records.first_failing(&view, index));
-            (None, first.unwrap_or(index) as isize)
-        }
-        None => (Some(records), -1),
-    })
+    Ok(Records::answer(py, content, lines, false))
 }
 
 /// The records of `view[start..stop]` paired with the comma-separated checksums `list`, in
