@@ -261,13 +261,7 @@ fn decode_records<'py>(
             // SAFETY: `kind_at + 1..` holds `text_length` bytes inside the buffer: `at` never passes
             // the sizes summed into `blob_len`.
             let text_at = unsafe { buffer.add(kind_at + 1) };
-            let text = unsafe {
-                std::ptr::copy_nonoverlapping(body.as_ptr(), text_at, body.len());
-                std::ptr::copy_nonoverlapping(tail.as_ptr(), text_at.add(body.len()), tail.len());
-                std::slice::from_raw_parts(text_at, text_length)
-            };
-            let mut intern = |span: (usize, usize)| {
-                let name = &text[span.0..span.1];
+            let mut intern = |name: &[u8]| {
                 if let Some((_, value)) = type_names.iter().find(|(known, _)| known == name) {
                     return value.clone();
                 }
@@ -276,11 +270,35 @@ fn decode_records<'py>(
                 type_names.push((name.to_vec(), value.clone()));
                 value
             };
+            // A plain record sorted ahead keeps only its data: copied from the record where it
+            // lies, not the whole record into the blob first (two thirds of a log's records). Its
+            // type and data lie before the record's closing brace, so within `body`.
+            if let Some(Some(Sorted::Plain(name, time, data))) = sorted.verdict_ahead(seq) {
+                if name.1 <= body.len() && data.1 <= body.len() {
+                    types.push(intern(&body[name.0..name.1]).into_any());
+                    times.push(time);
+                    messages.push(none.clone());
+                    let kept = data.1 - data.0;
+                    // SAFETY: `kept` bytes, fewer than the record's, at `text_at` (see above).
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(body[data.0..].as_ptr(), text_at, kept);
+                        buffer.add(kind_at).write(KIND_DATA);
+                    }
+                    at = kind_at + 1 + kept;
+                    ends.push(at as u64);
+                    continue;
+                }
+            }
+            let text = unsafe {
+                std::ptr::copy_nonoverlapping(body.as_ptr(), text_at, body.len());
+                std::ptr::copy_nonoverlapping(tail.as_ptr(), text_at.add(body.len()), tail.len());
+                std::slice::from_raw_parts(text_at, text_length)
+            };
             let mut kept = Kept::Record;
             let Some((verdict, tape)) = sorted.next(text, seq) else { return Ok(Err(seq)) };
             match verdict {
                 Sorted::Plain(span, time, data) => {
-                    types.push(intern(span).into_any());
+                    types.push(intern(&text[span.0..span.1]).into_any());
                     times.push(time);
                     messages.push(none.clone());
                     kept = Kept::Data(data);
@@ -288,7 +306,7 @@ fn decode_records<'py>(
                 sorted => {
                     let read = match sorted {
                         Sorted::Message(span) => {
-                            let event_type = intern(span);
+                            let event_type = intern(&text[span.0..span.1]);
                             // SAFETY: `sort` checked the record is UTF-8.
                             let text = unsafe { std::str::from_utf8_unchecked(text) };
                             message_event(py, text, tape, seq, &event_type, event_class, &tuple_new).map(|read| (read, event_type))

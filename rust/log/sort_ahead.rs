@@ -222,6 +222,12 @@ pub(crate) struct SortedRecords<'r, 'a, 'w, 't> {
 }
 
 impl SortedRecords<'_, '_, '_, '_> {
+    /// The verdict on record `seq` when it was sorted ahead (`None` inside: its checksum failed),
+    /// else `None`; `next` then answers for it as before. Called in seq order, before `next`.
+    pub(crate) fn verdict_ahead(&mut self, seq: usize) -> Option<Option<Sorted>> {
+        self.records.worked(seq).map(|(sorted, at)| sorted.sorted[at])
+    }
+
     /// The verdict on record `seq`, whose text is `text`, with the tape of a message record when
     /// it was read ahead (never when sorted here: the GIL thread then parses the text as before);
     /// `None` when the text does not have the checksum left to check. Called once per record, in
