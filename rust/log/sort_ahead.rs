@@ -230,8 +230,8 @@ impl SortedRecords<'_, '_, '_, '_> {
 
     /// The verdict on record `seq`, whose text is `text`, with the tape of a message record when
     /// it was read ahead (never when sorted here: the GIL thread then parses the text as before);
-    /// `None` when the text does not have the checksum left to check. Called once per record, in
-    /// seq order.
+    /// `None` when the text does not have the checksum left to check. Called at most once per
+    /// record, in seq order (after `verdict_ahead`, for a record the caller did not settle with it).
     pub(crate) fn next(&mut self, text: &[u8], seq: usize) -> Option<(Sorted, Option<Tape<'_>>)> {
         match self.records.worked(seq) {
             Some((sorted, at)) => {

@@ -174,7 +174,7 @@ class JsonlStore(SessionStore):
         by one stray byte (a damaged newline), which no unfinished append can leave.
         """
         content, keep, tail = log.content, log.keep, log.tail
-        if not content and not tail:
+        if not content:
             raise SessionCorruptError(f"{self.path}: line 1: empty file, not a dshkit session log")
         header_end = content.find(b"\n")
         if header_end < 0:
