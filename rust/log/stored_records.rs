@@ -22,24 +22,12 @@ use crate::log::checksum::crc32c_of_parts;
 /// `,"crc":"` + 8 hex digits + `"}`.
 const SUFFIX_LENGTH: usize = 18;
 
-/// The line suffix that seals a record with checksum `crc`.
-fn sealing_suffix(crc: u32) -> [u8; SUFFIX_LENGTH] {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut suffix = *b",\"crc\":\"00000000\"}";
-    for i in 0..8 {
-        suffix[8 + i] = HEX[((crc >> (28 - 4 * i)) & 0xf) as usize];
-    }
-    suffix
-}
-
 /// The record a sealed line holds (its text without the suffix, then `}`), or `None` if the
-/// line's checksum does not match (as `dshkit.session.records.unseal_line`).
+/// line is not sealed or its checksum does not match (as `dshkit.session.records.unseal_line`).
 fn unseal(line: &[u8]) -> Option<&[u8]> {
-    if line.len() <= SUFFIX_LENGTH {
-        return None;
-    }
-    let (body, suffix) = line.split_at(line.len() - SUFFIX_LENGTH);
-    (suffix == sealing_suffix(crc32c_of_parts(&[body, b"}"]))).then_some(body)
+    let crc = sealed_checksum(line)?;
+    let body = &line[..line.len() - SUFFIX_LENGTH];
+    (crc32c_of_parts(&[body, b"}"]) == crc).then_some(body)
 }
 
 /// Offset of the first `\n` in `data`.
@@ -232,7 +220,7 @@ impl Records {
 #[pymethods]
 impl Records {
     fn __len__(&self) -> usize {
-        self.spans.len()
+        self.len()
     }
 
     /// The text of record `index` (without a checksum suffix), as `bytes`.
@@ -308,6 +296,33 @@ struct Lines {
 /// pass over the whole log before anything else can start.
 const SPLIT_IN_TWO_FROM: usize = 1 << 20;
 
+impl Lines {
+    /// Consecutive runs of lines as one, up to the first line that fails.
+    fn joined(runs: impl IntoIterator<Item = Lines>) -> Lines {
+        let mut all = Lines::default();
+        for lines in runs {
+            let offset = all.spans.len();
+            all.spans.extend(lines.spans);
+            all.unchecked.extend(lines.unchecked);
+            if let Some(index) = lines.failed {
+                all.failed = Some(offset + index);
+                break;
+            }
+        }
+        all
+    }
+}
+
+/// `first` on this thread while `later` runs on a scoped one; `later` here too if that thread
+/// cannot start (a process at its limit) or stops.
+fn side_by_side<T: Send>(first: impl FnOnce() -> T, later: impl Fn() -> T + Sync) -> (T, T) {
+    let (first, done) = std::thread::scope(|scope| {
+        let thread = std::thread::Builder::new().spawn_scoped(scope, &later);
+        (first(), thread.ok().and_then(|thread| thread.join().ok()))
+    });
+    (first, done.unwrap_or_else(later))
+}
+
 impl LineForm {
     /// The lines of `bytes[start..end]`, its second half split on a scoped thread when it is large.
     fn split_in_two(self, bytes: &[u8], start: usize, end: usize) -> Lines {
@@ -316,22 +331,8 @@ impl LineForm {
             Some(newline) if end - start >= SPLIT_IN_TWO_FROM => middle + newline + 1,
             _ => return self.split(bytes, start, end),
         };
-        let (first, later) = std::thread::scope(|scope| {
-            let later = std::thread::Builder::new().spawn_scoped(scope, || self.split(bytes, second, end));
-            let first = self.split(bytes, start, second);
-            (first, later.ok().and_then(|thread| thread.join().ok()))
-        });
-        // A thread that could not start (or stopped) leaves its half to this one.
-        let later = later.unwrap_or_else(|| self.split(bytes, second, end));
-        if first.failed.is_some() {
-            return first;
-        }
-        let offset = first.spans.len();
-        let mut lines = first;
-        lines.failed = later.failed.map(|index| offset + index);
-        lines.spans.extend(later.spans);
-        lines.unchecked.extend(later.unchecked);
-        lines
+        let (first, later) = side_by_side(|| self.split(bytes, start, second), || self.split(bytes, second, end));
+        Lines::joined([first, later])
     }
 
     /// The lines of `bytes[start..end]` in order, up to the first that fails.
@@ -358,8 +359,8 @@ impl LineForm {
     }
 }
 
-/// The checksum a sealed line states (its suffix as `sealing_suffix` writes it: lowercase hex),
-/// or `None` for a line that is not sealed.
+/// The checksum a sealed line states (its suffix as `seal_line` writes it: lowercase hex), or
+/// `None` for a line that is not sealed.
 fn sealed_checksum(line: &[u8]) -> Option<u32> {
     if line.len() <= SUFFIX_LENGTH {
         return None;
@@ -430,9 +431,10 @@ fn verified_joined<'py>(py: Python<'py>, bodies: &Bound<'py, PyAny>, crcs: &Boun
     };
     // One list for the whole joining, or one per piece (each piece then paired on its own).
     let per_piece = !crcs.is_instance_of::<PyString>();
-    let lists: Vec<Bound<'py, PyString>> = match per_piece {
-        false => vec![crcs.cast::<PyString>()?.clone()],
-        true => crcs.try_iter()?.map(|list| Ok(list?.cast_into::<PyString>()?)).collect::<PyResult<_>>()?,
+    let lists: Vec<Bound<'py, PyString>> = if per_piece {
+        crcs.try_iter()?.map(|list| Ok(list?.cast_into::<PyString>()?)).collect::<PyResult<_>>()?
+    } else {
+        vec![crcs.cast::<PyString>()?.clone()]
     };
     if per_piece && lists.len() != pieces.len() {
         return Err(PyValueError::new_err(format!("{} parts and {} lists of checksums: one list per part", pieces.len(), lists.len())));
@@ -440,10 +442,7 @@ fn verified_joined<'py>(py: Python<'py>, bodies: &Bound<'py, PyAny>, crcs: &Boun
     let lists: Vec<&str> = lists.iter().map(|list| list.to_str()).collect::<PyResult<_>>()?;
     let content = Content(pieces);
     let view = content.view(py);
-    let lines = py.detach(|| match per_piece {
-        false => pair(&view, 0, view.len(), lists[0], defer_checks),
-        true => pair_pieces(&view, &lists, defer_checks),
-    });
+    let lines = py.detach(|| if per_piece { pair_pieces(&view, &lists, defer_checks) } else { pair(&view, 0, view.len(), lists[0], defer_checks) });
     Ok(Records::answer(py, content, lines, false))
 }
 
@@ -488,26 +487,13 @@ fn pair_pieces(view: &ContentView<'_>, lists: &[&str], defer_checks: bool) -> Li
     };
     let half = view.len() / 2;
     let second = view.0.iter().position(|(base, _)| *base >= half).filter(|&k| k > 0 && view.len() >= SPLIT_IN_TWO_FROM);
-    let groups = match second {
-        None => vec![group(0..view.0.len())],
-        Some(second) => std::thread::scope(|scope| {
-            let later = std::thread::Builder::new().spawn_scoped(scope, || group(second..view.0.len()));
-            let first = group(0..second);
-            let later = later.ok().and_then(|thread| thread.join().ok()).unwrap_or_else(|| group(second..view.0.len()));
-            vec![first, later]
-        }),
-    };
-    let mut all = Lines::default();
-    for lines in groups.into_iter().flatten() {
-        let offset = all.spans.len();
-        all.spans.extend(lines.spans);
-        all.unchecked.extend(lines.unchecked);
-        if let Some(index) = lines.failed {
-            all.failed = Some(offset + index);
-            break;
+    match second {
+        None => Lines::joined(group(0..view.0.len())),
+        Some(second) => {
+            let (first, later) = side_by_side(|| group(0..second), || group(second..view.0.len()));
+            Lines::joined(first.into_iter().chain(later))
         }
     }
-    all
 }
 
 /// The checksums of a comma-separated list, in order (as `split(',')` cuts it): each a CRC-32C
@@ -571,13 +557,18 @@ mod tests {
     #[test]
     fn the_suffix_matches_the_python_format() {
         let record = br#"{"seq":0,"time":1,"type":"turn/start","data":{"turn":1}}"#;
-        let line = [&record[..record.len() - 1], &sealing_suffix(crc32c_of_parts(&[record]))[..]].concat();
+        let sealing_suffix = format!(",\"crc\":\"{:08x}\"}}", crc32c_of_parts(&[record]));
+        let line = [&record[..record.len() - 1], sealing_suffix.as_bytes()].concat();
         assert_eq!(unseal(&line), Some(&record[..record.len() - 1]));
         assert!(line.ends_with(format!(",\"crc\":\"{:08x}\"}}", crc32c_of_parts(&[record])).as_bytes()));
         let mut flipped = line.clone();
         flipped[10] ^= 1;
         assert_eq!(unseal(&flipped), None);
         assert_eq!(unseal(b"{}"), None);
+        let upper = String::from_utf8(line.clone()).unwrap().replace(&sealing_suffix, &sealing_suffix.to_uppercase().replace("CRC", "crc"));
+        if upper.as_bytes() != &line[..] {
+            assert_eq!(unseal(upper.as_bytes()), None, "a checksum in upper case is not as dshkit writes it");
+        }
     }
 
     #[test]
