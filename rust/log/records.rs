@@ -93,13 +93,11 @@ fn message_event<'py>(
     Some(MessageEvent { decoded: Decoded::Event(event), time, message: record.message.into_any(), kept })
 }
 
-/// What the blob keeps of a record, after its kind byte (the forms `EventLog._decode` reads).
+/// What the blob keeps of a record, after its kind byte (the forms `EventLog._decode` reads); a
+/// plain event's `data` object alone (`KIND_DATA`) is written as `decode_records` reads it.
 enum Kept {
     /// The whole record (the Python decoder reads it).
     Record,
-    /// Only a plain event's `data` object, at this span: its type and time are in the columns and
-    /// its seq is its place, so the rest of the record would only be held twice.
-    Data((usize, usize)),
     /// A message event's record, its message (at this span) cut out (`without_message`).
     RecordWithoutMessage((usize, usize)),
     /// Nothing: a user/message appended citing nothing, whose data is its `Message`.
@@ -117,10 +115,6 @@ impl Kept {
     fn cut(self, record: &mut [u8], scratch: &mut Vec<u8>) -> (u8, usize) {
         match self {
             Kept::Record => (KIND_RECORD, record.len()),
-            Kept::Data((start, stop)) => {
-                record.copy_within(start..stop, 0);
-                (KIND_DATA, stop - start)
-            }
             Kept::RecordWithoutMessage(span) => (KIND_MESSAGE_RECORD, without_message(record, span)),
             Kept::Nothing => (KIND_USER, 0),
             Kept::Envelope { data, message, seqs } => {
@@ -270,69 +264,69 @@ fn decode_records<'py>(
                 type_names.push((name.to_vec(), value.clone()));
                 value
             };
-            // A plain record sorted ahead keeps only its data: copied from the record where it
-            // lies, not the whole record into the blob first (two thirds of a log's records). Its
-            // type and data lie before the record's closing brace, so within `body`.
-            if let Some(Some(Sorted::Plain(name, time, data))) = sorted.verdict_ahead(seq) {
-                if name.1 <= body.len() && data.1 <= body.len() {
-                    types.push(intern(&body[name.0..name.1]).into_any());
-                    times.push(time);
-                    messages.push(none.clone());
-                    let kept = data.1 - data.0;
-                    // SAFETY: `kept` bytes, fewer than the record's, at `text_at` (see above).
-                    unsafe {
-                        std::ptr::copy_nonoverlapping(body[data.0..].as_ptr(), text_at, kept);
-                        buffer.add(kind_at).write(KIND_DATA);
-                    }
-                    at = kind_at + 1 + kept;
-                    ends.push(at as u64);
-                    continue;
-                }
-            }
-            let text = unsafe {
-                std::ptr::copy_nonoverlapping(body.as_ptr(), text_at, body.len());
-                std::ptr::copy_nonoverlapping(tail.as_ptr(), text_at.add(body.len()), tail.len());
-                std::slice::from_raw_parts(text_at, text_length)
-            };
-            let mut kept = Kept::Record;
-            let Some((verdict, tape)) = sorted.next(text, seq) else { return Ok(Err(seq)) };
-            match verdict {
-                Sorted::Plain(span, time, data) => {
-                    types.push(intern(&text[span.0..span.1]).into_any());
-                    times.push(time);
-                    messages.push(none.clone());
-                    kept = Kept::Data(data);
-                }
-                sorted => {
-                    let read = match sorted {
-                        Sorted::Message(span) => {
-                            let event_type = intern(&text[span.0..span.1]);
-                            // SAFETY: `sort` checked the record is UTF-8.
-                            let text = unsafe { std::str::from_utf8_unchecked(text) };
-                            message_event(py, text, tape, seq, &event_type, event_class, &tuple_new).map(|read| (read, event_type))
-                        }
-                        _ => None,
+            // The verdict: sorted ahead, or here, on the record's text copied into the blob.
+            let mut text: &[u8] = &[];
+            let (verdict, tape) = match sorted.verdict_ahead(seq) {
+                Some(Some(plain @ Sorted::Plain(..))) => (plain, None),
+                _ => {
+                    // SAFETY: `text_length` bytes at `text_at` (see above), read only once written.
+                    text = unsafe {
+                        std::ptr::copy_nonoverlapping(body.as_ptr(), text_at, body.len());
+                        std::ptr::copy_nonoverlapping(tail.as_ptr(), text_at.add(body.len()), tail.len());
+                        std::slice::from_raw_parts(text_at, text_length)
                     };
-                    match read {
-                        Some((read, event_type)) => {
-                            types.push(event_type.into_any());
-                            times.push(read.time);
-                            messages.push(read.message);
-                            match read.decoded {
-                                Decoded::Vouched(append) => pending.vouched(seq, append)?,
-                                Decoded::Event(event) => pending.other(event)?,
-                            }
-                            kept = read.kept;
-                        }
-                        None => {
-                            types.push(none.clone());
-                            times.push(0);
-                            messages.push(none.clone());
-                            pending.other(seq)?;
-                        }
-                    }
+                    let Some(sorted) = sorted.next(text, seq) else { return Ok(Err(seq)) };
+                    sorted
                 }
+            };
+            if let Sorted::Plain(name, time, data) = verdict {
+                // A plain record keeps only its data, copied from the record where it lies (its
+                // type and data lie before the record's closing brace, so within `body`): a record
+                // sorted ahead, two thirds of a log's records, is never copied whole.
+                debug_assert!(name.1 <= body.len() && data.1 <= body.len());
+                types.push(intern(&body[name.0..name.1]).into_any());
+                times.push(time);
+                messages.push(none.clone());
+                let kept = data.1 - data.0;
+                // SAFETY: `kept` bytes, fewer than the record's, at `text_at` (see above), from
+                // the record's own bytes, which are not the blob.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(body[data.0..].as_ptr(), text_at, kept);
+                    buffer.add(kind_at).write(KIND_DATA);
+                }
+                at = kind_at + 1 + kept;
+                ends.push(at as u64);
+                continue;
             }
+            // A message event read in one pass, or a record left to the Python decoder.
+            let read = match verdict {
+                Sorted::Message(span) => {
+                    let event_type = intern(&text[span.0..span.1]);
+                    // SAFETY: `sort` checked the record is UTF-8.
+                    let text = unsafe { std::str::from_utf8_unchecked(text) };
+                    message_event(py, text, tape, seq, &event_type, event_class, &tuple_new).map(|read| (read, event_type))
+                }
+                _ => None,
+            };
+            let kept = match read {
+                Some((read, event_type)) => {
+                    types.push(event_type.into_any());
+                    times.push(read.time);
+                    messages.push(read.message);
+                    match read.decoded {
+                        Decoded::Vouched(append) => pending.vouched(seq, append)?,
+                        Decoded::Event(event) => pending.other(event)?,
+                    }
+                    read.kept
+                }
+                None => {
+                    types.push(none.clone());
+                    times.push(0);
+                    messages.push(none.clone());
+                    pending.other(seq)?;
+                    Kept::Record
+                }
+            };
             // SAFETY: the same bytes as `text`, which is not used again.
             let record = unsafe { std::slice::from_raw_parts_mut(text_at, text_length) };
             let (kind, kept) = kept.cut(record, &mut scratch);
