@@ -95,10 +95,11 @@ fn message_event<'py>(
 
 /// What the blob keeps of a record, after its kind byte (the forms `EventLog._decode` reads); a
 /// plain event's `data` object alone (`KIND_DATA`) is written as `decode_records` reads it.
+#[derive(Clone, Copy)]
 enum Kept {
     /// The whole record (the Python decoder reads it).
     Record,
-    /// A message event's record, its message (at this span) cut out (`without_message`).
+    /// A message event's record, its message (at this span) cut out, `null` in its place.
     RecordWithoutMessage((usize, usize)),
     /// Nothing: a user/message appended citing nothing, whose data is its `Message`.
     Nothing,
@@ -109,14 +110,22 @@ enum Kept {
 }
 
 impl Kept {
-    /// Cut `record` (a record's text in the blob) down to what is kept, moved to its start: the
-    /// kind byte that says which form it is, and the length kept. `scratch` is reused between
-    /// records.
-    fn cut(self, record: &mut [u8], scratch: &mut Vec<u8>) -> (u8, usize) {
-        match self {
-            Kept::Record => (KIND_RECORD, record.len()),
-            Kept::RecordWithoutMessage(span) => (KIND_MESSAGE_RECORD, without_message(record, span)),
-            Kept::Nothing => (KIND_USER, 0),
+    /// Write what is kept of `record` (a record's whole text) at `dest`: the kind byte that says
+    /// which form it is, and the length written (never more than the record's). `scratch` is
+    /// reused between records.
+    ///
+    /// # Safety
+    /// `dest` must be valid for writing `record.len()` bytes and must not overlap `record`.
+    unsafe fn write(self, record: &[u8], dest: *mut u8, scratch: &mut Vec<u8>) -> (u8, usize) {
+        let parts: [&[u8]; 3] = match self {
+            Kept::Record => [record, b"", b""],
+            Kept::RecordWithoutMessage((start, stop)) if stop - start >= NULL.len() => {
+                // The event keeps its message as the `Message` (`EventLog` puts it back when it
+                // rebuilds the event), so a copy in the record would double its memory.
+                [&record[..start], NULL, &record[stop..]]
+            }
+            Kept::RecordWithoutMessage(_) => [record, b"", b""], // no message is this short
+            Kept::Nothing => return (KIND_USER, 0),
             Kept::Envelope { data, message, seqs } => {
                 scratch.clear();
                 scratch.push(b'[');
@@ -126,24 +135,26 @@ impl Kept {
                 scratch.push(b',');
                 scratch.extend_from_slice(&record[seqs.0..seqs.1]);
                 scratch.push(b']');
-                // Never longer than the record, which holds the data, the seqs and more besides.
-                record[..scratch.len()].copy_from_slice(scratch);
-                (KIND_MESSAGE, scratch.len())
+                [scratch.as_slice(), b"", b""]
             }
+        };
+        let mut written = 0;
+        for part in parts {
+            // SAFETY: the parts add up to at most `record.len()` bytes (an envelope holds the
+            // record's data and seqs and two of its brackets, less the message), which the caller
+            // made room for at `dest`.
+            unsafe { std::ptr::copy_nonoverlapping(part.as_ptr(), dest.add(written), part.len()) };
+            written += part.len();
         }
+        debug_assert!(written <= record.len());
+        let kind = match self {
+            Kept::Record => KIND_RECORD,
+            Kept::RecordWithoutMessage(_) => KIND_MESSAGE_RECORD,
+            Kept::Nothing => KIND_USER,
+            Kept::Envelope { .. } => KIND_MESSAGE,
+        };
+        (kind, written)
     }
-}
-
-/// Cuts the message, at `span`, out of a message event's record `text`, leaving `null` in its
-/// place; the length of what is left. The event keeps its message as the `Message` (`EventLog`
-/// puts it back when it rebuilds the event), so a copy in the record would double its memory.
-fn without_message(text: &mut [u8], (start, stop): (usize, usize)) -> usize {
-    if stop - start < NULL.len() {
-        return text.len(); // no message is this short; kept whole rather than grown
-    }
-    text.copy_within(stop.., start + NULL.len());
-    text[start..start + NULL.len()].copy_from_slice(NULL);
-    text.len() - (stop - start) + NULL.len()
 }
 
 /// `decode_records`' `pending` as it is built: consecutive vouched appends gather into one run.
@@ -228,7 +239,7 @@ fn decode_records<'py>(
     let mut times: Vec<i64> = Vec::with_capacity(count);
     let mut ends: Vec<u64> = Vec::with_capacity(count);
     let mut type_names: Vec<(Vec<u8>, Bound<'py, PyString>)> = Vec::new();
-    let mut scratch = Vec::new();
+    let (mut scratch, mut joined) = (Vec::new(), Vec::new());
     let tuple_new = py.get_type::<PyTuple>().getattr("__new__")?;
     let none = py.None().into_bound(py);
 
@@ -264,16 +275,19 @@ fn decode_records<'py>(
                 type_names.push((name.to_vec(), value.clone()));
                 value
             };
-            // The verdict: sorted ahead, or here, on the record's text copied into the blob.
+            // The verdict: sorted ahead, or here, on the record's text (borrowed where it lies in
+            // one piece, else joined in `joined`): only what is kept is written to the blob.
             let mut text: &[u8] = &[];
             let (verdict, tape) = match sorted.verdict_ahead(seq) {
                 Some(Some(plain @ Sorted::Plain(..))) => (plain, None),
                 _ => {
-                    // SAFETY: `text_length` bytes at `text_at` (see above), read only once written.
-                    text = unsafe {
-                        std::ptr::copy_nonoverlapping(body.as_ptr(), text_at, body.len());
-                        std::ptr::copy_nonoverlapping(tail.as_ptr(), text_at.add(body.len()), tail.len());
-                        std::slice::from_raw_parts(text_at, text_length)
+                    text = if tail.is_empty() {
+                        body
+                    } else {
+                        joined.clear();
+                        joined.extend_from_slice(body);
+                        joined.extend_from_slice(tail);
+                        &joined
                     };
                     let Some(sorted) = sorted.next(text, seq) else { return Ok(Err(seq)) };
                     sorted
@@ -327,9 +341,8 @@ fn decode_records<'py>(
                     Kept::Record
                 }
             };
-            // SAFETY: the same bytes as `text`, which is not used again.
-            let record = unsafe { std::slice::from_raw_parts_mut(text_at, text_length) };
-            let (kind, kept) = kept.cut(record, &mut scratch);
+            // SAFETY: `text_length` bytes at `text_at` (see above), not `text`'s (the source's, or `joined`).
+            let (kind, kept) = unsafe { kept.write(text, text_at, &mut scratch) };
             // SAFETY: `kind_at` lies inside the buffer, before this record's text.
             unsafe { buffer.add(kind_at).write(kind) };
             at = kind_at + 1 + kept;
@@ -375,15 +388,34 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 mod tests {
     use super::*;
 
+    fn written(kept: Kept, record: &[u8]) -> (u8, Vec<u8>) {
+        let (mut dest, mut scratch) = (vec![0u8; record.len()], Vec::new());
+        // SAFETY: `dest` holds `record.len()` bytes of its own.
+        let (kind, length) = unsafe { kept.write(record, dest.as_mut_ptr(), &mut scratch) };
+        dest.truncate(length);
+        (kind, dest)
+    }
+
     #[test]
-    fn a_message_is_cut_to_null_and_the_rest_moved_up() {
-        let mut text = br#"{"data":{"turn":1,"message":{"id":"x"},"usage":{}}}"#.to_vec();
+    fn a_message_is_cut_to_null_and_the_rest_kept() {
+        let text = br#"{"data":{"turn":1,"message":{"id":"x"},"usage":{}}}"#;
         let start = text.windows(3).position(|window| window == b"{\"i").unwrap();
         let stop = start + br#"{"id":"x"}"#.len();
-        let kept = without_message(&mut text, (start, stop));
-        assert_eq!(&text[..kept], br#"{"data":{"turn":1,"message":null,"usage":{}}}"#);
-        let mut short = b"[{}]".to_vec();
-        assert_eq!(without_message(&mut short, (1, 3)), 4);
-        assert_eq!(short, b"[{}]");
+        let cut = written(Kept::RecordWithoutMessage((start, stop)), text);
+        assert_eq!(cut, (KIND_MESSAGE_RECORD, br#"{"data":{"turn":1,"message":null,"usage":{}}}"#.to_vec()));
+        assert_eq!(written(Kept::RecordWithoutMessage((1, 3)), b"[{}]"), (KIND_MESSAGE_RECORD, b"[{}]".to_vec()));
+        assert_eq!(written(Kept::Record, text), (KIND_RECORD, text.to_vec()));
+        assert_eq!(written(Kept::Nothing, text), (KIND_USER, Vec::new()));
+    }
+
+    #[test]
+    fn an_envelope_keeps_its_data_with_null_for_the_message_and_its_seqs() {
+        let text = br#"{"seq":3,"data":{"turn":1,"message":{"id":"x"}},"source_event_seqs":[1,2]}"#;
+        let find = |needle: &[u8]| text.windows(needle.len()).position(|window| window == needle).unwrap();
+        let data = (find(b"{\"turn"), find(b",\"source"));
+        let message = (find(b"{\"id"), find(b"}},") + 1);
+        let seqs = (find(b"[1"), text.len() - 1);
+        let kept = written(Kept::Envelope { data, message, seqs }, text);
+        assert_eq!(kept, (KIND_MESSAGE, br#"[{"turn":1,"message":null},[1,2]]"#.to_vec()));
     }
 }
