@@ -196,9 +196,10 @@ def vouch_new_append(
 class SurfaceState:
     """The state a surface folds into (`rust/log/surface_fold.rs`), owned by this object and held by
     `Surface`: the ids seen, the nodes, their event seqs and positions, and the pairing of tool calls
-    (`paired` says whether it is current)."""
+    (`paired` says whether it is current; `positions_current`, whether `positions` is)."""
 
     paired: bool
+    positions_current: bool
     nodes: list[Message]
     def __init__(self) -> None: ...
     @property
@@ -206,7 +207,7 @@ class SurfaceState:
         """Every message id ever logged -> the seq of its first event."""
     @property
     def positions(self) -> dict[str, int]:
-        """Message id -> position, for the nodes on the surface."""
+        """Message id -> position, for the nodes on the surface, while `positions_current`."""
     @property
     def node_seqs(self) -> list[int]:
         """The seq of the event that put each node on the surface."""

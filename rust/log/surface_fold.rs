@@ -140,7 +140,9 @@ fn read_seq<'py>(seqs: &Items<'py>, index: usize) -> PyResult<(Bound<'py, PyAny>
 /// that put them there, each node's position by id, and the pairing of tool calls with their
 /// results (`pairs`: `(call position, result position or None, call id)`; `pending`: call id ->
 /// index into `pairs`, for calls without a result). The pairing is rebuilt lazily after a
-/// replace: `paired` says whether it is current. `Surface` reads and edits these containers in
+/// replace: `paired` says whether it is current. The positions by id are built when first
+/// looked up (`positions_current`): opening a log folds every message, and most opens never
+/// look one up by id. `Surface` reads and edits these containers in
 /// Python; the native fold of vouched appends edits them through `fold_appends`.
 // Frozen: the containers are read as struct members, as fast as a Python class's slots (the
 // append path reads them on every append); the two things that change are behind a lock and an
@@ -155,9 +157,10 @@ pub(crate) struct SurfaceState {
     /// The seq of the event that put each node on the surface.
     #[pyo3(get)]
     node_seqs: Py<PyList>,
-    /// Message id -> position, for the nodes on the surface.
+    /// Message id -> position, for the nodes on the surface, while `positions_current`.
     #[pyo3(get)]
     positions: Py<PyDict>,
+    positions_current: AtomicBool,
     /// Call id -> index into `pairs`, for the calls without a result.
     #[pyo3(get)]
     pending: Py<PyDict>,
@@ -197,6 +200,7 @@ impl SurfaceState {
             pending: PyDict::new(py).unbind(),
             pairs: untracked_list(py).unbind(),
             paired: AtomicBool::new(true),
+            positions_current: AtomicBool::new(true),
         }
     }
 
@@ -222,6 +226,18 @@ impl SurfaceState {
     #[setter]
     fn set_paired(&self, paired: bool) {
         self.paired.store(paired, Ordering::Relaxed);
+    }
+
+    /// Whether `positions` holds every node's position (else the folds leave it as it is until
+    /// `Surface` rebuilds it).
+    #[getter]
+    fn positions_current(&self) -> bool {
+        self.positions_current.load(Ordering::Relaxed)
+    }
+
+    #[setter]
+    fn set_positions_current(&self, current: bool) {
+        self.positions_current.store(current, Ordering::Relaxed);
     }
 
     /// Check and fold the vouched appends `seqs[start:]` (see `Surface.fold_appends`); the index of
@@ -252,6 +268,7 @@ impl SurfaceState {
         let (seen, nodes, node_seqs) = (self.seen.bind(py), &self.nodes_list(py), self.node_seqs.bind(py));
         let (positions, pending, pairs) = (self.positions.bind(py), self.pending.bind(py), self.pairs.bind(py));
         let none = py.None().into_bound(py);
+        let positioning = self.positions_current();
         for index in start..count {
             let (seq_value, seq) = read_seq(&seqs, index)?;
             let tag = Tag::read(tags.get(index)?, index)?;
@@ -286,7 +303,9 @@ impl SurfaceState {
                 Tag::Node => {}
             }
             seen.set_item(message_id, &seq_value)?;
-            positions.set_item(message_id, &position)?;
+            if positioning {
+                positions.set_item(message_id, &position)?;
+            }
             nodes.append(&message)?;
             node_seqs.append(&seq_value)?;
         }

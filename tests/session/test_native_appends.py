@@ -159,7 +159,7 @@ def surface_state(surface: Surface) -> Any:
     return (
         [node.id for node in state.nodes],
         state.node_seqs,
-        state.positions,
+        surface._positions(),
         state.seen,
         [list(pair) for pair in state.pairs],
         state.pending,

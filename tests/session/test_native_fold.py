@@ -299,8 +299,29 @@ def test_the_surface_folds_into_the_one_state_it_holds():
     assert surface.fold_appends([0], [None], {0: first}, 0) == 1
     surface.fold(Event("user/message", 1, 1, second, "append"))
     assert surface._state is state and state.nodes == [first, second] and state.node_seqs == [0, 1]
-    assert state.seen == {"u1": 0, "u2": 1} and state.positions == {"u1": 0, "u2": 1}
-    assert list(surface.messages()) == [first, second]
+    assert state.seen == {"u1": 0, "u2": 1} and list(surface.messages()) == [first, second]
+
+
+def test_positions_by_id_are_built_at_the_first_lookup_and_kept_current_from_then_on():
+    surface = Surface()
+    state = surface._state
+    first, second, third = message("u1"), message("u2"), message("u3")
+    assert surface.fold_appends([0, 1], [None, None], {0: first, 1: second}, 0) == 2
+    # An open folds every message without indexing them by id.
+    assert not state.positions_current and state.positions == {}
+    assert surface.position("u2") == 1 and surface.node("u1") is first and surface.event_seq("u2") == 1
+    assert state.positions_current and state.positions == {"u1": 0, "u2": 1}
+    assert surface.position("nope") is None
+    # From the first lookup on, both folds keep it current.
+    surface.fold(Event("user/message", 2, 1, third, "append"))
+    assert surface.fold_appends([3], [None], {3: message("u4")}, 0) == 1
+    assert state.positions == {"u1": 0, "u2": 1, "u3": 2, "u4": 3}
+    # A range replace makes it stale; the next lookup rebuilds it from the nodes.
+    summary = message("s1")
+    surface.fold(Event("user/message", 4, 1, summary, {"op": "replace", "start": 0, "end": 2}))
+    assert not state.positions_current
+    assert surface.position("s1") == 0 and surface.position("u1") is None and surface.position("u4") == 2
+    assert state.positions == {"s1": 0, "u3": 1, "u4": 2}
 
 
 def test_the_state_refuses_to_fold_while_its_pairing_is_stale_and_keeps_its_container_types():

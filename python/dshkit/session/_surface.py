@@ -91,6 +91,8 @@ class Surface:
         # pairing of tool calls): a native object this class and the native fold both edit.
         self._state = SurfaceState()
         self._state.paired = False  # the pairing is built when first asked for: most folds never need it
+        # Likewise the positions by id: an open folds every message and most never look one up.
+        self._state.positions_current = False
         self._blocked: tuple[int, str] | None = None  # first unknown, non-ignorable event
         self._cache: History | None = None
 
@@ -134,7 +136,8 @@ class Surface:
             position = len(nodes)
             nodes.append(message)
             state.node_seqs.append(seq)
-            state.positions[message_id] = position
+            if state.positions_current:
+                state.positions[message_id] = position
             self._cache = None
             if state.paired:
                 _pair(state, message, position)
@@ -187,9 +190,7 @@ class Surface:
         else:
             nodes[start:end] = [message] if visible else []
             state.node_seqs[start:end] = [seq] if visible else []
-            positions = state.positions
-            positions.clear()
-            positions.update({node.id: position for position, node in enumerate(nodes)})
+            state.positions_current = False
         self._cache = None
         state.paired = False
 
@@ -197,17 +198,26 @@ class Surface:
 
     def position(self, message_id: str) -> int | None:
         """The surface position of the message with this id, `None` if it is not on the surface."""
-        return self._state.positions.get(message_id)
+        return self._positions().get(message_id)
 
     def node(self, message_id: str) -> Message:
         """The message with this id on the surface (its latest replacement); `KeyError` if none."""
-        state = self._state
-        return state.nodes[state.positions[message_id]]
+        return self._state.nodes[self._positions()[message_id]]
 
     def event_seq(self, message_id: str) -> int:
         """The seq of the event that put the message with this id on the surface; `KeyError` if none."""
+        return self._state.node_seqs[self._positions()[message_id]]
+
+    def _positions(self) -> dict[str, int]:
+        """Message id -> surface position, built on the first lookup after an open or a replace
+        (from then on every append keeps it current)."""
         state = self._state
-        return state.node_seqs[state.positions[message_id]]
+        positions = state.positions
+        if not state.positions_current:
+            positions.clear()
+            positions.update({node.id: position for position, node in enumerate(state.nodes)})
+            state.positions_current = True
+        return positions
 
     def event_seqs(self, start: int, end: int) -> list[int]:
         """The seqs of the events that put surface positions `start..end-1` on the surface."""
@@ -367,7 +377,7 @@ class Surface:
             raise ValueError(f"replace range {start}..{end} is outside the surface (positions 0..{len(nodes) - 1})")
         if message.id in state.seen:
             if end - start != 1 or nodes[start].id != message.id:
-                where = state.positions.get(message.id)
+                where = self.position(message.id)
                 place = f"surface position {where}" if where is not None else "no surface position"
                 raise ValueError(
                     f"replacement {message.id} keeps an existing id ({place}), so it must replace exactly "
