@@ -135,6 +135,17 @@ fn read_seq<'py>(seqs: &Items<'py>, index: usize) -> PyResult<(Bound<'py, PyAny>
     Ok((value, seq))
 }
 
+/// Logs `id` as first seen at `seq` unless it was logged before: whether it is new (one lookup,
+/// where `contains` and then a set would take two).
+fn newly_seen(seen: &Bound<'_, PyDict>, id: &Bound<'_, PyString>, seq: &Bound<'_, PyAny>) -> PyResult<bool> {
+    let before = seen.len();
+    // SAFETY: three live objects; the result is borrowed and not kept.
+    if unsafe { ffi::PyDict_SetDefault(seen.as_ptr(), id.as_ptr(), seq.as_ptr()) }.is_null() {
+        return Err(PyErr::fetch(seen.py()));
+    }
+    Ok(seen.len() > before)
+}
+
 /// The state a surface folds into, owned here and held by `Surface` (`surface.py`): every message
 /// id ever logged (`seen`: id -> seq of its first event), the nodes and the seqs of the events
 /// that put them there, each node's position by id, and the pairing of tool calls with their
@@ -273,36 +284,40 @@ impl SurfaceState {
             let (seq_value, seq) = read_seq(&seqs, index)?;
             let tag = Tag::read(tags.get(index)?, index)?;
             let message = messages.message(&seq_value, seq)?;
-            let message_id = message.get().id_ref(py);
-            if seen.contains(message_id)? {
-                return Ok(index);
-            }
             let position = nodes.len().into_pyobject(py)?;
-            match tag {
+            // The pending tool calls first: this answers one, or none is pending. Nothing is
+            // changed until every rule holds.
+            let answer = match &tag {
                 Tag::Answer(call_id) => {
-                    let Some(pair_index) = pending.get_item(&call_id)? else { return Ok(index) };
+                    let Some(pair_index) = pending.get_item(call_id)? else { return Ok(index) };
                     // A pair is replaced, never changed: a tuple of atoms, which the cyclic GC stops
                     // tracking at its first look, where a list stays tracked for the session's life.
                     let pair_index: usize = pair_index.extract()?;
                     let pair = pairs.get_item(pair_index)?;
                     let pair = pair.cast::<PyTuple>().map_err(|_| PyTypeError::new_err(format!("pairs[{pair_index}] must be a tuple")))?;
-                    pairs.set_item(pair_index, PyTuple::new(py, [pair.get_item(0)?, position.as_any().clone(), pair.get_item(2)?])?)?;
-                    pending.del_item(&call_id)?;
+                    Some((call_id.clone(), pair_index, PyTuple::new(py, [pair.get_item(0)?, position.as_any().clone(), pair.get_item(2)?])?))
                 }
                 _ if !pending.is_empty() => return Ok(index),
-                Tag::Invisible => {
-                    seen.set_item(message_id, &seq_value)?;
-                    continue;
+                _ => None,
+            };
+            let message_id = message.get().id_ref(py);
+            if !newly_seen(seen, message_id, &seq_value)? {
+                return Ok(index);
+            }
+            match (tag, answer) {
+                (_, Some((call_id, pair_index, answered))) => {
+                    pairs.set_item(pair_index, answered)?;
+                    pending.del_item(call_id)?;
                 }
-                Tag::Calls(call_ids) => {
+                (Tag::Invisible, _) => continue,
+                (Tag::Calls(call_ids), _) => {
                     for call_id in call_ids.iter() {
                         pending.set_item(&call_id, pairs.len())?;
                         pairs.append(PyTuple::new(py, [position.as_any(), &none, &call_id])?)?;
                     }
                 }
-                Tag::Node => {}
+                _ => {}
             }
-            seen.set_item(message_id, &seq_value)?;
             if positioning {
                 positions.set_item(message_id, &position)?;
             }
