@@ -30,7 +30,7 @@ use crate::log::record_scan::Sorted;
 use crate::log::sort_ahead::with_sorted_records;
 use crate::log::stored_records::Records;
 use crate::value::strs::text_of;
-use crate::value::walk::untrack;
+use crate::value::walk::{untrack, GcPause};
 
 /// Kind bytes of `EventLog`'s compact form only a stored record has (`Kept`; the others are
 /// `event_columns.rs`'): a record the Python decoder reads, a message event's record.
@@ -214,6 +214,7 @@ fn decode_records<'py>(
     // Every record's text first (borrowed, not copied), so that the blob is the bytearray itself,
     // allocated once at its size: a log's records are most of its memory, and a second copy of
     // them costs a page fault per 4 KiB.
+    let _no_collections = GcPause::new(py);
     let block = records.cast::<Records>().ok().map(|block| block.get());
     let items: Vec<Bound<'py, PyAny>> = match block {
         Some(_) => Vec::new(),

@@ -120,6 +120,37 @@ pub(crate) fn untrack(obj: &Bound<'_, PyAny>) {
     }
 }
 
+/// The cyclic GC held off while this guard lives, then set back as it was: for one native call
+/// that builds many objects without running any Python code (and so without giving up the GIL).
+/// What such a call builds is frozen or untracked, so the collections its allocations would
+/// start (one per 700 container allocations: dozens while a log of 10,000 messages is decoded,
+/// now and then a full one among them) could find no cycle; the first allocation after it starts
+/// the one that is due. On a free-threaded build other threads run Python meanwhile and the
+/// switch is the whole process's, so nothing is held off there.
+pub(crate) struct GcPause {
+    resume: bool,
+}
+
+impl GcPause {
+    pub(crate) fn new(_py: Python<'_>) -> Self {
+        // SAFETY: called with the GIL held (`_py`); `PyGC_Disable` returns whether it was enabled.
+        #[cfg(not(Py_GIL_DISABLED))]
+        let resume = unsafe { ffi::PyGC_Disable() } == 1;
+        #[cfg(Py_GIL_DISABLED)]
+        let resume = false;
+        GcPause { resume }
+    }
+}
+
+impl Drop for GcPause {
+    fn drop(&mut self) {
+        if self.resume {
+            // SAFETY: the guard lives inside the call that made it, which holds the GIL.
+            unsafe { ffi::PyGC_Enable() };
+        }
+    }
+}
+
 /// The name of `obj`'s type, for error messages.
 pub(crate) fn type_name(obj: &Bound<'_, PyAny>) -> String {
     obj.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "object".to_owned())

@@ -180,3 +180,45 @@ def test_the_surfaces_sequences_are_out_of_the_gc_and_stay_closed(tmp_path: Path
             assert_closed_and_untracked(item)
     assert reopened.messages()[0].content[0]["text"] == "q1 again"
     reopened.close()
+
+
+def _records(tmp_path: Path, turns: int) -> list[bytes]:
+    from dshkit.session._log.checksums import unseal_line
+
+    path = tmp_path / "log.jsonl"
+    with Session.create(path, durability="none") as session:
+        for turn in range(1, turns + 1):
+            _turn(session, turn)
+    records = [unseal_line(line) for line in path.read_bytes().splitlines()[1:]]
+    assert all(record is not None for record in records)
+    return records  # type: ignore[return-value]
+
+
+def test_a_decode_starts_no_collection_and_leaves_the_gc_as_it_found_it(tmp_path: Path) -> None:
+    from dshkit._core import decode_records
+
+    records = _records(tmp_path, 1500)  # tens of thousands of tuples, strs and frozen values built
+    collections = []
+
+    def count(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            collections.append(info["generation"])
+
+    gc.collect()
+    gc.callbacks.append(count)
+    try:
+        columns = decode_records(records, Event)
+        during = list(collections)
+        assert gc.isenabled()
+        gc.disable()
+        decode_records(records, Event)
+        assert not gc.isenabled()  # set back as it was: still off
+        gc.enable()
+        with pytest.raises(TypeError):
+            decode_records(42, Event)
+        assert gc.isenabled()
+    finally:
+        gc.callbacks.remove(count)
+        gc.enable()
+    # At most the one collection that was due, started by the first allocation after it.
+    assert isinstance(columns, tuple) and len(during) <= 1, during
