@@ -20,7 +20,8 @@ use pyo3::types::{PyDict, PyTuple};
 use crate::json::read::parse::{integer_value, run, Parsed, Parser, Span, Value};
 use crate::json::scan::digit_run_len;
 use crate::log::message_vouch::envelope_field_passes;
-use crate::message::creation::{message_from_fields, FIELDS};
+use crate::json::read::recent::RECENT_SOURCES;
+use crate::message::creation::{message_from_fields, FIELDS, SOURCE};
 use crate::value::freeze::freeze_at;
 use crate::value::message::Message;
 
@@ -230,7 +231,8 @@ impl<'a, 'py> Parser<'a, 'py> {
     /// The message object whose `{` is next, `depth` containers below the record's root, as a
     /// `Message`; `None` if it breaks a rule of `freeze_message`.
     fn message(&mut self, depth: usize) -> Parsed<Option<Bound<'py, Message>>> {
-        let fields = self.object_fields(&FIELDS, depth)?;
+        let mut recent = RECENT_SOURCES.try_lock().ok();
+        let fields = self.object_fields(&FIELDS, depth, recent.as_deref_mut().map(|objects| (SOURCE, objects)))?;
         Ok(message_from_fields(self.py, fields).ok())
     }
 

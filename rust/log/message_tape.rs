@@ -16,7 +16,8 @@ use crate::json::read::fields::Fields;
 use crate::json::read::keys::KEY_CACHE;
 use crate::json::read::tape::{Tape, TapeBuffers, TapeReader, Token};
 use crate::log::message_record::{envelope_slot, read_message_record, Envelope, MessageData, MessageRecord, DATA, ENVELOPE, SEQ, SOURCE_SEQS, SURFACE_OP, TIME, TYPE};
-use crate::message::creation::{message_from_fields, FIELDS};
+use crate::json::read::recent::RECENT_SOURCES;
+use crate::message::creation::{message_from_fields, FIELDS, SOURCE};
 use crate::value::message::Message;
 
 /// The record `text` of event `seq` (a message event of type `event_type`) from its `tape`;
@@ -122,11 +123,15 @@ impl<'py> TapeReader<'_, 'py> {
     /// not one of a message's four (which `message_from_fields` refuses) or a broken rule.
     fn message(&mut self, len: u32) -> Option<Bound<'py, Message>> {
         let mut fields = Fields { values: std::array::from_fn(|_| None), unknown: None };
+        let mut recent = RECENT_SOURCES.try_lock().ok();
         for _ in 0..len {
             let Token::Key { start, end } = self.next() else { return None };
             let name = self.text_of(Token::Key { start, end });
             let slot = FIELDS.iter().position(|field| *field == name)?;
-            fields.values[slot] = Some(self.value());
+            fields.values[slot] = Some(match recent.as_deref_mut() {
+                Some(objects) if slot == SOURCE => self.recent_value(objects),
+                _ => self.value(),
+            });
         }
         message_from_fields(self.py, fields).ok()
     }

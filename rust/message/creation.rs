@@ -9,6 +9,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyAny, PyBool, PyDict, PyString, PyTuple};
 
 use crate::json::read::fields::{parse_fields, Fields, TopLevel};
+use crate::json::read::recent::RECENT_SOURCES;
 use crate::message::content::{check_role, freeze_content, freeze_source, minted_id, validate_blocks, validate_source};
 use crate::message::model_source;
 use crate::value::freeze::{freeze_at, freeze_below};
@@ -20,6 +21,9 @@ use crate::value::walk::{is_mapping, type_name, untrack};
 
 /// The keys of a message's JSON object, in the order of `Fields::values` for `message_from_fields`.
 pub(crate) const FIELDS: [&str; 4] = ["id", "role", "content", "source"];
+/// `FIELDS`' slot of `source`, whose objects repeat from message to message: the readers of
+/// messages take them from `RECENT_SOURCES` (`json/read/recent.rs`).
+pub(crate) const SOURCE: usize = 3;
 
 /// Refuse keyword arguments a creation helper does not take, pointing identity imports to
 /// `freeze_message`.
@@ -235,7 +239,8 @@ fn import_mapping<'py>(py: Python<'py>, mapping: &Bound<'py, PyAny>) -> PyResult
 /// fields, already frozen, and only the checks `import_mapping` makes remain (with the same
 /// errors, in the same order); no top-level mapping is built and nothing is walked again.
 pub(crate) fn import_json<'py>(py: Python<'py>, text: &str) -> PyResult<Bound<'py, Message>> {
-    match parse_fields(py, text, &FIELDS)? {
+    let mut recent = RECENT_SOURCES.try_lock().ok();
+    match parse_fields(py, text, &FIELDS, recent.as_deref_mut().map(|objects| (SOURCE, objects)))? {
         TopLevel::Object(fields) => message_from_fields(py, fields),
         TopLevel::Other(value) => Err(PyValueError::new_err(format!(
             "Message.from_json() needs a JSON object, got {}",

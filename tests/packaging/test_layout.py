@@ -164,7 +164,7 @@ def test_a_model_api_uses_only_its_own_folder_and_the_shared_modules(name: str) 
 RUST = PACKAGE.parents[1] / "rust"
 RUST_FOLDERS = {
     "value": {"errors", "freeze", "frozendict", "frozendict/entries", "ids", "message", "recycle", "strs", "walk"},
-    "json": {"scan", "text", "read/fields", "read/keys", "read/parse", "read/strings", "read/tape"}
+    "json": {"scan", "text", "read/fields", "read/keys", "read/parse", "read/recent", "read/strings", "read/tape"}
     | {"write/leaves", "write/message", "write/tree"},
     "message": {"content", "creation", "methods", "model_source"},
     "log": {"checksum", "event_columns", "event_record", "message_record", "message_tape", "message_vouch", "plain_rules"}

@@ -1,10 +1,12 @@
 //! Reading JSON text: the parser straight into frozen trees (`parse`), its key cache (`keys`),
 //! escaped strings (`strings`), the fixed-field reader that messages and records use (`fields`),
+//! the objects read recently that a repeated text takes as they are (`recent`),
 //! and texts read ahead without the GIL into a tape that frozen values are built from (`tape`).
 
 pub(crate) mod fields;
 pub(crate) mod keys;
 pub(crate) mod parse;
+pub(crate) mod recent;
 pub(crate) mod strings;
 pub(crate) mod tape;
 

@@ -15,6 +15,7 @@ use pyo3::types::{PyAny, PyString};
 
 use crate::json::read::keys::{KeySlots, KEY_CACHE_MAX_LEN, SHORT_VALUE_MAX_LEN};
 use crate::json::read::parse::integer_value;
+use crate::json::read::recent::RecentObjects;
 use crate::json::read::strings::decode_escaped;
 use crate::json::scan::{digit_run_len, plain_run_len};
 use crate::json::text::new_str;
@@ -349,6 +350,22 @@ impl<'a, 'py> TapeReader<'a, 'py> {
     pub(crate) fn value(&mut self) -> (Bound<'py, PyAny>, usize) {
         let token = self.next();
         self.value_of(token)
+    }
+
+    /// The value next: the object of `recent` whose text is this object's, else built (and kept
+    /// there when it is a short object), as `Parser::recent_value` reads it from the text.
+    pub(crate) fn recent_value(&mut self, recent: &mut RecentObjects) -> (Bound<'py, PyAny>, usize) {
+        let token = self.next();
+        let Token::Object { start, end, .. } = token else { return self.value_of(token) };
+        let text: &'a str = self.text;
+        let text = &text.as_bytes()[start as usize..end as usize];
+        if let Some(found) = recent.exactly(self.py, text) {
+            self.skip(token);
+            return found;
+        }
+        let value = self.value_of(token);
+        recent.keep(text, &value.0, value.1);
+        value
     }
 
     /// The value that `token` (just taken) starts.
