@@ -304,9 +304,11 @@ def open_session(connection: Any, session_id: str, *, message_ids: bool, lock: i
 
 def _version_row(checked: Any) -> tuple[Any, ...]:
     """The version check's row, `(None,)` if it has none (it failed, or `dshkit_schema` is empty)."""
+    import psycopg
+
     try:
         row = None if checked is None else checked.fetchone()
-    except Exception:  # psycopg: no result, the statement having failed
+    except psycopg.Error:  # no result: the statement failed, or never ran
         row = None
     return (None,) if row is None else tuple(row)
 
