@@ -16,8 +16,9 @@ import pytest
 
 from dshkit.session import Session
 from dshkit.session._log.checksums import verified_join
-from dshkit.session.stores.postgres import PostgresStore
-from dshkit.session.stores.postgres_schema import read_session
+from dshkit.session.errors import SessionError
+from dshkit.session.stores.postgres import PostgresStore, lock_key
+from dshkit.session.stores.postgres_schema import SCHEMA_VERSION, read_session
 
 psycopg = pytest.importorskip("psycopg", reason="the PostgreSQL store needs psycopg (dshkit[postgres])")
 
@@ -123,7 +124,7 @@ def test_an_open_is_one_round_trip_with_the_writers_lock(postgres_url: str, sess
 
 
 @pytest.mark.parametrize("durability", ["checkpoint", "none"])
-def test_an_open_on_its_own_connection_sets_it_up_in_the_version_checks_round_trip(
+def test_an_open_on_its_own_connection_is_one_round_trip_checking_the_schema_and_setting_it_up(
     postgres_url: str, session_id: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, durability: str
 ) -> None:
     connect = psycopg.connect
@@ -141,14 +142,65 @@ def test_an_open_on_its_own_connection_sets_it_up_in_the_version_checks_round_tr
                 settings = session.store._connection.execute("SELECT current_setting('plan_cache_mode'), current_setting('synchronous_commit')")
                 assert settings.fetchone() == ("force_generic_plan", "off" if durability == "none" else "on")
     reader, writer = (round_trips(trace) for trace in traces)
-    # The open: the version check setting the connection up, the read (after a writer's lock);
-    # then the test's look at the settings, and the writer's unlock on close.
-    assert len(reader) == 3 and len(writer) == 4, (reader, writer)
+    # The open: the version check setting the connection up (and taking a writer's lock), then
+    # the read, in one round trip; then the test's look at the settings, and the writer's unlock.
+    assert len(reader) == 2 and len(writer) == 3, (reader, writer)
     for trips in (reader, writer):
-        assert trips[0].startswith("SELECT version, set_config($1, $2, false)") and "FROM dshkit_sessions" in trips[1]
-        assert trips[0].count("set_config") == (2 if durability == "none" else 1)
-    assert "pg_try_advisory_lock" not in reader[1] and writer[1].startswith("SELECT pg_try_advisory_lock")
-    assert writer[3].startswith("SELECT pg_advisory_unlock")
+        check, plan, read = trips[0].split(" ; ")
+        assert check.startswith("SELECT version, set_config($1, $2, false)") and check.endswith("FROM dshkit_schema")
+        assert check.count("set_config") == (2 if durability == "none" else 1)
+        assert "enable_sort" in plan and "FROM dshkit_sessions" in read
+    assert "pg_try_advisory_lock" not in reader[0]
+    assert "CASE WHEN version = 4 THEN pg_try_advisory_lock(" in writer[0].split(" ; ")[0]
+    assert writer[2].startswith("SELECT pg_advisory_unlock")
+
+
+@pytest.mark.parametrize("read_only", [True, False], ids=["read_only", "to_write"])
+def test_an_open_in_a_database_without_the_tables_makes_them_and_finds_no_session(fresh_database: str, read_only: bool) -> None:
+    with pytest.raises(FileNotFoundError, match="no session absent in"):
+        Session.open(fresh_database, session_id="absent", read_only=read_only)
+    with psycopg.connect(fresh_database, autocommit=True) as connection:
+        assert connection.execute("SELECT version FROM dshkit_schema").fetchall() == [(SCHEMA_VERSION,)]
+        assert advisory_locks(connection) == 0
+
+
+@pytest.mark.parametrize("read_only", [True, False], ids=["read_only", "to_write"])
+def test_an_open_in_a_database_of_a_newer_schema_is_refused_before_reading_or_locking(fresh_database: str, read_only: bool, build) -> None:
+    with Session.create(fresh_database, session_id="newer", durability="none") as session:
+        session.append("user/message", build.user("hi"))
+    with psycopg.connect(fresh_database, autocommit=True) as connection:
+        connection.execute("UPDATE dshkit_schema SET version = %s", (SCHEMA_VERSION + 1,))
+        with pytest.raises(SessionError, match=f"schema version {SCHEMA_VERSION + 1}.*upgrade dshkit"):
+            Session.open(fresh_database, session_id="newer", read_only=read_only)
+        assert advisory_locks(connection) == 0
+
+
+def test_a_writer_opening_a_session_of_an_older_schema_migrates_it_and_holds_its_lock_once(fresh_database: str, build) -> None:
+    # The version-3 database has no `dshkit_packs`: the open's read fails in its round trip, and
+    # the lock beside the version check is taken only at this dshkit's version. Taken there too,
+    # the read after the migration would take it a second time, and one unlock would not free it.
+    with Session.create(fresh_database, session_id="older", durability="none") as session:
+        session.append("user/message", build.user("hi"))
+    with psycopg.connect(fresh_database, autocommit=True) as connection:
+        for statement in (
+            "DROP TABLE dshkit_packs", "DROP TRIGGER dshkit_events_packed_only ON dshkit_events",
+            "DROP FUNCTION dshkit_check_packed()", "UPDATE dshkit_schema SET version = 3",
+        ):
+            connection.execute(statement)
+        with Session.open(fresh_database, session_id="older") as session:
+            assert [message.text for message in session.messages()] == ["hi"]
+            assert connection.execute("SELECT version FROM dshkit_schema").fetchall() == [(SCHEMA_VERSION,)]
+            key = lock_key("older")
+            assert session.store._connection.execute("SELECT pg_advisory_unlock(%s)", (key,)).fetchone() == (True,)
+            assert connection.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone() == (True,)
+            connection.execute("SELECT pg_advisory_unlock(%s)", (key,))
+            session.store._locked = False  # given up above
+
+
+def advisory_locks(connection: Any) -> int:
+    """How many advisory locks any connection to this database holds."""
+    query = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+    return int(connection.execute(query).fetchone()[0])
 
 
 def test_a_writer_rewrites_a_message_written_before_it_opened(postgres_url: str, session_id: str) -> None:
@@ -160,6 +212,30 @@ def test_a_writer_rewrites_a_message_written_before_it_opened(postgres_url: str,
         session.sync()
     with Session.open(postgres_url, session_id=session_id, read_only=True) as read:
         assert read.messages()[0].text == "question 1, reworded" and read.messages()[0].id == first.id
+
+
+def test_a_writers_open_decodes_the_stored_message_ids_only_when_a_replacement_asks(postgres_url: str, build) -> None:
+    # Ids in packs and in rows: kept as psycopg received them through the open and the appends,
+    # decoded by the first replacement, which must know them all: a replaced message of a pack
+    # keeps its id unindexed (indexed again, the server would refuse the write as a duplicate).
+    store = PostgresStore(postgres_url)
+    store.pack_events = 4
+    with Session.create(store=store, durability="none") as session:
+        for turn in range(13):
+            session.append("user/message", build.user(f"m{turn}"))
+        session.sync()
+        session_id = session.id
+    with Session.open(postgres_url, session_id=session_id) as session:
+        ids = session.store._message_ids
+        assert len(ids._stored) == 3 and not ids._ids  # two packs' arrays and the rows', undecoded
+        session.append("user/message", build.user("new"))
+        assert len(ids._stored) == 3
+        old = session.messages()[1]
+        session.replace(old.with_content([{"type": "text", "text": "m1, reworded"}]))
+        assert not ids._stored and len(ids._ids) == 14
+        session.sync()
+    with Session.open(postgres_url, session_id=session_id, read_only=True) as read:
+        assert [message.text for message in read.messages()][:3] == ["m0", "m1, reworded", "m2"]
 
 
 @pytest.mark.skipif(psycopg.pq.__impl__ == "python", reason="psycopg's pure Python implementation hands loaders copies")

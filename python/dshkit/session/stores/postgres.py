@@ -33,6 +33,7 @@ from dshkit.session.errors import SessionConflictError, SessionCorruptError, Ses
 from dshkit.session.events import MESSAGE_EVENT_TYPES, SURFACE_APPEND, USER_MESSAGE, Event
 from dshkit.session._log.checksums import check_header, checksum, verified, verified_join
 from dshkit.session.stores.packs import PACK_EVENTS
+from dshkit.session.stores.postgres_ids import MessageIds
 from dshkit.session.stores.postgres_packs import Packs, checked_packs, event_place, make_packs, packs_line_up
 from dshkit.session.stores.postgres_schema import (
     CONFLICT_SQLSTATE,
@@ -44,8 +45,9 @@ from dshkit.session.stores.postgres_schema import (
     UNLOCK,
     WRITE_EVENTS,
     WriteRow,
+    connection_settings,
     ensure_schema as ensure_schema,  # re-exported: callers import it from here
-    read_session,
+    open_session,
     write_params,
 )
 from dshkit.session.stores.protocol import SessionStore, check_durability
@@ -136,7 +138,7 @@ class PostgresStore(SessionStore):
         self._locked = False
         self._held: list[WriteRow] = []
         self._sealed = True  # records carry checksums (format version 2); False for a version 1 session
-        self._message_ids: set[str] = set()
+        self._message_ids = MessageIds()
         self._after_write: Callable[[Any], None] | None = None  # test hook: after commit, before the ack returns
         self._during_pack: Callable[[Any], None] | None = None  # test hook: inside a pack's transaction
         self.pack_events = PACK_EVENTS  # events per pack (tests use a few)
@@ -158,7 +160,8 @@ class PostgresStore(SessionStore):
 
     # -- connections ----------------------------------------------------------------------
 
-    def _connect(self) -> Any:
+    def _connect(self, *, schema: bool = True) -> Any:
+        """A pool's connection, or a new one set up, its schema checked unless `schema` is false (`load`'s read does)."""
         if self._connections is not None:
             return self._borrow(self._connections)
         psycopg = import_psycopg()
@@ -167,12 +170,8 @@ class PostgresStore(SessionStore):
         except psycopg.OperationalError as error:
             raise ConnectionError(f"cannot connect to {redact(self.url)}: {str(error).strip()}") from error
         try:
-            # psycopg prepares a statement on the server after 5 runs; the write is the same
-            # statement every time and every lookup in it is by the full primary key, so its
-            # plan never depends on the values: without this, PostgreSQL may judge a fresh plan
-            # per write cheaper (it did for WRITE_EVENTS) and spend more planning than writing.
-            settings = [("plan_cache_mode", "force_generic_plan")]
-            ensure_schema(connection, settings + [("synchronous_commit", "off")] * (self._durability == "none"))
+            if schema:
+                ensure_schema(connection, connection_settings(self._durability))
         except BaseException:
             connection.close()
             raise
@@ -206,15 +205,15 @@ class PostgresStore(SessionStore):
         else:
             self._connections.putconn(connection)
 
-    def _open_connection(self, *, lock: bool) -> Any:
-        """Connect (retrying connection errors) and, for a writer, take the session's lock."""
+    def _open_connection(self, *, lock: bool, schema: bool = True) -> Any:
+        """Connect (retrying connection errors; `_connect`) and, for a writer, take the session's lock."""
         psycopg = import_psycopg()
         last: BaseException | None = None
         for delay in (0.0, *RETRY_DELAYS):
             if delay:  # `sleep(0)` still gives up the CPU: on a busy machine, a scheduler slice per open
                 time.sleep(delay)
             try:
-                connection = self._connect()
+                connection = self._connect(schema=schema)
             except ConnectionError as error:
                 last = error
                 continue
@@ -290,10 +289,11 @@ class PostgresStore(SessionStore):
         """The header and every event record in seq order, checksums checked (locking the session unless read-only)."""
         session_id = self._need_session_id("open")
         self._durability = self._check_durability(durability)
-        connection = self._open_connection(lock=False)  # a writer's lock comes in the read's round trip
+        connection = self._open_connection(lock=False, schema=False)  # schema and lock: in the read's round trip
         try:
             self._locked = not read_only  # until the read answers: one failing after its lock must unlock
-            taken, row = read_session(connection, session_id, message_ids=not read_only, lock=None if read_only else lock_key(session_id))
+            settings = None if self._connections is not None else connection_settings(self._durability)
+            taken, row = open_session(connection, session_id, message_ids=not read_only, lock=None if read_only else lock_key(session_id), settings=settings)
             if not read_only:
                 self._take_lock(connection, taken)
             if row is None:
@@ -311,7 +311,7 @@ class PostgresStore(SessionStore):
                 rows = connection.execute(READ_EVENTS, (session_id,)).fetchall()
                 records = [self._unchecked(seq, body, crc) for seq, body, crc in rows]
             if not read_only:
-                self._message_ids = set(message_ids or ())
+                self._message_ids = message_ids or MessageIds()
             self._packing = self._sealed
         except BaseException:
             self._release(connection)

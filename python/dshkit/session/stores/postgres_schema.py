@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from dshkit.session.errors import SessionError
+from dshkit.session.stores.postgres_ids import MessageIds, text_array_oid
 
 SCHEMA_VERSION = 4
 CONFLICT_SQLSTATE = "DK001"
@@ -223,7 +224,7 @@ class SessionRead(NamedTuple):
     header_crc: int | None
     bodies: list[Any]  # packs' then rows' records, each part joined by newlines (psycopg's buffers)
     crcs: list[str]  # their checksums, comma-separated, a list per part
-    message_ids: list[str] | None  # for a writer: the ids its events brought
+    message_ids: MessageIds | None  # for a writer: the ids its events brought
     packs: list[tuple[int, int]]  # (first seq, last seq) of each pack, in seq order
     rows: int  # how many event rows
     first_row: int | None  # the first row's seq
@@ -231,7 +232,8 @@ class SessionRead(NamedTuple):
 
 @functools.cache
 def bytea_view_loader() -> type:
-    """A psycopg loader of binary `bytea` that returns the buffer it is given instead of a copy.
+    """A psycopg loader of binary `bytea` that returns the buffer it is given instead of a copy
+    (also a writer's `text[]` of message ids: `postgres_ids`).
 
     psycopg's C implementation hands a Python loader a read-only memoryview over the query's
     result that keeps the result alive (the pure Python one, bytes): the packs' megabytes are
@@ -260,23 +262,91 @@ def read_session(connection: Any, session_id: str, *, message_ids: bool, lock: i
 
     with connection.pipeline() if psycopg.Pipeline.is_supported() else connection.transaction():
         locking = None if lock is None else connection.execute(TRY_LOCK, (lock,))
-        connection.execute(READ_SESSION_PLAN)
-        cursor = connection.cursor(binary=True)
-        cursor.adapters.register_loader("bytea", bytea_view_loader())
-        cursor.execute(READ_SESSION, {"session": session_id, "message_ids": message_ids})
-    taken = None if locking is None else bool(locking.fetchone()[0])
-    rows = cursor.fetchall()
+        cursor = _send_read(connection, session_id, message_ids)
+    return None if locking is None else bool(locking.fetchone()[0]), _session_read(cursor.fetchall(), message_ids)
+
+
+def open_session(connection: Any, session_id: str, *, message_ids: bool, lock: int | None,
+                 settings: Sequence[tuple[str, str]] | None) -> tuple[bool | None, SessionRead | None]:
+    """`read_session` on a connection just opened, its schema checked (`ensure_schema`) and
+    `settings` set in the same round trip (None: a caller's connection, neither checked nor set).
+
+    One pipeline: the version, `settings` and, only where the version is this dshkit's, a
+    writer's `pg_try_advisory_lock` in one statement, then the read. Any other version (no
+    tables yet, an older schema, a newer one) takes no lock and uses nothing the read returned:
+    `ensure_schema` makes, migrates or refuses the schema, then `read_session` reads. A failure
+    after the lock was taken is raised (the lock outlives it: the caller releases it)."""
+    import psycopg
+
+    if settings is None or not psycopg.Pipeline.is_supported():
+        if settings is not None:
+            ensure_schema(connection, settings)
+        return read_session(connection, session_id, message_ids=message_ids, lock=lock)
+    configure = "".join(", set_config(%s, %s, false)" for _ in settings)
+    locking = f", CASE WHEN version = {SCHEMA_VERSION} THEN pg_try_advisory_lock(%s) END" * (lock is not None)
+    checked: Any = None
+    try:
+        with connection.pipeline():
+            checked = connection.execute(
+                f"SELECT version{configure}{locking} FROM dshkit_schema", [*(v for pair in settings for v in pair), *[lock] * (lock is not None)]
+            )
+            cursor = _send_read(connection, session_id, message_ids)
+    except psycopg.Error:
+        if _version_row(checked)[0] == SCHEMA_VERSION:
+            raise
+    else:
+        row = _version_row(checked)
+        if row[0] == SCHEMA_VERSION:
+            return None if lock is None else bool(row[-1]), _session_read(cursor.fetchall(), message_ids)
+    ensure_schema(connection, settings)
+    return read_session(connection, session_id, message_ids=message_ids, lock=lock)
+
+
+def _version_row(checked: Any) -> tuple[Any, ...]:
+    """The version check's row, `(None,)` if it has none (it failed, or `dshkit_schema` is empty)."""
+    import psycopg
+
+    try:
+        row = None if checked is None else checked.fetchone()
+    except psycopg.Error:  # no result: the statement failed, or never ran
+        row = None
+    return (None,) if row is None else tuple(row)
+
+
+def _send_read(connection: Any, session_id: str, message_ids: bool) -> Any:
+    """Run `READ_SESSION_PLAN` and `READ_SESSION` (in the caller's pipeline or transaction): the
+    cursor whose rows are the session's, its bytea read in place (`bytea_view_loader`)."""
+    connection.execute(READ_SESSION_PLAN)
+    cursor = connection.cursor(binary=True)
+    cursor.adapters.register_loader("bytea", bytea_view_loader())
+    if message_ids:  # kept as received, decoded on first use (`MessageIds`)
+        cursor.adapters.register_loader(text_array_oid(), bytea_view_loader())
+    cursor.execute(READ_SESSION, {"session": session_id, "message_ids": message_ids})
+    return cursor
+
+
+def _session_read(rows: list[Any], message_ids: bool) -> SessionRead | None:
+    """The session in `READ_SESSION`'s rows (None if there is none): the packs in seq order, then the rows."""
     session = next((row for row in rows if row[7] is None), None)
     if session is None:
-        return taken, None
+        return None
     parts = sorted((row for row in rows if row[7] is not None), key=lambda row: row[7])
+    ids = MessageIds([session[4], *(part[4] for part in parts)]) if message_ids else None
     if session[5]:
         parts.append(session)
-    ids = [*(session[4] or ()), *(id_ for part in parts if part is not session for id_ in part[4] or ())]
-    return taken, SessionRead(
+    return SessionRead(
         session[0], session[1], [part[2] for part in parts], [part[3] for part in parts],
-        ids if message_ids else None, [(part[7], part[8]) for part in parts if part is not session], session[5], session[6],
+        ids, [(part[7], part[8]) for part in parts if part is not session], session[5], session[6],
     )
+
+
+def connection_settings(durability: str) -> list[tuple[str, str]]:
+    """What a store sets on a connection of its own (never on a caller's), for `durability`."""
+    # psycopg prepares a statement on the server after 5 runs; the write is the same statement
+    # every time and every lookup in it is by the full primary key, so its plan never depends on
+    # the values: without this, PostgreSQL may judge a fresh plan per write cheaper (it did for
+    # WRITE_EVENTS) and spend more planning than writing.
+    return [("plan_cache_mode", "force_generic_plan")] + [("synchronous_commit", "off")] * (durability == "none")
 
 
 def ensure_schema(connection: Any, settings: Sequence[tuple[str, str]] = ()) -> None:

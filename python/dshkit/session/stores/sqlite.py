@@ -29,6 +29,7 @@ import os
 import secrets
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 from dshkit.session.errors import SessionCorruptError, SessionError
 from dshkit.session._log.checksums import check_header, checksum, verified
@@ -37,9 +38,10 @@ from dshkit.session.events import Event
 from dshkit.session.stores.packs import PACK_EVENTS, packs_due
 from dshkit.session.stores.protocol import SessionStore, check_durability
 from dshkit.session.stores.sqlite_packs import (
-    NO_PACKS, PackLayout, check_packs_version, checked_pack_records, joined_records, pack_range, read_packs,
+    NO_PACKS, PackLayout, check_packs_version, checked_pack_records, joined_records, pack_layout, pack_range,
     row_describer,
 )
+from dshkit.session.stores.sqlite_read import LOG_FACTS, SealedLog, read_sealed_log
 
 try:
     import fcntl
@@ -50,16 +52,6 @@ _SCHEMA = (
     "CREATE TABLE dshkit_session (header TEXT NOT NULL, crc INTEGER NOT NULL)",
     "CREATE TABLE dshkit_events ("
     "seq INTEGER PRIMARY KEY, type TEXT NOT NULL, time INTEGER NOT NULL, body TEXT NOT NULL, crc INTEGER NOT NULL)",
-)
-# `dshkit_events` in one row (`SqliteStore._checked_records`): every body joined by newlines, and
-# every checksum, comma-separated, where only an integer is written as itself (NULL, text or a
-# real as `x`, which no checksum matches), and the number of rows. In seq order with no ORDER BY:
-# seq is the rowid and the table has no index, so SQLite scans it in rowid order (a subquery
-# ordering it would cost a quarter of the query); were it ever otherwise, each record's own seq is checked against its
-# place when it is decoded, so an out-of-order read is refused, never taken.
-_JOINED_EVENTS = (
-    "SELECT CAST(group_concat(body, char(10)) AS BLOB), "
-    "group_concat(CASE WHEN typeof(crc) = 'integer' THEN crc ELSE 'x' END), count(*) FROM dshkit_events"
 )
 _EVENT_ROWS = "SELECT CAST(body AS BLOB), crc FROM dshkit_events ORDER BY seq"
 _ATTACHMENTS_TABLE = "CREATE TABLE IF NOT EXISTS dshkit_attachments (digest TEXT PRIMARY KEY, data BLOB NOT NULL)"
@@ -221,20 +213,12 @@ class SqliteStore(SessionStore):
             db = self._connect("ro" if read_only else "rw")
             if not read_only:
                 self._configure(db, durability)
-            columns = {row[1] for row in db.execute("PRAGMA table_info(dshkit_events)")}
-            self._sealed = "crc" in columns
-            header_sql = "SELECT header, crc FROM dshkit_session" if self._sealed else "SELECT header, NULL FROM dshkit_session"
-            headers = db.execute(header_sql).fetchall()
-            if len(headers) != 1 or not isinstance(headers[0][0], str):
-                raise SessionCorruptError(f"{self.path}: dshkit_session must hold exactly one header row")
-            header = headers[0][0]
-            if self._sealed:
-                verified([headers[0]], lambda _: self.describe(-1))
-            check_header(header, self._sealed, self.describe(-1))
-            if self._sealed:
-                records = self._checked_records(db)
-            else:
-                records = [row[0] for row in db.execute("SELECT CAST(body AS BLOB) FROM dshkit_events ORDER BY seq")]
+            db.execute("BEGIN")  # one snapshot, whatever a writer packs meanwhile
+            try:
+                header, records = self._read(db)
+            finally:
+                if db.in_transaction:
+                    db.execute("COMMIT")
         except sqlite3.DatabaseError as error:
             if db is not None:
                 db.close()
@@ -248,32 +232,46 @@ class SqliteStore(SessionStore):
         self._db = db
         return header, records
 
-    def _checked_records(self, db: sqlite3.Connection) -> StoredRecords:
+    def _read(self, db: sqlite3.Connection) -> tuple[str, StoredRecords]:
+        """The header and the records, read in the open's transaction (`sqlite_read`): a version 1
+        database's rows as they are, a sealed log's checked (`_checked_records`)."""
+        has_crc, version, has_packs = db.execute(LOG_FACTS).fetchone()
+        self._sealed = bool(has_crc)
+        if not self._sealed:
+            header = self._checked_header(db.execute("SELECT header, NULL FROM dshkit_session").fetchall())
+            return header, [row[0] for row in db.execute("SELECT CAST(body AS BLOB) FROM dshkit_events ORDER BY seq")]
+        check_packs_version(version, str(self.path))
+        log = read_sealed_log(db, bool(has_packs))
+        return self._checked_header(log.headers), self._checked_records(db, log)
+
+    def _checked_header(self, headers: list[Any]) -> str:
+        """The one header row's record, its checksum checked in a sealed log (`check_header`)."""
+        if len(headers) != 1 or not isinstance(headers[0][0], str):
+            raise SessionCorruptError(f"{self.path}: dshkit_session must hold exactly one header row")
+        header: str = headers[0][0]
+        if self._sealed:
+            verified([tuple(headers[0])], lambda _: self.describe(-1))
+        check_header(header, self._sealed, self.describe(-1))
+        return header
+
+    def _checked_records(self, db: sqlite3.Connection, log: SealedLog) -> StoredRecords:
         """Every event record in seq order, the packs' then the rows', each checked against its
         checksum; `SessionCorruptError` naming the first pack event or row that fails.
 
-        The packs and the rows are read in one read transaction (one snapshot, whatever a writer
-        packs meanwhile), the rows as two joined values, so no Python object is made per row, and
-        paired with their checksums in one native call (`verified_join`), each compared where the
-        decode first reads its record (`describe` names a failing one: its pack and event, or its
-        row). If the pairing fails (a stored checksum is not an integer, a record holds a newline,
-        a body is NULL, a pack holds a wrong number of records), the packs are checked one by one
-        and the rows row by row (`verified`), which names the place.
+        The packs and the rows as `read_sealed_log` read them (the rows as two joined values, so
+        no Python object is made per row) are paired with their checksums in one native call
+        (`verified_join`), each compared where the decode first reads its record (`describe`
+        names a failing one: its pack and event, or its row). If the pairing fails (a stored
+        checksum is not an integer, a record holds a newline, a body is NULL, a pack holds a wrong
+        number of records), the packs are checked one by one and the rows row by row
+        (`verified`), still in the open's transaction, which names the place.
         """
         where = str(self.path)
-        db.execute("BEGIN")
-        try:
-            check_packs_version(db, where)
-            packs, layout = read_packs(db, where)
-            bodies, crcs, rows = db.execute(_JOINED_EVENTS).fetchone()
-            self._layout = layout
-            records = joined_records(packs, bodies, crcs)
-            if records is None or len(records) != layout.events + rows:
-                records = checked_pack_records(packs, layout, where)
-                records += verified(db.execute(_EVENT_ROWS), row_describer(layout, self.describe))
-        finally:
-            if db.in_transaction:
-                db.execute("COMMIT")
+        layout = self._layout = pack_layout(log.packs, where)
+        records = joined_records(log.packs, log.bodies, log.crcs)
+        if records is None or len(records) != layout.events + log.rows:
+            records = checked_pack_records(log.packs, layout, where)
+            records += verified(db.execute(_EVENT_ROWS), row_describer(layout, self.describe))
         if layout.packs:
             self.pack_events = layout.size
         return records

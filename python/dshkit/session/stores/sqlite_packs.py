@@ -21,6 +21,9 @@ from dshkit.session.stores.packs import checked_pack, pack_place
 PACKED_VERSION = 1
 """`PRAGMA user_version` of a database holding `dshkit_packs` (0: rows only, as before packs)."""
 
+Pack = tuple[int, int, bytes, str]
+"""A pack as read: (first seq, last seq, bodies, checksums)."""
+
 _PACKS_TABLE = (
     "CREATE TABLE IF NOT EXISTS dshkit_packs ("
     "first_seq INTEGER PRIMARY KEY, last_seq INTEGER NOT NULL, bodies BLOB NOT NULL, crcs TEXT NOT NULL)"
@@ -33,7 +36,7 @@ _RANGE_FACTS = (
     "sum(coalesce(body GLOB ('*' || char(10) || '*'), 1) OR typeof(crc) != 'integer') "
     "FROM dshkit_events WHERE seq BETWEEN ? AND ?"
 )
-# In seq order without ORDER BY, as `_JOINED_EVENTS` reads (a rowid range scan); a reader checks
+# In seq order without ORDER BY, as `sqlite_read.SEALED_LOG` reads the rows (a rowid range scan); a reader checks
 # each record's seq against its place anyway.
 _MAKE_PACK = (
     "INSERT INTO dshkit_packs (first_seq, last_seq, bodies, crcs) "
@@ -41,9 +44,6 @@ _MAKE_PACK = (
     "FROM dshkit_events WHERE seq BETWEEN ?1 AND ?2"
 )
 _DELETE_RANGE = "DELETE FROM dshkit_events WHERE seq BETWEEN ? AND ?"
-_READ_PACKS = "SELECT first_seq, last_seq, bodies, crcs FROM dshkit_packs ORDER BY first_seq"
-# By the table, not by `user_version`: a copy made through SQL text (`.dump`) may lose the version.
-_HAS_PACKS = "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'dshkit_packs'"
 
 
 class PackLayout(NamedTuple):
@@ -91,25 +91,20 @@ def pack_range(db: sqlite3.Connection, first: int, last: int) -> bool:
     return True
 
 
-def check_packs_version(db: sqlite3.Connection, where: str) -> int:
-    """The database's pack version (`PRAGMA user_version`); `SessionCorruptError` if a newer dshkit's."""
-    version = int(db.execute("PRAGMA user_version").fetchone()[0])
+def check_packs_version(version: int, where: str) -> None:
+    """`SessionCorruptError` if `version` (the database's `PRAGMA user_version`) is a newer dshkit's."""
     if version > PACKED_VERSION:
         raise SessionCorruptError(
             f"{where}: database version {version} was written by a newer dshkit (this one reads up to "
             f"{PACKED_VERSION}); upgrade dshkit to open it"
         )
-    return version
 
 
-def read_packs(db: sqlite3.Connection, where: str) -> tuple[list[tuple[int, int, bytes, str]], PackLayout]:
-    """Every pack in seq order and their layout (none before the first pack made the table);
-    `SessionCorruptError` naming a pack out of place."""
-    if not db.execute(_HAS_PACKS).fetchone()[0]:
-        return [], NO_PACKS
-    packs = db.execute(_READ_PACKS).fetchall()
+def pack_layout(packs: list[Pack], where: str) -> PackLayout:
+    """The layout of a log's packs, in seq order (none: `NO_PACKS`); `SessionCorruptError` naming a
+    pack out of place (every pack holds as many events as the first, from seq 0 on)."""
     if not packs:
-        return packs, NO_PACKS
+        return NO_PACKS
     size = packs[0][1] - packs[0][0] + 1
     for index, (first, last, bodies, crcs) in enumerate(packs):
         if (first, last) != (index * size, (index + 1) * size - 1) or type(bodies) is not bytes or type(crcs) is not str:
@@ -117,10 +112,10 @@ def read_packs(db: sqlite3.Connection, where: str) -> tuple[list[tuple[int, int,
                 f"{where}: dshkit_packs row {index} (events {first}-{last}): not a pack of events "
                 f"{index * size}-{(index + 1) * size - 1} (every pack holds as many events as the first)"
             )
-    return packs, PackLayout(size, len(packs))
+    return PackLayout(size, len(packs))
 
 
-def joined_records(packs: list[tuple[int, int, bytes, str]], bodies: bytes | None, crcs: str | None) -> StoredRecords | None:
+def joined_records(packs: list[Pack], bodies: bytes | None, crcs: str | None) -> StoredRecords | None:
     """The records of the packs then the rows, paired with their checksums in one native call
     (each compared where it is first read); None if they do not pair up."""
     parts: list[bytes | memoryview] = [pack[2] for pack in packs]
@@ -132,7 +127,7 @@ def joined_records(packs: list[tuple[int, int, bytes, str]], bodies: bytes | Non
 
 
 def checked_pack_records(
-    packs: list[tuple[int, int, bytes, str]], layout: PackLayout, where: str
+    packs: list[Pack], layout: PackLayout, where: str
 ) -> list[bytes]:
     """The records of every pack, pack by pack (`checked_pack`); `SessionCorruptError` naming the
     pack and the event of the first that fails."""
