@@ -113,30 +113,37 @@ impl<'w, W: AheadWork> Ahead<'w, W> {
 /// The work on a log's records, in order: done ahead by a thread, or (`None`) left to the caller.
 pub(crate) struct AheadRecords<'a, 'w, W: AheadWork> {
     ahead: Option<&'a Ahead<'w, W>>,
-    /// The chunk being consumed, taken from `ahead`.
-    current: Option<(usize, W::Chunk)>,
+    /// The chunk being consumed, and its work when it was taken from `ahead` (`None`: the caller
+    /// does that chunk's work itself).
+    current: Option<(usize, Option<W::Chunk>)>,
 }
 
 impl<W: AheadWork> AheadRecords<'_, '_, W> {
     /// The chunk holding the work on record `index` and the record's place in it, when it was
     /// done ahead; else `None`, and the caller does that work itself (the thread then skips the
-    /// chunk). Called once per record, in order.
+    /// chunk, and work on it the thread still finishes is left unused). Called for each record in
+    /// order (again for the same record costs nothing).
     pub(crate) fn worked(&mut self, index: usize) -> Option<(&W::Chunk, usize)> {
         let ahead = self.ahead?;
         let chunk = index / CHUNK;
+        // Once per chunk, not per record: the thread ahead reads `at`, `reached` and `next` at
+        // every record it works on, so each write here moves their cache line between the cores.
         if self.current.as_ref().is_none_or(|(current, _)| *current != chunk) {
             ahead.at.store(chunk, Ordering::Relaxed);
             ahead.reached.store(chunk + 1, Ordering::Relaxed);
-            let taken = lock(&ahead.chunks[chunk]).take().map(|worked| (chunk, worked));
-            if let Some((_, done)) = std::mem::replace(&mut self.current, taken) {
+            let taken = lock(&ahead.chunks[chunk]).take();
+            if taken.is_none() {
+                // Not done yet: the caller works on this chunk, and the thread starts past it.
+                ahead.next.fetch_max(chunk + 1, Ordering::Relaxed);
+            }
+            if let Some((_, Some(done))) = std::mem::replace(&mut self.current, Some((chunk, taken))) {
                 lock(&ahead.spare).push(done);
             }
         }
-        if self.current.is_none() {
-            // Not done yet: the caller works on this chunk, and the thread starts past it.
-            ahead.next.fetch_max(chunk + 1, Ordering::Relaxed);
+        match &self.current {
+            Some((_, Some(worked))) => Some((worked, index % CHUNK)),
+            _ => None,
         }
-        self.current.as_ref().map(|(_, worked)| (worked, index % CHUNK))
     }
 }
 
