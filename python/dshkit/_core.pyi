@@ -169,9 +169,11 @@ class OriginalLines(Sequence[bytes]):
     @overload
     def __getitem__(self, index: slice, /) -> OriginalLines: ...
 
-def split_original_lines(content: bytes, start: int, /) -> OriginalLines:
-    """`content[start:].split(b"\\n")` as `OriginalLines`, line ends found a block at a time,
-    nothing copied (an original-harness log's lines, `rust/original/lines.rs`)."""
+def split_original_lines(content: Buffer, start: int, tail: bytes | None = None, /) -> OriginalLines:
+    """`(content + tail)[start:].split(b"\\n")` as `OriginalLines`, line ends found a block at a
+    time, nothing copied nor joined (an original-harness log's lines, `rust/original/lines.rs`):
+    `content` is `bytes` or a read-only contiguous buffer (a mapped log), ending with a newline
+    when a `tail` follows it (`ValueError` otherwise)."""
 
 def compact_events(
     events: list[Any], count: int, offset: int, /
