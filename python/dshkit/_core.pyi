@@ -169,11 +169,12 @@ class OriginalLines(Sequence[bytes]):
     @overload
     def __getitem__(self, index: slice, /) -> OriginalLines: ...
 
-def split_original_lines(content: Buffer, start: int, tail: bytes | None = None, /) -> OriginalLines:
-    """`(content + tail)[start:].split(b"\\n")` as `OriginalLines`, line ends found a block at a
-    time, nothing copied nor joined (an original-harness log's lines, `rust/original/lines.rs`):
-    `content` is `bytes` or a read-only contiguous buffer (a mapped log), ending with a newline
-    when a `tail` follows it (`ValueError` otherwise)."""
+def split_original_lines(content: Buffer, start: int, /, *rest: Buffer) -> OriginalLines:
+    """`b"".join((content, *rest))[start:].split(b"\\n")` as `OriginalLines`, line ends found a
+    block at a time, nothing copied nor joined (an original-harness log's lines,
+    `rust/original/lines.rs`): each part `bytes` or a read-only contiguous buffer (a mapped log),
+    empty parts left out, each other part followed by another ending with a newline (`ValueError`
+    otherwise)."""
 
 def compact_events(
     events: list[Any], count: int, offset: int, /

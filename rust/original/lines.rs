@@ -2,15 +2,16 @@
 //! object each: an open of 40,000 records made and freed 40,000 of them on the GIL thread (~4 ms
 //! of ~55) only for `decode_original_records` to read their bytes. A line is made a `bytes` when
 //! Python asks for it (the crash-tail walk from the end, a record left to the Python decoder);
-//! slicing shares the bytes, so the crash-tail rules cut the list as before. The bytes are one
-//! part or two read as joined: a large plain log is a read-only mapping of the file up to a line
-//! no writer may cut, and the rest read (`dsh/plain_read.py`); neither part is copied.
+//! slicing shares the bytes, so the crash-tail rules cut the list as before. The bytes are parts
+//! read as joined, none copied: a large plain log is a read-only mapping of the file up to a
+//! line no writer may cut and the rest read (`dsh/plain_read.py`), a compressed log its frames'
+//! decompressed texts.
 
 use std::sync::Arc;
 
 use pyo3::exceptions::{PyIndexError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PySlice};
+use pyo3::types::{PyBytes, PySlice, PyTuple};
 
 use crate::json::scan::find_byte;
 use crate::log::stored_records::Piece;
@@ -98,7 +99,8 @@ pub(crate) fn line_spans(bytes: &[u8], start: usize) -> Vec<(usize, usize)> {
 }
 
 /// The line spans of `parts` read as joined (offsets in the joining), from offset `start`: as
-/// `line_spans` of the joining; each part but the last must end with a newline.
+/// `line_spans` of the joining. A line never spans two parts: each part followed by another
+/// must end with a newline (`Err`: the first that does not).
 fn joined_spans(parts: &[(usize, &[u8])], start: usize) -> Result<Vec<(usize, usize)>, usize> {
     let mut spans = Vec::new();
     for (k, &(base, bytes)) in parts.iter().enumerate() {
@@ -114,20 +116,32 @@ fn joined_spans(parts: &[(usize, &[u8])], start: usize) -> Result<Vec<(usize, us
     Ok(spans)
 }
 
-/// `(content + tail)[start:].split(b"\n")` as `OriginalLines`: line ends found a block at a time
-/// (`json/scan.rs`), no line copied, nor the parts joined. `content` is `bytes` or a read-only
-/// contiguous buffer (a mapped log), ending with a newline when a `tail` (`bytes`) follows it.
+/// `b"".join((content, *rest))[start:].split(b"\n")` as `OriginalLines`: line ends found a block
+/// at a time (`json/scan.rs`), no line copied, nor the parts joined. Each part is `bytes` or a
+/// read-only contiguous buffer (a mapped log; the decompressed frames of a compressed one); empty
+/// parts are left out, and each other part followed by another must end with a newline.
 #[pyfunction]
-#[pyo3(signature = (content, start, tail=None, /))]
-fn split_original_lines(py: Python<'_>, content: &Bound<'_, PyAny>, start: usize, tail: Option<Bound<'_, PyBytes>>) -> PyResult<OriginalLines> {
-    let mut parts = vec![(0, Piece::new(content)?)];
-    if let Some(tail) = tail {
-        parts.push((parts[0].1.bytes(py).len(), Piece::new(tail.as_any())?));
+#[pyo3(signature = (content, start, /, *rest))]
+fn split_original_lines(py: Python<'_>, content: &Bound<'_, PyAny>, start: usize, rest: &Bound<'_, PyTuple>) -> PyResult<OriginalLines> {
+    let mut parts = Vec::with_capacity(1 + rest.len());
+    let mut base = 0;
+    for part in std::iter::once(content.clone()).chain(rest.iter()) {
+        let piece = Piece::new(&part)?;
+        let length = piece.bytes(py).len();
+        parts.push((base, piece));
+        base += length;
     }
+    // An empty part holds no line end: left out (all but one when every part is empty).
+    let all_empty = parts.iter().all(|(_, piece)| piece.bytes(py).is_empty());
+    let mut index = 0;
+    parts.retain(|(_, piece)| {
+        index += 1;
+        (all_empty && index == 1) || !piece.bytes(py).is_empty()
+    });
     let parts = Parts(parts);
     let view = parts.view(py);
     let spans = py.detach(|| joined_spans(&view, start));
-    let spans = spans.map_err(|_| PyValueError::new_err("split_original_lines: content followed by a tail must end with a newline"))?;
+    let spans = spans.map_err(|_| PyValueError::new_err("split_original_lines: every part followed by another must end with a newline"))?;
     Ok(OriginalLines { parts: Arc::new(parts), spans })
 }
 

@@ -173,9 +173,20 @@ def test_lines_of_a_mapping_and_a_tail_split_as_their_joining_does(tmp_path: Pat
     mapped.close()  # no buffer left exported: the lines are gone
 
 
+@pytest.mark.parametrize("parts", [[b"", b"a\n", b"", b"b\nc\n", b"d"], [b"", b""], [b"", b"x"], [b"h\n", b"a\nb\n", b"\n", b"c\n"], [b"h\n", b""]])
+def test_lines_of_several_parts_split_as_their_joining_does(parts: list[bytes]) -> None:
+    joined = b"".join(parts)
+    for start in range(len(joined) + 2):
+        lines, expected = split_original_lines(*parts[:1], start, *parts[1:]), joined[start:].split(b"\n")
+        assert list(lines) == expected and list(lines[1:]) == expected[1:]
+        assert [lines[index] for index in range(-len(expected), len(expected))] == expected * 2
+
+
 def test_lines_of_a_content_not_ending_its_line_or_of_a_writable_buffer_are_refused() -> None:
     with pytest.raises(ValueError, match="must end with a newline"):
         split_original_lines(b"h\nfirst", 0, b"second\n")
+    with pytest.raises(ValueError, match="must end with a newline"):
+        split_original_lines(b"h\n", 0, b"", b"first", b"", b"second\n")
     with pytest.raises(TypeError, match="read-only"):
         split_original_lines(bytearray(b"h\nfirst\n"), 0)
     with pytest.raises(TypeError):

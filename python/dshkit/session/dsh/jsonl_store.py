@@ -118,7 +118,7 @@ class DshJsonlStore(SessionStore):
         if header_end < 0:
             raise SessionCorruptError(f"{self.path}: line 1: not an original-harness session log (no complete header line)")
         decode_header(content[:header_end], f"{self.path}: line 1")
-        pieces = split_original_lines(content, header_end + 1, rest or None)
+        pieces = split_original_lines(content, header_end + 1, rest)
         tail = pieces[-1]
         keep = len(content) + len(rest) - len(tail)
         lines, cut = self._crash_tail(pieces[:-1])
@@ -151,10 +151,13 @@ class DshJsonlStore(SessionStore):
         if not header_text.endswith(b"\n") or header_text.count(b"\n") != 1:
             raise SessionCorruptError(f"{self.path}: line 1: the first frame must hold exactly the header line")
         decode_header(header_text[:-1], f"{self.path}: line 1")
-        body = b"".join(texts[1:])
-        if body and not body.endswith(b"\n"):
+        body = [text for text in texts[1:] if text]
+        if body and not body[-1].endswith(b"\n"):
             raise SessionCorruptError(f"{self.path}: a complete frame ends inside a line")
-        lines: Sequence[bytes] = split_original_lines(body, 0)[:-1]  # the last piece is empty: the body ends with a newline
+        if not all(text.endswith(b"\n") for text in body):  # a frame ending inside a line: joined
+            body = [b"".join(body)]
+        # The frames' texts as they are, not joined; the last piece is empty (the body ends with a newline).
+        lines: Sequence[bytes] = split_original_lines(b"", 0, *body)[:-1]
         self._size = len(content) if torn_start is None else torn_start
         if torn_start is not None:
             salvaged = decompress_prefix(content[torn_start:])
