@@ -154,9 +154,9 @@ def decode_original_records(
     """The original harness's event records as `EventLog` columns `(types, times, messages, blob,
     ends, pending)` (`rust/original/`): the records whose dshkit event is plain read natively, the
     message appends it vouches for as `Message`s; `pending` holds, in seq order, `(record index,
-    seq)` of each record left to Python and `(seqs, tags, record indexes)` of each run of vouched
-    appends (see `Surface.fold_appends`). `None` when the whole log must take the Python path (a
-    packed row not read natively)."""
+    seq)` of each record left to Python and `(seqs, tags, record indexes, hidden seqs)` of each run
+    of vouched appends (see `Surface.fold_appends`; hidden: those whose tag is `False`). `None`
+    when the whole log must take the Python path (a packed row not read natively)."""
 
 @final
 class OriginalLines(Sequence[bytes]):

@@ -17,7 +17,7 @@ use std::ops::Range;
 
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyList, PyString, PyTuple};
 
 use crate::json::read::from_json;
 use crate::json::read::tape::Tape;
@@ -35,6 +35,17 @@ const KIND_USER: u8 = b'U';
 const KIND_MESSAGE: u8 = b'M';
 const CHUNK_TYPE: &str = "assistant/chunk";
 
+/// A run of message appends read and vouched for here, until the next record left to Python: each
+/// one's seq, tag (`Surface.fold_appends`) and record index, and the seqs of those without
+/// model-visible content (tag `False`, rare: the Python side notes them without a pass over every tag).
+#[derive(Default)]
+struct Run<'py> {
+    seqs: Vec<usize>,
+    tags: Vec<Bound<'py, PyAny>>,
+    indexes: Vec<usize>,
+    hidden: Vec<usize>,
+}
+
 /// The columns as they are built (`EventLog.adopt` takes them), and the records left to Python.
 struct Columns<'py> {
     types: Vec<Bound<'py, PyAny>>,
@@ -44,9 +55,9 @@ struct Columns<'py> {
     blob: Blob<'py>,
     ends: Vec<u64>,
     /// In seq order: `(record index, seq)` of each record left to the Python decoder, and
-    /// `(seqs, tags, record indexes)` of each run of appends read and vouched for here.
+    /// `(seqs, tags, record indexes, hidden seqs)` of each run of appends read and vouched for here.
     pending: Bound<'py, PyList>,
-    run: (Vec<usize>, Vec<Bound<'py, PyAny>>, Vec<usize>),
+    run: Run<'py>,
     /// Each type name of the vocabulary as a `str`, by `TypeName::id`, and `assistant/chunk`.
     type_names: Vec<Bound<'py, PyAny>>,
     chunk_type: Bound<'py, PyAny>,
@@ -62,7 +73,7 @@ impl<'py> Columns<'py> {
             ends: Vec::with_capacity(texts.len()),
             messages: Vec::with_capacity(texts.len()),
             pending: PyList::empty(py),
-            run: (Vec::new(), Vec::new(), Vec::new()),
+            run: Run::default(),
             type_names: vocabulary.names.iter().map(|name| PyString::intern(py, name).into_any()).collect(),
             chunk_type: PyString::intern(py, CHUNK_TYPE).into_any(),
         })
@@ -111,9 +122,12 @@ impl<'py> Columns<'py> {
         let seq = self.types.len();
         self.event(self.type_name(type_id), append.time, append.kind, &append.kept)?;
         self.messages[seq] = append.message;
-        self.run.0.push(seq);
-        self.run.1.push(append.tag);
-        self.run.2.push(index);
+        if append.tag.is(&*PyBool::new(self.pending.py(), false)) {
+            self.run.hidden.push(seq);
+        }
+        self.run.seqs.push(seq);
+        self.run.tags.push(append.tag);
+        self.run.indexes.push(index);
         Ok(())
     }
 
@@ -130,9 +144,10 @@ impl<'py> Columns<'py> {
     }
 
     fn flush(&mut self) -> PyResult<()> {
-        if !self.run.0.is_empty() {
+        if !self.run.seqs.is_empty() {
             let py = self.pending.py();
-            let run = (PyList::new(py, self.run.0.drain(..))?, PyList::new(py, self.run.1.drain(..))?, PyList::new(py, self.run.2.drain(..))?);
+            let Run { seqs, tags, indexes, hidden } = std::mem::take(&mut self.run);
+            let run = (PyList::new(py, seqs)?, PyList::new(py, tags)?, PyList::new(py, indexes)?, PyList::new(py, hidden)?);
             self.pending.append(run)?;
         }
         Ok(())
