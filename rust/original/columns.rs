@@ -106,7 +106,7 @@ impl<'py> Columns<'py> {
         self.messages.push(self.pending.py().None().into_bound(self.pending.py()));
         self.types.push(event_type);
         self.times.push(time);
-        self.blob.extend(&[kind], data)?;
+        self.blob.extend(kind, data)?;
         self.ends.push(self.blob.len as u64);
         Ok(())
     }
@@ -160,6 +160,8 @@ impl<'py> Columns<'py> {
 /// outgrow (it then grows by doubling); `finish` cuts it to what was written.
 struct Blob<'py> {
     array: Bound<'py, PyAny>,
+    /// The bytearray's bytes (moved by a resize only).
+    buffer: *mut u8,
     len: usize,
     capacity: usize,
 }
@@ -169,22 +171,30 @@ impl<'py> Blob<'py> {
         // SAFETY: a new bytearray of `capacity` bytes, not yet initialised, which no Python code
         // sees before `finish` cuts it to the `len` bytes `extend` wrote.
         let array = unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyByteArray_FromStringAndSize(std::ptr::null(), capacity as ffi::Py_ssize_t))? };
-        Ok(Blob { array, len: 0, capacity })
+        let buffer = unsafe { ffi::PyByteArray_AsString(array.as_ptr()) }.cast();
+        Ok(Blob { array, buffer, len: 0, capacity })
     }
 
     /// `kind` and the `data` parts, appended.
-    fn extend(&mut self, kind: &[u8], data: &[&[u8]]) -> PyResult<()> {
-        let end = self.len + kind.len() + data.iter().map(|part| part.len()).sum::<usize>();
+    fn extend(&mut self, kind: u8, data: &[&[u8]]) -> PyResult<()> {
+        let end = self.len + 1 + data.iter().map(|part| part.len()).sum::<usize>();
         if end > self.capacity {
             self.resize(end.max(2 * self.capacity))?;
         }
-        // SAFETY: the bytearray holds `capacity >= end` bytes (resizing may move them: the
-        // pointer is read after), and only this function writes to it.
-        let buffer: *mut u8 = unsafe { ffi::PyByteArray_AsString(self.array.as_ptr()) }.cast();
-        for part in std::iter::once(kind).chain(data.iter().copied()) {
-            // SAFETY: `part` (another object's bytes) fits before `end`, as summed above.
-            unsafe { std::ptr::copy_nonoverlapping(part.as_ptr(), buffer.add(self.len), part.len()) };
-            self.len += part.len();
+        // SAFETY: the bytearray holds `capacity >= end` bytes at `buffer`, and only this `Blob`
+        // writes to it; each part (another object's bytes) fits before `end`, as summed above.
+        // Most parts are empty or one byte (a bracket): written here, not by a `memcpy` call each.
+        unsafe {
+            *self.buffer.add(self.len) = kind;
+            self.len += 1;
+            for part in data {
+                match part {
+                    [] => {}
+                    [byte] => *self.buffer.add(self.len) = *byte,
+                    _ => std::ptr::copy_nonoverlapping(part.as_ptr(), self.buffer.add(self.len), part.len()),
+                }
+                self.len += part.len();
+            }
         }
         Ok(())
     }
@@ -194,6 +204,7 @@ impl<'py> Blob<'py> {
         if unsafe { ffi::PyByteArray_Resize(self.array.as_ptr(), size as ffi::Py_ssize_t) } != 0 {
             return Err(PyErr::fetch(self.array.py()));
         }
+        self.buffer = unsafe { ffi::PyByteArray_AsString(self.array.as_ptr()) }.cast();
         self.capacity = size;
         Ok(())
     }

@@ -38,6 +38,9 @@ impl OriginalLines {
     /// Each line's text, borrowed from the parts (which `self` keeps alive), walked once in order.
     pub(crate) fn texts<'a>(&'a self, py: Python<'a>) -> Vec<&'a [u8]> {
         let parts = self.parts.view(py);
+        if let [(_, bytes)] = parts[..] {
+            return self.spans.iter().map(|&(start, end)| &bytes[start..end]).collect();
+        }
         let mut part = 0;
         self.spans
             .iter()
