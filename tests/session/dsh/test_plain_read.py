@@ -95,6 +95,15 @@ def test_a_small_log_or_one_without_a_settled_turn_end_near_its_end_is_read_whol
     assert len(load_lines(path)) == len(path.read_bytes().split(b"\n")) - 2
 
 
+def test_a_log_on_a_file_system_that_cannot_map_it_is_read_whole(large: tuple[Path, int], monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args: Any, **kwargs: Any) -> mmap.mmap:
+        raise OSError(19, "No such device")
+
+    monkeypatch.setattr(plain_read.mmap, "mmap", refuse)
+    assert read(large[0]) == (large[0].read_bytes(), b"")
+    assert len(load_lines(large[0])) == len(large[0].read_bytes().split(b"\n")) - 2
+
+
 def test_the_settled_turn_end_is_the_last_turn_end_followed_by_a_complete_line() -> None:
     after = plain_read._after_settled_turn_end
     first, second = TURN_END_LINE % 1, TURN_END_LINE % 2

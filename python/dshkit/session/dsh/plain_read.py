@@ -10,7 +10,8 @@ unparsable line after the log's last `turn/end`, cut when a log is opened to wri
 of an append that failed, even once complete (its fsync failed). Neither reaches a `turn/end`
 line followed by another complete line: every cut starts after it. So the mapping ends with the
 last such line found in the log's last `TAIL_READ` bytes, read with `pread`, and what follows it
-is that copy, which no writer's cut can touch. A log with no such line there is read whole.
+is that copy, which no writer's cut can touch. A log with no such line there, or on a file
+system that cannot map it, is read whole.
 """
 
 from __future__ import annotations
@@ -39,7 +40,10 @@ def read_plain_log(fd: int) -> tuple[PlainContent, bytes]:
         end = os.pread(fd, TAIL_READ, base)  # (a writer may have cut the tail since `fstat`: then shorter)
         settled = _after_settled_turn_end(end)
         if settled is not None:
-            mapped = mmap.mmap(fd, base + settled, flags=mmap.MAP_SHARED | _POPULATE, prot=mmap.PROT_READ)
+            try:
+                mapped = mmap.mmap(fd, base + settled, flags=mmap.MAP_SHARED | _POPULATE, prot=mmap.PROT_READ)
+            except OSError:  # a file system that cannot map files: read as before
+                return read_all(fd), b""
             return mapped, end[settled:]
     return read_all(fd), b""
 
