@@ -3,6 +3,7 @@
 //! a message event's `surfaceOp`, `sourceEventSeqs`), each with how often it occurs, what it is and where it is. `Err(())` when the text
 //! is not a JSON object the scanner vouches for (the Python decoder then decides).
 
+use std::mem::MaybeUninit;
 use std::ops::Deref;
 
 use crate::log::record_scanner::{Kind, Scan, Scanner};
@@ -172,24 +173,27 @@ pub(crate) struct Entry {
 const INLINE_ENTRIES: usize = 8;
 
 /// The members of an object: on the stack up to `INLINE_ENTRIES`, then in a `Vec` (a `Vec` per
-/// object showed in the profile as `malloc`/`free`, several per message record).
+/// object showed in the profile as `malloc`/`free`, several per message record). The inline
+/// entries are not initialised before they are pushed: zeroing 8 of them (~0.5 KB) for every
+/// object read showed as `memset` on both threads of an open.
 pub(crate) struct Entries {
     len: usize,
-    inline: [Entry; INLINE_ENTRIES],
+    inline: [MaybeUninit<Entry>; INLINE_ENTRIES],
     spilled: Vec<Entry>,
 }
 
 impl Entries {
     pub(crate) fn new() -> Self {
-        Entries { len: 0, inline: [Entry { key: (0, 0), value: Member::NONE }; INLINE_ENTRIES], spilled: Vec::new() }
+        Entries { len: 0, inline: [MaybeUninit::uninit(); INLINE_ENTRIES], spilled: Vec::new() }
     }
 
+    #[inline]
     pub(crate) fn push(&mut self, entry: Entry) {
         if self.len < INLINE_ENTRIES {
-            self.inline[self.len] = entry;
+            self.inline[self.len] = MaybeUninit::new(entry);
         } else {
             if self.len == INLINE_ENTRIES {
-                self.spilled.extend_from_slice(&self.inline);
+                self.spilled = self.to_vec();
             }
             self.spilled.push(entry);
         }
@@ -202,7 +206,9 @@ impl Deref for Entries {
 
     fn deref(&self) -> &[Entry] {
         if self.len <= INLINE_ENTRIES {
-            &self.inline[..self.len]
+            // SAFETY: the first `len` inline entries were written by `push` (`Entry` is `Copy`:
+            // nothing to drop, and `MaybeUninit<Entry>` has `Entry`'s layout).
+            unsafe { std::slice::from_raw_parts(self.inline.as_ptr().cast::<Entry>(), self.len) }
         } else {
             &self.spilled
         }
@@ -256,4 +262,23 @@ pub(crate) fn only<'e>(text: &[u8], entries: &'e [Entry], name: &[u8]) -> Scan<O
         return Err(());
     }
     Ok(first)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_members_of_an_object_read_in_order_inline_or_spilled() {
+        for count in [0, 1, INLINE_ENTRIES - 1, INLINE_ENTRIES, INLINE_ENTRIES + 1, 3 * INLINE_ENTRIES] {
+            let members: Vec<String> = (0..count).map(|k| format!(r#""k{k}":{k}"#)).collect();
+            let text = format!("{{{}}}", members.join(","));
+            let (entries, end) = entries_from(text.as_bytes(), 0).expect("an object of plain members");
+            assert_eq!(end, text.len());
+            let read: Vec<(&[u8], Option<i64>)> = entries.iter().map(|entry| (&text.as_bytes()[entry.key.0..entry.key.1], entry.value.int())).collect();
+            let want: Vec<(Vec<u8>, Option<i64>)> = (0..count).map(|k| (format!("k{k}").into_bytes(), Some(k as i64))).collect();
+            assert_eq!(read.len(), want.len(), "{count} members");
+            assert!(read.iter().zip(&want).all(|((key, value), (want_key, want_value))| *key == &want_key[..] && value == want_value), "{count} members");
+        }
+    }
 }
