@@ -420,7 +420,8 @@ mod tests {
 
     fn rewritten(text: &str, event_type: &str, seq: usize) -> Option<String> {
         let mut record = b"before".to_vec();
-        let top = crate::original::record_top::scan_top(text.as_bytes(), &mut record).ok()?;
+        let mut top = Top::EMPTY;
+        crate::original::record_top::scan_top(text.as_bytes(), &mut record, &mut top).ok()?;
         let Some(span) = dshkit_message_record(text.as_bytes(), &top, event_type.as_bytes(), seq, &mut record) else {
             assert_eq!(record, b"before", "nothing left behind");
             return None;
@@ -446,13 +447,15 @@ mod tests {
         let text = r#"{"type":"user/message","seq":3,"time":9,"data":{"content":[],"source":{"kind":"user"},"role":"user","id":"u1"},"surfaceOp":"append"}"#;
         let data_first = r#"{"data":{"content":[],"source":{"kind":"user"},"role":"user","id":"u1"},"type":"user/message","seq":3,"time":9,"surfaceOp":"append"}"#;
         let mut record = Vec::new();
-        let top = crate::original::record_top::scan_top(data_first.as_bytes(), &mut record).unwrap();
+        let mut top = Top::EMPTY;
+        crate::original::record_top::scan_top(data_first.as_bytes(), &mut record, &mut top).unwrap();
         assert!(top.record_start.is_none() && record.is_empty(), "the type was not known when the data was met");
         assert_eq!(rewritten(data_first, "user/message", 3), rewritten(text, "user/message", 3));
         assert!(rewritten(text, "user/message", 3).is_some());
         // A scan that began the record, then failed: nothing left in the buffer.
         let torn = &text[..text.len() - 1];
-        assert!(crate::original::record_top::scan_top(torn.as_bytes(), &mut record).is_err() && record.is_empty());
+        let mut top = Top::EMPTY;
+        assert!(crate::original::record_top::scan_top(torn.as_bytes(), &mut record, &mut top).is_err() && record.is_empty());
     }
 
     #[test]

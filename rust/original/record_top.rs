@@ -24,6 +24,7 @@ impl Member {
     const NONE: Member = Member { count: 0, kind: Kind::Other, span: (0, 0), escaped: false };
 
     /// The member value at `scanner` (`depth` deep), seen once; leaves the scanner past it.
+    #[inline]
     fn read(scanner: &mut Scanner, depth: usize) -> Scan<Member> {
         scanner.skip_whitespace();
         let start = scanner.pos;
@@ -77,36 +78,8 @@ pub(crate) struct Top {
 }
 
 impl Top {
-    /// Exactly the members `type`, `seq`/`seq0`, `time`/`time0` and `data`, each once.
-    pub(crate) fn is_exactly(&self, first: &Member, second: &Member) -> bool {
-        !self.escaped_key
-            && self.members == 4
-            && self.event_type.count == 1
-            && first.count == 1
-            && second.count == 1
-            && self.data.count == 1
-    }
-}
-
-/// The top object of `text` (nothing but whitespace around it; UTF-8 checked where a string
-/// held a byte that is not ASCII). A message event's data met after its `type` is rewritten
-/// into `record`, at its end (`Top::record_start`); nothing is left there on `Err`.
-pub(crate) fn scan_top(text: &[u8], record: &mut Vec<u8>) -> Scan<Top> {
-    let mark = record.len();
-    let top = scan_members(text, record);
-    if top.is_err() {
-        record.truncate(mark);
-    }
-    top
-}
-
-fn scan_members(text: &[u8], record: &mut Vec<u8>) -> Scan<Top> {
-    let mut scanner = Scanner { bytes: text, pos: 0, non_ascii: false };
-    scanner.skip_whitespace();
-    if scanner.peek() != Some(b'{') {
-        return Err(());
-    }
-    let mut top = Top {
+    /// No member seen yet.
+    pub(crate) const EMPTY: Top = Top {
         event_type: Member::NONE,
         seq: Member::NONE,
         time: Member::NONE,
@@ -119,6 +92,38 @@ fn scan_members(text: &[u8], record: &mut Vec<u8>) -> Scan<Top> {
         escaped_key: false,
         record_start: None,
     };
+
+    /// Exactly the members `type`, `seq`/`seq0`, `time`/`time0` and `data`, each once.
+    pub(crate) fn is_exactly(&self, first: &Member, second: &Member) -> bool {
+        !self.escaped_key
+            && self.members == 4
+            && self.event_type.count == 1
+            && first.count == 1
+            && second.count == 1
+            && self.data.count == 1
+    }
+}
+
+/// The top object of `text` (nothing but whitespace around it; UTF-8 checked where a string
+/// held a byte that is not ASCII), read into `top`, where its caller keeps it (a `Top` returned
+/// and moved on was copied several times a record). A message event's data met after its
+/// `type` is rewritten into `record`, at its end (`Top::record_start`); nothing is left there on `Err`.
+pub(crate) fn scan_top(text: &[u8], record: &mut Vec<u8>, top: &mut Top) -> Scan<()> {
+    let mark = record.len();
+    *top = Top::EMPTY;
+    let scanned = scan_members(text, record, top);
+    if scanned.is_err() {
+        record.truncate(mark);
+    }
+    scanned
+}
+
+fn scan_members(text: &[u8], record: &mut Vec<u8>, top: &mut Top) -> Scan<()> {
+    let mut scanner = Scanner { bytes: text, pos: 0, non_ascii: false };
+    scanner.skip_whitespace();
+    if scanner.peek() != Some(b'{') {
+        return Err(());
+    }
     top.members = scanner.object(0, |scanner, key, depth| {
         if key == Some(b"data") && top.data.count == 0 {
             // A message event's data is rewritten as it is scanned: one walk instead of two.
@@ -158,7 +163,7 @@ fn scan_members(text: &[u8], record: &mut Vec<u8>) -> Scan<Top> {
     if scanner.pos != text.len() || scanner.non_ascii && std::str::from_utf8(text).is_err() {
         return Err(());
     }
-    Ok(top)
+    Ok(())
 }
 
 /// One member of an object: its key's span (between the quotes) and its value's.
@@ -215,23 +220,22 @@ impl Deref for Entries {
     }
 }
 
-/// The members of the object at `span` of `text`, in order; `Err` if a key holds an escape (it
-/// could spell any key) or the object has more than `MAX_ENTRIES` members.
-pub(crate) fn entries(text: &[u8], span: (usize, usize)) -> Scan<Entries> {
-    let (out, end) = entries_from(&text[..span.1], span.0)?;
+/// The members of the object at `span` of `text`, in order, pushed onto `out` (new); `Err` if a
+/// key holds an escape (it could spell any key) or the object has more than `MAX_ENTRIES` members.
+pub(crate) fn entries(text: &[u8], span: (usize, usize), out: &mut Entries) -> Scan<()> {
+    let end = entries_from(&text[..span.1], span.0, out)?;
     if end != span.1 {
         return Err(());
     }
-    Ok(out)
+    Ok(())
 }
 
 /// As `entries`, for the object starting at `start` of `text` (ending where it ends): its
-/// members and the position past its `}`, so that a reader that meets an object walks it once.
-pub(crate) fn entries_from(text: &[u8], start: usize) -> Scan<(Entries, usize)> {
+/// members, and the position past its `}` returned, so that a reader that meets an object walks it once.
+pub(crate) fn entries_from(text: &[u8], start: usize, out: &mut Entries) -> Scan<usize> {
     let mut scanner = Scanner { bytes: text, pos: start, non_ascii: false };
-    let mut out = Entries::new();
-    entries_in(&mut scanner, 1, &mut out)?;
-    Ok((out, scanner.pos))
+    entries_in(&mut scanner, 1, out)?;
+    Ok(scanner.pos)
 }
 
 /// As `entries_from`, with `scanner` at the object (`depth` deep), which it leaves past it, the
@@ -275,7 +279,8 @@ mod tests {
         for count in [0, 1, INLINE_ENTRIES - 1, INLINE_ENTRIES, INLINE_ENTRIES + 1, 3 * INLINE_ENTRIES] {
             let members: Vec<String> = (0..count).map(|k| format!(r#""k{k}":{k}"#)).collect();
             let text = format!("{{{}}}", members.join(","));
-            let (entries, end) = entries_from(text.as_bytes(), 0).expect("an object of plain members");
+            let mut entries = Entries::new();
+            let end = entries_from(text.as_bytes(), 0, &mut entries).expect("an object of plain members");
             assert_eq!(end, text.len());
             let read: Vec<(&[u8], Option<i64>)> = entries.iter().map(|entry| (&text.as_bytes()[entry.key.0..entry.key.1], entry.value.int())).collect();
             let want: Vec<(Vec<u8>, Option<i64>)> = (0..count).map(|k| (format!("k{k}").into_bytes(), Some(k as i64))).collect();
