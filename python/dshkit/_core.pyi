@@ -154,9 +154,9 @@ def decode_original_records(
     """The original harness's event records as `EventLog` columns `(types, times, messages, blob,
     ends, pending)` (`rust/original/`): the records whose dshkit event is plain read natively, the
     message appends it vouches for as `Message`s; `pending` holds, in seq order, `(record index,
-    seq)` of each record left to Python and `(seqs, tags, record indexes)` of each run of vouched
-    appends (see `Surface.fold_appends`). `None` when the whole log must take the Python path (a
-    packed row not read natively)."""
+    seq)` of each record left to Python and `(seqs, tags, record indexes, hidden seqs)` of each run
+    of vouched appends (see `Surface.fold_appends`; hidden: those whose tag is `False`). `None`
+    when the whole log must take the Python path (a packed row not read natively)."""
 
 @final
 class OriginalLines(Sequence[bytes]):
@@ -169,9 +169,12 @@ class OriginalLines(Sequence[bytes]):
     @overload
     def __getitem__(self, index: slice, /) -> OriginalLines: ...
 
-def split_original_lines(content: bytes, start: int, /) -> OriginalLines:
-    """`content[start:].split(b"\\n")` as `OriginalLines`, line ends found a block at a time,
-    nothing copied (an original-harness log's lines, `rust/original/lines.rs`)."""
+def split_original_lines(content: Buffer, start: int, /, *rest: Buffer) -> OriginalLines:
+    """`b"".join((content, *rest))[start:].split(b"\\n")` as `OriginalLines`, line ends found a
+    block at a time, nothing copied nor joined (an original-harness log's lines,
+    `rust/original/lines.rs`): each part `bytes` or a read-only contiguous buffer (a mapped log),
+    empty parts left out, each other part followed by another ending with a newline (`ValueError`
+    otherwise)."""
 
 def compact_events(
     events: list[Any], count: int, offset: int, /

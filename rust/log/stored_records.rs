@@ -56,14 +56,14 @@ pub(crate) struct Records {
 
 /// One buffer of a `Content`: a `bytes` object, or a read-only buffer that cannot change while it
 /// is held (a log file mapped read-only, a database driver's result: the export keeps it alive).
-enum Piece {
+pub(crate) enum Piece {
     Bytes(Py<PyBytes>),
     Buffer(PyBuffer<u8>),
 }
 
 impl Piece {
     /// `piece` as it is (`bytes`), or its buffer when that is read-only and contiguous.
-    fn new(piece: &Bound<'_, PyAny>) -> PyResult<Self> {
+    pub(crate) fn new(piece: &Bound<'_, PyAny>) -> PyResult<Self> {
         if let Ok(bytes) = piece.cast::<PyBytes>() {
             return Ok(Piece::Bytes(bytes.clone().unbind()));
         }
@@ -77,7 +77,7 @@ impl Piece {
         Ok(Piece::Buffer(buffer))
     }
 
-    fn bytes<'a>(&'a self, py: Python<'a>) -> &'a [u8] {
+    pub(crate) fn bytes<'a>(&'a self, py: Python<'a>) -> &'a [u8] {
         match self {
             Piece::Bytes(bytes) => bytes.as_bytes(py),
             // SAFETY: a read-only, contiguous buffer of `len_bytes` bytes, exported for as long as

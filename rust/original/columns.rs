@@ -15,8 +15,9 @@
 
 use std::ops::Range;
 
+use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyList, PyString, PyTuple};
 
 use crate::json::read::from_json;
 use crate::json::read::tape::Tape;
@@ -26,6 +27,7 @@ use crate::log::message_vouch::vouch_message_append;
 use crate::log::sort_ahead::{with_work_ahead, AheadWork};
 use crate::original::lines::OriginalLines;
 use crate::original::read_ahead::{OriginalWork, Read, ReadChunk, Vocabulary};
+use crate::value::walk::untrack;
 
 const KIND_DATA: u8 = b'D';
 const KIND_KEPT: u8 = b'E';
@@ -33,37 +35,48 @@ const KIND_USER: u8 = b'U';
 const KIND_MESSAGE: u8 = b'M';
 const CHUNK_TYPE: &str = "assistant/chunk";
 
+/// A run of message appends read and vouched for here, until the next record left to Python: each
+/// one's seq, tag (`Surface.fold_appends`) and record index, and the seqs of those without
+/// model-visible content (tag `False`, rare: the Python side notes them without a pass over every tag).
+#[derive(Default)]
+struct Run<'py> {
+    seqs: Vec<usize>,
+    tags: Vec<Bound<'py, PyAny>>,
+    indexes: Vec<usize>,
+    hidden: Vec<usize>,
+}
+
 /// The columns as they are built (`EventLog.adopt` takes them), and the records left to Python.
 struct Columns<'py> {
     types: Vec<Bound<'py, PyAny>>,
     times: Vec<i64>,
     /// Each event's `Message` (`None` but for a message append read here).
     messages: Vec<Bound<'py, PyAny>>,
-    blob: Vec<u8>,
+    blob: Blob<'py>,
     ends: Vec<u64>,
     /// In seq order: `(record index, seq)` of each record left to the Python decoder, and
-    /// `(seqs, tags, record indexes)` of each run of appends read and vouched for here.
+    /// `(seqs, tags, record indexes, hidden seqs)` of each run of appends read and vouched for here.
     pending: Bound<'py, PyList>,
-    run: (Vec<usize>, Vec<Bound<'py, PyAny>>, Vec<usize>),
+    run: Run<'py>,
     /// Each type name of the vocabulary as a `str`, by `TypeName::id`, and `assistant/chunk`.
     type_names: Vec<Bound<'py, PyAny>>,
     chunk_type: Bound<'py, PyAny>,
 }
 
 impl<'py> Columns<'py> {
-    fn new(py: Python<'py>, texts: &[&[u8]], vocabulary: &Vocabulary) -> Self {
+    fn new(py: Python<'py>, texts: &[&[u8]], vocabulary: &Vocabulary) -> PyResult<Self> {
         let size: usize = texts.iter().map(|text| text.len()).sum();
-        Columns {
+        Ok(Columns {
             types: Vec::with_capacity(texts.len()),
             times: Vec::with_capacity(texts.len()),
-            blob: Vec::with_capacity(size + texts.len()),
+            blob: Blob::new(py, size + texts.len())?,
             ends: Vec::with_capacity(texts.len()),
             messages: Vec::with_capacity(texts.len()),
             pending: PyList::empty(py),
-            run: (Vec::new(), Vec::new(), Vec::new()),
+            run: Run::default(),
             type_names: vocabulary.names.iter().map(|name| PyString::intern(py, name).into_any()).collect(),
             chunk_type: PyString::intern(py, CHUNK_TYPE).into_any(),
-        }
+        })
     }
 
     /// `(types, times, messages, blob, ends, pending)`, the runs flushed.
@@ -73,8 +86,14 @@ impl<'py> Columns<'py> {
         let times = as_bytes(self.times.iter().map(|time| time.to_ne_bytes()).collect());
         let ends = as_bytes(self.ends.iter().map(|end| end.to_ne_bytes()).collect());
         let types = PyList::new(py, self.types)?;
-        let blob = pyo3::types::PyByteArray::new(py, &self.blob);
+        let blob = self.blob.finish()?;
         let messages = PyList::new(py, self.messages)?;
+        // As `log/records.rs` leaves them: `EventLog` keeps these lists for the session's life and
+        // only ever puts a type (`str`) or a `Message` (else `None`) in them, which cannot lead
+        // back to a list, so no cycle runs through them; tracked, the next collections of the open
+        // (and every full one after) would visit their 80,000 items on the bench's log.
+        untrack(types.as_any());
+        untrack(messages.as_any());
         let parts = [types.into_any(), times.into_any(), messages.into_any(), blob.into_any(), ends.into_any(), self.pending.into_any()];
         PyTuple::new(py, parts)
     }
@@ -83,52 +102,117 @@ impl<'py> Columns<'py> {
         self.type_names[usize::from(id)].clone()
     }
 
-    fn event(&mut self, event_type: Bound<'py, PyAny>, time: i64, kind: u8, data: &[&[u8]]) {
+    fn event(&mut self, event_type: Bound<'py, PyAny>, time: i64, kind: u8, data: &[&[u8]]) -> PyResult<()> {
         self.messages.push(self.pending.py().None().into_bound(self.pending.py()));
         self.types.push(event_type);
         self.times.push(time);
-        self.blob.push(kind);
-        data.iter().for_each(|part| self.blob.extend_from_slice(part));
-        self.ends.push(self.blob.len() as u64);
+        self.blob.extend(kind, data)?;
+        self.ends.push(self.blob.len as u64);
+        Ok(())
     }
 
     fn left_to_python(&mut self, py: Python<'py>, index: usize) -> PyResult<()> {
         self.flush()?;
         self.pending.append((index, self.types.len()))?;
-        self.event(py.None().into_bound(py), 0, KIND_KEPT, &[]);
-        Ok(())
+        self.event(py.None().into_bound(py), 0, KIND_KEPT, &[])
     }
 
     /// A message append read and vouched for here (`record` index `index`).
     fn vouched(&mut self, index: usize, type_id: u16, append: MessageAppend<'py, '_>) -> PyResult<()> {
         let seq = self.types.len();
-        self.event(self.type_name(type_id), append.time, append.kind, &append.kept);
+        self.event(self.type_name(type_id), append.time, append.kind, &append.kept)?;
         self.messages[seq] = append.message;
-        self.run.0.push(seq);
-        self.run.1.push(append.tag);
-        self.run.2.push(index);
+        if append.tag.is(&*PyBool::new(self.pending.py(), false)) {
+            self.run.hidden.push(seq);
+        }
+        self.run.seqs.push(seq);
+        self.run.tags.push(append.tag);
+        self.run.indexes.push(index);
         Ok(())
     }
 
     /// The events of a packed row whose first claims seq `seq0` (`None`: not the next seq).
-    fn row(&mut self, seq0: i64, events: &[(i64, Range<usize>)], data: &[u8]) -> Option<()> {
+    fn row(&mut self, seq0: i64, events: &[(i64, Range<usize>)], data: &[u8]) -> PyResult<Option<()>> {
         if seq0 != self.types.len() as i64 {
-            return None;
+            return Ok(None);
         }
         let chunk_type = self.chunk_type.clone();
         for (time, span) in events {
-            self.event(chunk_type.clone(), *time, KIND_DATA, &[&data[span.clone()]]);
+            self.event(chunk_type.clone(), *time, KIND_DATA, &[&data[span.clone()]])?;
         }
-        Some(())
+        Ok(Some(()))
     }
 
     fn flush(&mut self) -> PyResult<()> {
-        if !self.run.0.is_empty() {
+        if !self.run.seqs.is_empty() {
             let py = self.pending.py();
-            let run = (PyList::new(py, self.run.0.drain(..))?, PyList::new(py, self.run.1.drain(..))?, PyList::new(py, self.run.2.drain(..))?);
+            let Run { seqs, tags, indexes, hidden } = std::mem::take(&mut self.run);
+            let run = (PyList::new(py, seqs)?, PyList::new(py, tags)?, PyList::new(py, indexes)?, PyList::new(py, hidden)?);
             self.pending.append(run)?;
         }
         Ok(())
+    }
+}
+
+/// The blob, written straight into the bytearray `EventLog.adopt` keeps, never copied whole (a
+/// `Vec` copied into a new bytearray at the end cost a second ~2 MB of fresh pages on the bench's
+/// log). Its first size is what the records' texts add up to, which only packed rows' events can
+/// outgrow (it then grows by doubling); `finish` cuts it to what was written.
+struct Blob<'py> {
+    array: Bound<'py, PyAny>,
+    /// The bytearray's bytes (moved by a resize only).
+    buffer: *mut u8,
+    len: usize,
+    capacity: usize,
+}
+
+impl<'py> Blob<'py> {
+    fn new(py: Python<'py>, capacity: usize) -> PyResult<Self> {
+        // SAFETY: a new bytearray of `capacity` bytes, not yet initialised, which no Python code
+        // sees before `finish` cuts it to the `len` bytes `extend` wrote.
+        let array = unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyByteArray_FromStringAndSize(std::ptr::null(), capacity as ffi::Py_ssize_t))? };
+        let buffer = unsafe { ffi::PyByteArray_AsString(array.as_ptr()) }.cast();
+        Ok(Blob { array, buffer, len: 0, capacity })
+    }
+
+    /// `kind` and the `data` parts, appended.
+    fn extend(&mut self, kind: u8, data: &[&[u8]]) -> PyResult<()> {
+        let end = self.len + 1 + data.iter().map(|part| part.len()).sum::<usize>();
+        if end > self.capacity {
+            self.resize(end.max(2 * self.capacity))?;
+        }
+        // SAFETY: the bytearray holds `capacity >= end` bytes at `buffer`, and only this `Blob`
+        // writes to it; each part (another object's bytes) fits before `end`, as summed above.
+        // Most parts are empty or one byte (a bracket): written here, not by a `memcpy` call each.
+        unsafe {
+            *self.buffer.add(self.len) = kind;
+            self.len += 1;
+            for part in data {
+                match part {
+                    [] => {}
+                    [byte] => *self.buffer.add(self.len) = *byte,
+                    _ => std::ptr::copy_nonoverlapping(part.as_ptr(), self.buffer.add(self.len), part.len()),
+                }
+                self.len += part.len();
+            }
+        }
+        Ok(())
+    }
+
+    fn resize(&mut self, size: usize) -> PyResult<()> {
+        // SAFETY: a bytearray only this `Blob` holds; its first `len` bytes are kept.
+        if unsafe { ffi::PyByteArray_Resize(self.array.as_ptr(), size as ffi::Py_ssize_t) } != 0 {
+            return Err(PyErr::fetch(self.array.py()));
+        }
+        self.buffer = unsafe { ffi::PyByteArray_AsString(self.array.as_ptr()) }.cast();
+        self.capacity = size;
+        Ok(())
+    }
+
+    /// The bytearray, cut to the bytes written.
+    fn finish(mut self) -> PyResult<Bound<'py, PyAny>> {
+        self.resize(self.len)?;
+        Ok(self.array)
     }
 }
 
@@ -187,11 +271,11 @@ fn add_record<'py>(
     let seq = columns.types.len();
     match *read {
         Read::Event(type_id, claimed, time, ref data) if claimed == seq as i64 => {
-            columns.event(columns.type_name(type_id), time, KIND_DATA, &data.parts());
+            columns.event(columns.type_name(type_id), time, KIND_DATA, &data.parts())?;
         }
         // Not read by `row_events`, which is all the reading of a row there is.
         Read::Row => return Ok(None),
-        Read::RowRead { seq0, ref events } => return Ok(columns.row(seq0, &chunk.row_events[events.clone()], &chunk.row_data)),
+        Read::RowRead { seq0, ref events } => return columns.row(seq0, &chunk.row_events[events.clone()], &chunk.row_data),
         Read::Rewritten { type_id, seq: claimed, ref text, ref tape } if claimed == seq => {
             let tape = (!tape.is_empty()).then(|| chunk.tapes.tape(tape.clone()));
             let type_name = &vocabulary.names[usize::from(type_id)];
@@ -250,7 +334,7 @@ fn decode_original_records<'py>(
     let vocabulary = vocabulary(verbatim, ignorable, rows)?;
     let mut items = Vec::new();
     let texts = record_texts(py, records, &mut items)?;
-    let mut columns = Columns::new(py, &texts, &vocabulary);
+    let mut columns = Columns::new(py, &texts, &vocabulary)?;
     // The records are read (and message appends rewritten and taped) ahead on a second thread
     // (`read_ahead.rs`) while this one builds; one not read yet is read here the same way.
     let work = OriginalWork { texts: &texts, vocabulary: &vocabulary };
@@ -303,7 +387,7 @@ fn _decode_original_records_taped<'py>(
             taped += usize::from(tape.is_some_and(|tape| read_message_tape(py, chunk.rewritten(text.clone()), tape, *seq, type_name).is_some()));
         }
     }
-    let mut columns = Columns::new(py, &texts, &vocabulary);
+    let mut columns = Columns::new(py, &texts, &vocabulary)?;
     for (index, &text) in texts.iter().enumerate() {
         if add_record(py, &mut columns, (index, text), &chunk.reads[index], &chunk, &vocabulary)?.is_none() {
             return Ok((None, taped));

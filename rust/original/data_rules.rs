@@ -10,7 +10,7 @@
 //!   `aborted`).
 
 use crate::log::record_scanner::Kind;
-use crate::original::record_top::{entries, only, Entry, Member};
+use crate::original::record_top::{entries, only, Entries, Entry, Member};
 
 const IGNORABLE_MEMBER: &[u8] = b",\"ignorable\":true}";
 const IGNORABLE_ONLY: &[u8] = b"{\"ignorable\":true}";
@@ -40,7 +40,8 @@ pub(crate) fn presented_data<'a>(text: &'a [u8], data: &Member, event_type: &[u8
     if data.kind != Kind::Object {
         return Some(Presented::as_stored(stored)); // not a mapping: as stored
     }
-    let members = entries(text, data.span).ok()?;
+    let mut members = Entries::new();
+    entries(text, data.span, &mut members).ok()?;
     if ignorable {
         if only(text, &members, b"ignorable").ok()?.is_some() {
             return None;
@@ -71,7 +72,8 @@ fn turn_end<'a>(text: &'a [u8], stored: &'a [u8], members: &[Entry]) -> Option<P
     if reason.value.kind != Kind::Object {
         return Some(Presented::as_stored(stored));
     }
-    let reason_members = entries(text, reason.value.span).ok()?;
+    let mut reason_members = Entries::new();
+    entries(text, reason.value.span, &mut reason_members).ok()?;
     let Some(kind) = only(text, &reason_members, b"kind").ok()? else { return Some(Presented::as_stored(stored)) };
     if kind.value.kind != Kind::Str {
         return Some(Presented::as_stored(stored));

@@ -98,13 +98,13 @@ fn walk_array(scanner: &mut Scanner, depth: usize, mut item: impl FnMut(&mut Sca
     }
 }
 
-/// The members of the object at the scanner (`depth` deep), which is left past it, and the
-/// object's span.
-fn object_at(scanner: &mut Scanner, depth: usize) -> Scan<(Entries, Member)> {
+/// The object at the scanner (`depth` deep), which is left past it: its members pushed onto
+/// `members` (new), its span returned.
+fn object_at(scanner: &mut Scanner, depth: usize, members: &mut Entries) -> Scan<Member> {
     scanner.skip_whitespace();
     let start = scanner.pos;
-    let members = entries_in(scanner, depth)?;
-    Ok((members, Member { count: 1, kind: Kind::Object, span: (start, scanner.pos), escaped: false }))
+    entries_in(scanner, depth, members)?;
+    Ok(Member { count: 1, kind: Kind::Object, span: (start, scanner.pos), escaped: false })
 }
 
 /// Copies the value at the scanner to `out`, scanning it once.
@@ -144,7 +144,8 @@ fn write_result_content(out: &mut Vec<u8>, text: &[u8], content: Option<&Entry>)
     };
     let mut scanner = Scanner { bytes: &text[..content.value.span.1], pos: content.value.span.0, non_ascii: false };
     let same_in_both = |scanner: &mut Scanner, _| {
-        let (members, _) = object_at(scanner, 2)?;
+        let mut members = Entries::new();
+        object_at(scanner, 2, &mut members)?;
         match block_type(text, &members) {
             Some(kind) if !kind.is_some_and(|kind| RENAMED_BLOCKS.contains(&kind)) => Ok(()),
             _ => Err(()),
@@ -245,7 +246,8 @@ fn write_content(out: &mut Vec<u8>, scanner: &mut Scanner, depth: usize) -> Scan
         if index > 0 {
             out.push(b',');
         }
-        let (members, block) = object_at(scanner, depth + 1)?;
+        let mut members = Entries::new();
+        let block = object_at(scanner, depth + 1, &mut members)?;
         write_block(out, text, &block, &members).ok_or(())
     })?;
     out.push(b']');
@@ -254,7 +256,8 @@ fn write_content(out: &mut Vec<u8>, scanner: &mut Scanner, depth: usize) -> Scan
 
 /// The object member at the scanner read once by `write` (given its members and span).
 fn write_object_at(out: &mut Vec<u8>, scanner: &mut Scanner, depth: usize, write: fn(&mut Vec<u8>, &[u8], &Member, &[Entry]) -> Option<()>) -> Scan<()> {
-    let (members, object) = object_at(scanner, depth)?;
+    let mut members = Entries::new();
+    let object = object_at(scanner, depth, &mut members)?;
     write(out, scanner.bytes, &object, &members).ok_or(())
 }
 
@@ -417,7 +420,8 @@ mod tests {
 
     fn rewritten(text: &str, event_type: &str, seq: usize) -> Option<String> {
         let mut record = b"before".to_vec();
-        let top = crate::original::record_top::scan_top(text.as_bytes(), &mut record).ok()?;
+        let mut top = Top::EMPTY;
+        crate::original::record_top::scan_top(text.as_bytes(), &mut record, &mut top).ok()?;
         let Some(span) = dshkit_message_record(text.as_bytes(), &top, event_type.as_bytes(), seq, &mut record) else {
             assert_eq!(record, b"before", "nothing left behind");
             return None;
@@ -443,13 +447,15 @@ mod tests {
         let text = r#"{"type":"user/message","seq":3,"time":9,"data":{"content":[],"source":{"kind":"user"},"role":"user","id":"u1"},"surfaceOp":"append"}"#;
         let data_first = r#"{"data":{"content":[],"source":{"kind":"user"},"role":"user","id":"u1"},"type":"user/message","seq":3,"time":9,"surfaceOp":"append"}"#;
         let mut record = Vec::new();
-        let top = crate::original::record_top::scan_top(data_first.as_bytes(), &mut record).unwrap();
+        let mut top = Top::EMPTY;
+        crate::original::record_top::scan_top(data_first.as_bytes(), &mut record, &mut top).unwrap();
         assert!(top.record_start.is_none() && record.is_empty(), "the type was not known when the data was met");
         assert_eq!(rewritten(data_first, "user/message", 3), rewritten(text, "user/message", 3));
         assert!(rewritten(text, "user/message", 3).is_some());
         // A scan that began the record, then failed: nothing left in the buffer.
         let torn = &text[..text.len() - 1];
-        assert!(crate::original::record_top::scan_top(torn.as_bytes(), &mut record).is_err() && record.is_empty());
+        let mut top = Top::EMPTY;
+        assert!(crate::original::record_top::scan_top(torn.as_bytes(), &mut record, &mut top).is_err() && record.is_empty());
     }
 
     #[test]

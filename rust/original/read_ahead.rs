@@ -116,14 +116,14 @@ pub(crate) enum Read<'a> {
 /// further from its top level.
 enum Scanned<'a> {
     Read(Read<'a>),
-    Row(&'a [u8], Top),
-    Message(TypeName, Top),
+    Row(&'a [u8]),
+    Message(TypeName),
 }
 
 /// What record `text` is, as far as it can be told without the records before it (a message
 /// event's data rewritten into `record` by the scan, `Top::record_start`).
-fn read<'a>(text: &'a [u8], vocabulary: &Vocabulary, record: &mut Vec<u8>) -> Scanned<'a> {
-    let Ok(top) = scan_top(text, record) else { return Scanned::Read(Read::TypeUnknown) };
+fn read<'a>(text: &'a [u8], vocabulary: &Vocabulary, record: &mut Vec<u8>, top: &mut Top) -> Scanned<'a> {
+    let Ok(()) = scan_top(text, record, top) else { return Scanned::Read(Read::TypeUnknown) };
     if top.escaped_key || top.event_type.count > 1 || top.event_type.escaped {
         return Scanned::Read(Read::TypeUnknown);
     }
@@ -131,12 +131,12 @@ fn read<'a>(text: &'a [u8], vocabulary: &Vocabulary, record: &mut Vec<u8>) -> Sc
     // A type in no table is no event read here.
     let Some(&name) = vocabulary.types.get(event_type) else { return Scanned::Read(Read::Python) };
     if name.row {
-        return Scanned::Row(event_type, top);
+        return Scanned::Row(event_type);
     }
     if name.message {
-        return Scanned::Message(name, top);
+        return Scanned::Message(name);
     }
-    Scanned::Read(match one_event(text, &top, event_type, name) {
+    Scanned::Read(match one_event(text, top, event_type, name) {
         Some((seq, time, data)) => Read::Event(name.id, seq, time, data),
         None => Read::Python,
     })
@@ -212,10 +212,11 @@ impl<'t> AheadWork for OriginalWork<'t> {
     fn work(&self, chunk: &mut ReadChunk<'t>, index: usize, taping: bool) {
         let text = self.texts[index];
         let mark = chunk.rewritten.len();
-        let read = match read(text, self.vocabulary, &mut chunk.rewritten) {
+        let mut top = Top::EMPTY;
+        let read = match read(text, self.vocabulary, &mut chunk.rewritten, &mut top) {
             Scanned::Read(read) => read,
-            Scanned::Message(name, top) => rewritten(chunk, text, &top, name, &self.vocabulary.names, taping),
-            Scanned::Row(tag, top) => {
+            Scanned::Message(name) => rewritten(chunk, text, &top, name, &self.vocabulary.names, taping),
+            Scanned::Row(tag) => {
                 let (first, data) = (chunk.row_events.len(), chunk.row_data.len());
                 match row_events(text, &top, tag, self.vocabulary, &mut chunk.row_data, &mut chunk.row_events) {
                     Some(seq0) => Read::RowRead { seq0, events: first..chunk.row_events.len() },
@@ -283,7 +284,8 @@ mod tests {
         for taping in [true, false] {
             let chunk = read_ahead(&texts, &vocabulary, taping);
             let mut want = Vec::new();
-            let top = scan_top(PROMPT.as_bytes(), &mut want).unwrap();
+            let mut top = Top::EMPTY;
+            scan_top(PROMPT.as_bytes(), &mut want, &mut top).unwrap();
             dshkit_message_record(PROMPT.as_bytes(), &top, b"user/message", 7, &mut want).unwrap();
             let mut spans = Vec::new();
             for read in [&chunk.reads[0], &chunk.reads[3]] {
@@ -335,7 +337,8 @@ mod tests {
         let texts: Vec<&[u8]> = vec![row, row];
         let chunk = read_ahead(&texts, &vocabulary, false);
         let (mut data, mut events) = (Vec::new(), Vec::new());
-        let top = scan_top(row, &mut Vec::new()).unwrap();
+        let mut top = Top::EMPTY;
+        scan_top(row, &mut Vec::new(), &mut top).unwrap();
         assert_eq!(row_events(row, &top, b"text-chunks", &vocabulary, &mut data, &mut events), Some(4));
         for (k, read) in chunk.reads.iter().enumerate() {
             let Read::RowRead { seq0, events: range } = read else { panic!("not read ahead") };

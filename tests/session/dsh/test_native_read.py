@@ -375,8 +375,8 @@ def test_the_messages_of_a_conversation_are_read_natively() -> None:
     columns = decode_original_records(_conversation(), VERBATIM_TYPES, IGNORABLE_TYPES, ROW_TYPES)
     assert columns is not None
     assert [item for item in columns[5] if len(item) == 2] == []  # nothing left to Python
-    runs = [item for item in columns[5] if len(item) == 3]
-    assert [seq for seqs, _, _ in runs for seq in seqs] == [2, 3, 5, 6]
+    runs = [item for item in columns[5] if len(item) == 4]
+    assert [seq for seqs, _, _, _ in runs for seq in seqs] == [2, 3, 5, 6]
 
 
 def test_the_messages_of_a_conversation_are_read_from_their_tapes_ahead() -> None:
@@ -411,7 +411,7 @@ def test_a_message_the_scan_began_to_rewrite_then_refused_reads_the_same_both_wa
     columns = decode_original_records(records, VERBATIM_TYPES, IGNORABLE_TYPES, ROW_TYPES)
     assert columns is not None
     assert [item for item in columns[5] if len(item) == 2] == [(2, 2)]  # the prompt alone left to Python
-    assert [seq for item in columns[5] if len(item) == 3 for seq in item[0]] == [3, 5, 6]
+    assert [seq for item in columns[5] if len(item) == 4 for seq in item[0]] == [3, 5, 6]
 
 
 def test_a_message_whose_data_comes_before_its_type_is_read_natively() -> None:
@@ -419,7 +419,7 @@ def test_a_message_whose_data_comes_before_its_type_is_read_natively() -> None:
     assert records[2].startswith(b'{"data"')
     assert_same_both_ways(records, native=True)
     columns = decode_original_records(records, VERBATIM_TYPES, IGNORABLE_TYPES, ROW_TYPES)
-    assert columns is not None and [seq for item in columns[5] if len(item) == 3 for seq in item[0]] == [2, 3, 5, 6]
+    assert columns is not None and [seq for item in columns[5] if len(item) == 4 for seq in item[0]] == [2, 3, 5, 6]
 
 
 @pytest.mark.parametrize("odd", ["as written", "a prompt claiming the next seq", "a record the scan cannot tell"])
@@ -506,3 +506,29 @@ def test_the_crash_repair_reads_only_the_last_turn(tmp_path: Path) -> None:
     closers = plan_closers(events)
     assert [closer[0] for closer in closers] == ["step/end", "turn/end"]
     assert min(index % len(events) for index in events.rebuilt) == len(events) - 2  # the last turn/start on
+
+
+def test_appends_without_model_visible_content_are_noted_hidden_for_a_later_replace() -> None:
+    """The native pass hands over the seqs of a run's appends without model-visible content
+    (tag `False`), which the original's replace ranges skip when presented as positions."""
+    log = OriginalLog()
+    log.event("turn/start", {"turn": 1})
+    first = log.event("user/message", user("first question"), surfaceOp="append")
+    empty = [log.event("assistant/message", {"turn": 1, "step": step, "message": assistant({"type": "text", "text": ""})}, surfaceOp="append")
+             for step in (1, 2)]
+    answer = log.event("assistant/message", {"turn": 1, "step": 3, "message": assistant({"type": "text", "text": "first answer"})},
+                       surfaceOp="append")
+    log.event("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
+    log.event("turn/start", {"turn": 2})
+    log.event("compaction/start", {"compactionId": "cmp-1", "turn": 2})
+    summary = user("Summary.", source={"kind": "plugin", "plugin": "compact", "compactionId": "cmp-1"})
+    log.event("user/message", summary, sourceEventSeqs=[first, answer], surfaceOp={"op": "replace", "start": empty[1], "end": answer})
+    log.event("compaction/end", {"compactionId": "cmp-1", "turn": 2})
+    log.event("turn/end", {"turn": 2, "reason": {"kind": "completed"}})
+    records = _lines(log)
+    columns = decode_original_records(records, VERBATIM_TYPES, IGNORABLE_TYPES, ROW_TYPES)
+    assert columns is not None
+    runs = [item for item in columns[5] if len(item) == 4]
+    assert [(seqs, hidden) for seqs, _tags, _indexes, hidden in runs] == [([first, *empty, answer], empty)]
+    kind, (events, _, _, _, _) = assert_same_both_ways(records)
+    assert kind == "events" and events[answer + 4].surface_op == {"op": "replace", "start": 1, "end": 2}

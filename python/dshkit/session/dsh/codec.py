@@ -139,10 +139,12 @@ class _Reader:
             raise _corrupt(self.describe(index), record, error) from None
         events.keep(seq, event)
 
-    def appended(self, seqs: list[int], tags: list[Any]) -> None:
-        """Appends folded natively, noted on the original's surface nodes (`False`: no model-visible content)."""
+    def appended(self, seqs: list[int], hidden: list[int]) -> None:
+        """Appends folded natively, noted on the original's surface nodes (`hidden`: the seqs of
+        its run without model-visible content, those among `seqs` noted as such)."""
         self.nodes.seqs += seqs
-        self.nodes.hidden.update(seq for seq, tag in zip(seqs, tags) if tag is False)
+        if hidden and seqs:
+            self.nodes.hidden.update(seq for seq in hidden if seqs[0] <= seq <= seqs[-1])
 
 
 def _decode_columns(columns: Any, reader: _Reader, fold_appends: Callable[[list[int], list[Any], list[Any], int], int] | None) -> EventLog:
@@ -155,19 +157,19 @@ def _decode_columns(columns: Any, reader: _Reader, fold_appends: Callable[[list[
         if len(item) == 2:
             reader.translate(*item)
             continue
-        seqs, tags, indexes = item
+        seqs, tags, indexes, hidden = item
         if fold_appends is None:
             for seq in seqs:
                 events.reveal(seq + 1)
                 event = events[seq]
                 events.reveal(seq)
                 reader.fold(event)
-            reader.appended(seqs, tags)
+            reader.appended(seqs, hidden)
             continue
         done = start = 0
         while start <= len(seqs):
             done = fold_appends(seqs, tags, messages, start)
-            reader.appended(seqs[start:done], tags[start:done])
+            reader.appended(seqs[start:done], hidden)
             if done < len(seqs):  # a rule it breaks: the full way names it
                 reader.translate(indexes[done], seqs[done])
             start = done + 1

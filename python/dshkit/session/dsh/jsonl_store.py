@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
-from dshkit import from_json
 from dshkit._core import split_original_lines
 from dshkit.session.errors import SessionCorruptError, SessionError, SessionRecoveryWarning
 from dshkit.session.events import Event
@@ -24,6 +23,7 @@ from dshkit.session.dsh.codec import decode_header
 from dshkit.session.stores.jsonl import cut_torn_line, write_all
 from dshkit.session.stores.jsonl_read import read_all
 from dshkit.session.dsh.attachment_root import original_attachment_root
+from dshkit.session.dsh.plain_read import crash_tail_start, read_plain_log
 from dshkit.session.stores.attachment_folder import FolderAttachments
 from dshkit.session.stores.protocol import SessionStore, check_durability
 from dshkit.session.dsh.zstd_frames import (
@@ -104,23 +104,23 @@ class DshJsonlStore(SessionStore):
         try:
             if not read_only:
                 self._lock(fd)
-            content = read_all(fd)
-            self.compressed = is_zstd(content)
-            header, lines = self._load_frames(fd, content, read_only) if self.compressed else self._load_plain(fd, content, read_only)
+            self.compressed = is_zstd(os.pread(fd, 4, 0))  # before reading: a compressed log is never mapped
+            header, lines = self._load_frames(fd, read_all(fd), read_only) if self.compressed else self._load_plain(fd, read_only)
         except BaseException:
             os.close(fd)
             raise
         self._fd = fd
         return header, lines
 
-    def _load_plain(self, fd: int, content: bytes, read_only: bool) -> tuple[bytes, Sequence[bytes]]:
+    def _load_plain(self, fd: int, read_only: bool) -> tuple[bytes, Sequence[bytes]]:
+        content, rest = read_plain_log(fd)  # a large log: mapped up to a line no writer cuts, `rest` read
         header_end = content.find(b"\n")
         if header_end < 0:
             raise SessionCorruptError(f"{self.path}: line 1: not an original-harness session log (no complete header line)")
         decode_header(content[:header_end], f"{self.path}: line 1")
-        pieces = split_original_lines(content, header_end + 1)
+        pieces = split_original_lines(content, header_end + 1, rest)
         tail = pieces[-1]
-        keep = len(content) - len(tail)
+        keep = len(content) + len(rest) - len(tail)
         lines, cut = self._crash_tail(pieces[:-1])
         keep -= sum(len(line) + 1 for line in cut)
         if tail or cut:
@@ -130,21 +130,9 @@ class DshJsonlStore(SessionStore):
         return content[:header_end], lines
 
     def _crash_tail(self, lines: Sequence[bytes]) -> tuple[Sequence[bytes], Sequence[bytes]]:
-        """Split off the crash tail: from the first unparsable line after the last `turn/end` on.
-
-        Only the lines after the last `turn/end` are parsed here (walking back from the end); an
-        unparsable line before it is corruption, which decoding reports with its line.
-        """
-        first_bad = None
-        for index in range(len(lines) - 1, -1, -1):
-            try:
-                record = from_json(lines[index])
-            except Exception:
-                first_bad = index
-                continue
-            if isinstance(record, Mapping) and record.get("type") == "turn/end":
-                break
-        if first_bad is None:
+        """Split off the crash tail (`crash_tail_start`)."""
+        first_bad = crash_tail_start(lines)
+        if first_bad == len(lines):
             return lines, []
         return lines[:first_bad], lines[first_bad:]
 
@@ -163,10 +151,13 @@ class DshJsonlStore(SessionStore):
         if not header_text.endswith(b"\n") or header_text.count(b"\n") != 1:
             raise SessionCorruptError(f"{self.path}: line 1: the first frame must hold exactly the header line")
         decode_header(header_text[:-1], f"{self.path}: line 1")
-        body = b"".join(texts[1:])
-        if body and not body.endswith(b"\n"):
+        body = [text for text in texts[1:] if text]
+        if body and not body[-1].endswith(b"\n"):
             raise SessionCorruptError(f"{self.path}: a complete frame ends inside a line")
-        lines: Sequence[bytes] = split_original_lines(body, 0)[:-1]  # the last piece is empty: the body ends with a newline
+        if not all(text.endswith(b"\n") for text in body):  # a frame ending inside a line: joined
+            body = [b"".join(body)]
+        # The frames' texts as they are, not joined; the last piece is empty (the body ends with a newline).
+        lines: Sequence[bytes] = split_original_lines(b"", 0, *body)[:-1]
         self._size = len(content) if torn_start is None else torn_start
         if torn_start is not None:
             salvaged = decompress_prefix(content[torn_start:])

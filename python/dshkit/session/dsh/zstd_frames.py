@@ -95,9 +95,26 @@ def split_frames(buffer: bytes, where: str) -> FrameScan:
     return FrameScan(frames, None)
 
 
+_MOST_EXPANSION = 2048
+"""A frame whose header claims more than this many bytes per compressed byte is streamed: a
+damaged header must not make a reader allocate what it claims before the data refutes it."""
+
+
 def decompress_frame(frame: bytes) -> bytes:
-    """One complete frame's content (its checksum verified by zstandard)."""
+    """One complete frame's content (its checksum verified by zstandard).
+
+    In one call into a buffer of the size its header gives (the original's frames carry it),
+    which saves the streaming decompressor's chunks and their join (~0.7 ms on the re-open
+    bench's 7.5 MB log); streamed as before when the header gives none, or when that call
+    refuses the frame, so that a frame is refused or read exactly as before.
+    """
     zstandard = zstandard_module()
+    try:
+        size = zstandard.get_frame_parameters(frame).content_size
+        if size != zstandard.CONTENTSIZE_UNKNOWN and size <= _MOST_EXPANSION * len(frame):
+            return zstandard.ZstdDecompressor().decompress(frame)  # type: ignore[no-any-return]
+    except zstandard.ZstdError:
+        pass  # refused here: streamed, to be read or refused exactly as before
     decompressor = zstandard.ZstdDecompressor().decompressobj()
     return decompressor.decompress(frame)  # type: ignore[no-any-return]
 
