@@ -27,7 +27,7 @@ use crate::log::message_vouch::vouch_message_append;
 use crate::log::sort_ahead::{with_work_ahead, AheadWork};
 use crate::original::lines::OriginalLines;
 use crate::original::read_ahead::{OriginalWork, Read, ReadChunk, Vocabulary};
-use crate::value::walk::untrack;
+use crate::value::walk::{untrack, GcPause};
 
 const KIND_DATA: u8 = b'D';
 const KIND_KEPT: u8 = b'E';
@@ -334,6 +334,8 @@ fn decode_original_records<'py>(
     let vocabulary = vocabulary(verbatim, ignorable, rows)?;
     let mut items = Vec::new();
     let texts = record_texts(py, records, &mut items)?;
+    // No collection while the log's objects are built (`GcPause`, as `decode_records` does).
+    let _no_collections = GcPause::new(py);
     let mut columns = Columns::new(py, &texts, &vocabulary)?;
     // The records are read (and message appends rewritten and taped) ahead on a second thread
     // (`read_ahead.rs`) while this one builds; one not read yet is read here the same way.

@@ -532,3 +532,32 @@ def test_appends_without_model_visible_content_are_noted_hidden_for_a_later_repl
     assert [(seqs, hidden) for seqs, _tags, _indexes, hidden in runs] == [([first, *empty, answer], empty)]
     kind, (events, _, _, _, _) = assert_same_both_ways(records)
     assert kind == "events" and events[answer + 4].surface_op == {"op": "replace", "start": 1, "end": 2}
+
+
+def test_a_native_decode_starts_no_collection_and_leaves_the_gc_as_it_found_it() -> None:
+    import gc
+
+    records = _lines(_agent_log(1000))  # tens of thousands of tuples, strs and frozen values built
+    collections: list[int] = []
+
+    def count(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            collections.append(info["generation"])
+
+    gc.collect()
+    gc.callbacks.append(count)
+    try:
+        columns = decode_original_records(records, VERBATIM_TYPES, IGNORABLE_TYPES, ROW_TYPES)
+        during = list(collections)
+        gc.disable()
+        decode_original_records(records, VERBATIM_TYPES, IGNORABLE_TYPES, ROW_TYPES)
+        assert not gc.isenabled()  # set back as it was: still off
+        gc.enable()
+        with pytest.raises(TypeError):
+            decode_original_records(records, VERBATIM_TYPES, IGNORABLE_TYPES, 42)  # type: ignore[arg-type]
+        assert gc.isenabled()
+    finally:
+        gc.callbacks.remove(count)
+        gc.enable()
+    # At most the one collection that was due, started by the first allocation after it.
+    assert columns is not None and len(during) <= 1, during
