@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import tracemalloc
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -41,6 +42,37 @@ def traced_allocation(call: Callable[[], object]) -> tuple[int, int]:
     finally:
         tracemalloc.stop()
     return after - before, peak - before
+
+
+def assert_no_collection_during(decode: Callable[[], object], failing: Callable[[], object]) -> object:
+    """`decode()` starts no cyclic collection but the one that was due (at most one, started by
+    the first allocation after it) and sets the collector back as it found it (still off when it
+    was off), and so does `failing()`, which must raise `TypeError`. What `decode()` gave."""
+    import pytest
+
+    collections: list[int] = []
+
+    def count(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            collections.append(info["generation"])
+
+    gc.collect()
+    gc.callbacks.append(count)
+    try:
+        result = decode()
+        during = list(collections)
+        gc.disable()
+        decode()
+        assert not gc.isenabled()
+        gc.enable()
+        with pytest.raises(TypeError):
+            failing()
+        assert gc.isenabled()
+    finally:
+        gc.callbacks.remove(count)
+        gc.enable()
+    assert len(during) <= 1, during
+    return result
 
 
 FNV_BASIS = 0x811C9DC5

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from dshkit._core import _decode_original_records_taped, decode_original_records
+from support import assert_no_collection_during
 from dshkit.session import Session, SessionCorruptError, SessionRecoveryWarning
 from dshkit.session.dsh import codec
 from dshkit.session.dsh.chunk_rows import ROW_TYPES
@@ -535,29 +536,9 @@ def test_appends_without_model_visible_content_are_noted_hidden_for_a_later_repl
 
 
 def test_a_native_decode_starts_no_collection_and_leaves_the_gc_as_it_found_it() -> None:
-    import gc
-
     records = _lines(_agent_log(1000))  # tens of thousands of tuples, strs and frozen values built
-    collections: list[int] = []
-
-    def count(phase: str, info: dict[str, Any]) -> None:
-        if phase == "start":
-            collections.append(info["generation"])
-
-    gc.collect()
-    gc.callbacks.append(count)
-    try:
-        columns = decode_original_records(records, VERBATIM_TYPES, IGNORABLE_TYPES, ROW_TYPES)
-        during = list(collections)
-        gc.disable()
-        decode_original_records(records, VERBATIM_TYPES, IGNORABLE_TYPES, ROW_TYPES)
-        assert not gc.isenabled()  # set back as it was: still off
-        gc.enable()
-        with pytest.raises(TypeError):
-            decode_original_records(records, VERBATIM_TYPES, IGNORABLE_TYPES, 42)  # type: ignore[arg-type]
-        assert gc.isenabled()
-    finally:
-        gc.callbacks.remove(count)
-        gc.enable()
-    # At most the one collection that was due, started by the first allocation after it.
-    assert columns is not None and len(during) <= 1, during
+    columns = assert_no_collection_during(
+        lambda: decode_original_records(records, VERBATIM_TYPES, IGNORABLE_TYPES, ROW_TYPES),
+        lambda: decode_original_records(records, VERBATIM_TYPES, IGNORABLE_TYPES, 42),  # type: ignore[arg-type]
+    )
+    assert columns is not None

@@ -18,6 +18,7 @@ from dshkit.session import Session
 from dshkit.session._log.event_log import HOT
 from dshkit.session.events import Event
 
+from support import assert_no_collection_during
 from tests.core.test_untracked import assert_closed_and_untracked
 
 
@@ -198,27 +199,5 @@ def test_a_decode_starts_no_collection_and_leaves_the_gc_as_it_found_it(tmp_path
     from dshkit._core import decode_records
 
     records = _records(tmp_path, 1500)  # tens of thousands of tuples, strs and frozen values built
-    collections = []
-
-    def count(phase: str, info: dict[str, Any]) -> None:
-        if phase == "start":
-            collections.append(info["generation"])
-
-    gc.collect()
-    gc.callbacks.append(count)
-    try:
-        columns = decode_records(records, Event)
-        during = list(collections)
-        assert gc.isenabled()
-        gc.disable()
-        decode_records(records, Event)
-        assert not gc.isenabled()  # set back as it was: still off
-        gc.enable()
-        with pytest.raises(TypeError):
-            decode_records(42, Event)
-        assert gc.isenabled()
-    finally:
-        gc.callbacks.remove(count)
-        gc.enable()
-    # At most the one collection that was due, started by the first allocation after it.
-    assert isinstance(columns, tuple) and len(during) <= 1, during
+    columns = assert_no_collection_during(lambda: decode_records(records, Event), lambda: decode_records(42, Event))
+    assert isinstance(columns, tuple)
