@@ -211,10 +211,11 @@ fn decode_records<'py>(
     records: &Bound<'py, PyAny>,
     event_class: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyAny>> {
+    // No collection while the log's objects are built: none of them can be part of a cycle.
+    let _no_collections = GcPause::new(py);
     // Every record's text first (borrowed, not copied), so that the blob is the bytearray itself,
     // allocated once at its size: a log's records are most of its memory, and a second copy of
     // them costs a page fault per 4 KiB.
-    let _no_collections = GcPause::new(py);
     let block = records.cast::<Records>().ok().map(|block| block.get());
     let items: Vec<Bound<'py, PyAny>> = match block {
         Some(_) => Vec::new(),

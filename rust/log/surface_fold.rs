@@ -153,11 +153,10 @@ fn newly_seen(seen: &Bound<'_, PyDict>, id: &Bound<'_, PyString>, seq: &Bound<'_
 /// index into `pairs`, for calls without a result). The pairing is rebuilt lazily after a
 /// replace: `paired` says whether it is current. The positions by id are built when first
 /// looked up (`positions_current`): opening a log folds every message, and most opens never
-/// look one up by id. `Surface` reads and edits these containers in
-/// Python; the native fold of vouched appends edits them through `fold_appends`.
+/// look one up by id. `Surface` reads and edits these containers in Python; the native fold of
+/// vouched appends edits them through `fold_appends`.
 // Frozen: the containers are read as struct members, as fast as a Python class's slots (the
-// append path reads them on every append); the two things that change are behind a lock and an
-// atomic.
+// append path reads them on every append); the things that change are behind a lock and atomics.
 #[pyclass(frozen, module = "dshkit._core", name = "SurfaceState")]
 pub(crate) struct SurfaceState {
     /// Every message id ever logged -> the seq of its first event.
