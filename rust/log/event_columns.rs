@@ -18,6 +18,7 @@
 //! instructions per agent step once a log passes 512 events.
 
 use pyo3::exceptions::{PyIndexError, PyKeyError, PyTypeError};
+use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 
@@ -30,11 +31,82 @@ use crate::value::walk::Walk;
 
 /// Kind bytes of `EventLog`'s compact form (`event_log.py` names them too): an event's data, a
 /// user/message at the end of the surface citing nothing, a message event's `[data with null for
-/// its message, source seqs]`, an event kept whole. `records.rs` writes the first three as well.
+/// its message, source seqs]`, an event kept whole. `records.rs` and `original/columns.rs` write
+/// them as well (a record left to the Python decoder kept whole by seq, `E`).
 pub(crate) const KIND_DATA: u8 = b'D';
 pub(crate) const KIND_USER: u8 = b'U';
 pub(crate) const KIND_MESSAGE: u8 = b'M';
-const KIND_KEPT: u8 = b'E';
+pub(crate) const KIND_KEPT: u8 = b'E';
+
+/// A blob of `EventLog`'s compact form as a log is decoded (`log/records.rs`,
+/// `original/columns.rs`): a kind byte and the parts of the event's text after it, event after
+/// event, written straight into the bytearray `EventLog.adopt` keeps, never copied whole (a `Vec`
+/// copied into a new bytearray at the end cost a second ~2 MB of fresh pages on the bench's log).
+/// Its first size is what the records' texts add up to, which only the original's packed rows'
+/// events can outgrow (it then grows by doubling); `finish` cuts it to what was written.
+pub(crate) struct Blob<'py> {
+    array: Bound<'py, PyAny>,
+    /// The bytearray's bytes (moved by a resize only).
+    buffer: *mut u8,
+    len: usize,
+    capacity: usize,
+}
+
+impl<'py> Blob<'py> {
+    pub(crate) fn new(py: Python<'py>, capacity: usize) -> PyResult<Self> {
+        // SAFETY: a new bytearray of `capacity` bytes, not yet initialised (not zeroed first, as
+        // `PyByteArray::new_with` would, one more pass over it), which no Python code sees before
+        // `finish` cuts it to the `len` bytes `extend` wrote; on an error it is dropped unread.
+        let array = unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyByteArray_FromStringAndSize(std::ptr::null(), capacity as ffi::Py_ssize_t))? };
+        let buffer = unsafe { ffi::PyByteArray_AsString(array.as_ptr()) }.cast();
+        Ok(Blob { array, buffer, len: 0, capacity })
+    }
+
+    /// The bytes written so far.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// `kind` and the `data` parts, appended.
+    pub(crate) fn extend(&mut self, kind: u8, data: &[&[u8]]) -> PyResult<()> {
+        let end = self.len + 1 + data.iter().map(|part| part.len()).sum::<usize>();
+        if end > self.capacity {
+            self.resize(end.max(2 * self.capacity))?;
+        }
+        // SAFETY: the bytearray holds `capacity >= end` bytes at `buffer`, and only this `Blob`
+        // writes to it; each part (another object's bytes) fits before `end`, as summed above.
+        // Most parts are empty or one byte (a bracket): written here, not by a `memcpy` call each.
+        unsafe {
+            *self.buffer.add(self.len) = kind;
+            self.len += 1;
+            for part in data {
+                match part {
+                    [] => {}
+                    [byte] => *self.buffer.add(self.len) = *byte,
+                    _ => std::ptr::copy_nonoverlapping(part.as_ptr(), self.buffer.add(self.len), part.len()),
+                }
+                self.len += part.len();
+            }
+        }
+        Ok(())
+    }
+
+    fn resize(&mut self, size: usize) -> PyResult<()> {
+        // SAFETY: a bytearray only this `Blob` holds; its first `len` bytes are kept.
+        if unsafe { ffi::PyByteArray_Resize(self.array.as_ptr(), size as ffi::Py_ssize_t) } != 0 {
+            return Err(PyErr::fetch(self.array.py()));
+        }
+        self.buffer = unsafe { ffi::PyByteArray_AsString(self.array.as_ptr()) }.cast();
+        self.capacity = size;
+        Ok(())
+    }
+
+    /// The bytearray, cut to the bytes written.
+    pub(crate) fn finish(mut self) -> PyResult<Bound<'py, PyAny>> {
+        self.resize(self.len)?;
+        Ok(self.array)
+    }
+}
 
 /// The columns of the events moved: what `EventLog` appends to its own.
 struct Columns<'py> {

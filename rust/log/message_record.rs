@@ -19,6 +19,7 @@ use pyo3::types::{PyDict, PyTuple};
 
 use crate::json::read::parse::{integer_value, run, Parsed, Parser, Span, Value};
 use crate::json::scan::digit_run_len;
+use crate::log::event_columns::{KIND_MESSAGE, KIND_USER};
 use crate::log::message_vouch::envelope_field_passes;
 use crate::json::read::recent::RECENT_SOURCES;
 use crate::message::creation::{message_from_fields, FIELDS, SOURCE};
@@ -103,6 +104,36 @@ impl<'py> MessageRecord<'py> {
             data.set_item("message", &self.message)?;
         }
         freeze_at(data.as_any(), "FrozenDict")
+    }
+}
+
+/// How `EventLog`'s compact form keeps a message append vouched for natively (`log/records.rs`,
+/// `original/columns.rs`; `event_columns.rs` names the forms): `U` alone for a user/message citing
+/// nothing, whose data is its message; else `M` and `[data, source seqs]` with `null` for the
+/// message (the event keeps its `Message` as the object), from spans of the record's text.
+#[derive(Clone, Copy)]
+pub(crate) enum KeptAppend {
+    UserMessage,
+    Envelope { data: (usize, usize), message: (usize, usize), seqs: (usize, usize) },
+}
+
+impl KeptAppend {
+    /// The form of `record`, a message event of type `event_type`.
+    pub(crate) fn of(record: &MessageRecord<'_>, event_type: &str) -> Self {
+        if event_type == "user/message" && record.source_seqs.is_empty() {
+            return KeptAppend::UserMessage;
+        }
+        KeptAppend::Envelope { data: record.data_span, message: record.message_span, seqs: record.source_seqs_span }
+    }
+
+    /// The kind byte, and the parts of the record's `text` written after it.
+    pub(crate) fn parts(self, text: &[u8]) -> (u8, [&[u8]; 7]) {
+        match self {
+            KeptAppend::UserMessage => (KIND_USER, [&b""[..]; 7]),
+            KeptAppend::Envelope { data, message, seqs } => {
+                (KIND_MESSAGE, [b"[", &text[data.0..message.0], b"null", &text[message.1..data.1], b",", &text[seqs.0..seqs.1], b"]"])
+            }
+        }
     }
 }
 

@@ -17,13 +17,12 @@
 //!   is deliberately narrower than the parser, so "plain" never vouches for a record the
 //!   parser or the rules would refuse; everything it does not vouch for takes the full path.
 
-use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 
 use crate::json::read::tape::Tape;
-use crate::log::event_columns::{KIND_DATA, KIND_MESSAGE, KIND_USER};
-use crate::log::message_record::read_message_record;
+use crate::log::event_columns::{Blob, KIND_DATA};
+use crate::log::message_record::{read_message_record, KeptAppend};
 use crate::log::message_tape::read_message_tape;
 use crate::log::message_vouch::{vouch_message_append, Append};
 use crate::log::record_scan::Sorted;
@@ -76,11 +75,7 @@ fn message_event<'py>(
         let append = vouch_message_append(type_name, seq, &record.message, &record.surface_op, record.source_seqs.as_any());
         if let Some(append) = append {
             // An append (its surface_op is "append"): its data beside the message, and its seqs.
-            let kept = if type_name == "user/message" && record.source_seqs.is_empty() {
-                Kept::Nothing
-            } else {
-                Kept::Envelope { data: record.data_span, message: record.message_span, seqs: record.source_seqs_span }
-            };
+            let kept = Kept::Append(KeptAppend::of(&record, type_name));
             return Some(MessageEvent { decoded: Decoded::Vouched(append), time, message: record.message.into_any(), kept });
         }
     }
@@ -101,59 +96,25 @@ enum Kept {
     Record,
     /// A message event's record, its message (at this span) cut out, `null` in its place.
     RecordWithoutMessage((usize, usize)),
-    /// Nothing: a user/message appended citing nothing, whose data is its `Message`.
-    Nothing,
-    /// A message append as `[data, source seqs]` (the in-memory move's form), from the spans of
-    /// its data, of the message within it (written as `null`) and of `source_event_seqs`' array.
-    /// A user/message's data is its message, so its form is `[null, source seqs]`.
-    Envelope { data: (usize, usize), message: (usize, usize), seqs: (usize, usize) },
+    /// A vouched message append, in the in-memory move's form (`KeptAppend`).
+    Append(KeptAppend),
 }
 
 impl Kept {
-    /// Write what is kept of `record` (a record's whole text) at `dest`: the kind byte that says
-    /// which form it is, and the length written (never more than the record's). `scratch` is
-    /// reused between records.
-    ///
-    /// # Safety
-    /// `dest` must be valid for writing `record.len()` bytes and must not overlap `record`.
-    unsafe fn write(self, record: &[u8], dest: *mut u8, scratch: &mut Vec<u8>) -> (u8, usize) {
-        let parts: [&[u8]; 3] = match self {
-            Kept::Record => [record, b"", b""],
+    /// The kind byte, and the parts of `record` (a record's whole text) written after it: never
+    /// more bytes than the record's.
+    fn parts(self, record: &[u8]) -> (u8, [&[u8]; 7]) {
+        let whole = [record, b"", b"", b"", b"", b"", b""];
+        match self {
+            Kept::Record => (KIND_RECORD, whole),
+            // The event keeps its message as the `Message` (`EventLog` puts it back when it
+            // rebuilds the event), so a copy in the record would double its memory.
             Kept::RecordWithoutMessage((start, stop)) if stop - start >= NULL.len() => {
-                // The event keeps its message as the `Message` (`EventLog` puts it back when it
-                // rebuilds the event), so a copy in the record would double its memory.
-                [&record[..start], NULL, &record[stop..]]
+                (KIND_MESSAGE_RECORD, [&record[..start], NULL, &record[stop..], b"", b"", b"", b""])
             }
-            Kept::RecordWithoutMessage(_) => [record, b"", b""], // no message is this short
-            Kept::Nothing => return (KIND_USER, 0),
-            Kept::Envelope { data, message, seqs } => {
-                scratch.clear();
-                scratch.push(b'[');
-                scratch.extend_from_slice(&record[data.0..message.0]);
-                scratch.extend_from_slice(NULL);
-                scratch.extend_from_slice(&record[message.1..data.1]);
-                scratch.push(b',');
-                scratch.extend_from_slice(&record[seqs.0..seqs.1]);
-                scratch.push(b']');
-                [scratch.as_slice(), b"", b""]
-            }
-        };
-        let mut written = 0;
-        for part in parts {
-            // SAFETY: the parts add up to at most `record.len()` bytes (an envelope holds the
-            // record's data and seqs and two of its brackets, less the message), which the caller
-            // made room for at `dest`.
-            unsafe { std::ptr::copy_nonoverlapping(part.as_ptr(), dest.add(written), part.len()) };
-            written += part.len();
+            Kept::RecordWithoutMessage(_) => (KIND_MESSAGE_RECORD, whole), // no message is this short
+            Kept::Append(append) => append.parts(record),
         }
-        debug_assert!(written <= record.len());
-        let kind = match self {
-            Kept::Record => KIND_RECORD,
-            Kept::RecordWithoutMessage(_) => KIND_MESSAGE_RECORD,
-            Kept::Nothing => KIND_USER,
-            Kept::Envelope { .. } => KIND_MESSAGE,
-        };
-        (kind, written)
     }
 }
 
@@ -241,33 +202,16 @@ fn decode_records<'py>(
     let mut times: Vec<i64> = Vec::with_capacity(count);
     let mut ends: Vec<u64> = Vec::with_capacity(count);
     let mut type_names: Vec<(Vec<u8>, Bound<'py, PyString>)> = Vec::new();
-    let (mut scratch, mut joined) = (Vec::new(), Vec::new());
+    let mut joined = Vec::new();
     let tuple_new = py.get_type::<PyTuple>().getattr("__new__")?;
     let none = py.None().into_bound(py);
 
-    // A kind byte, then the record's text, per event: at most this many bytes (each record is
-    // then cut down to what is kept, see `Kept`).
-    let blob_len = texts.iter().map(|[body, tail]| 1 + body.len() + tail.len()).sum();
-    // SAFETY: a new bytearray of `blob_len` bytes, not yet seen by Python code; every byte of it
-    // up to `at` is written below (a kind byte and the text, record after record) and the rest cut
-    // off before `blob` is returned, and `text` is read only from bytes already written. On an
-    // error it is dropped unread.
-    // Not `PyByteArray::new_with`: that zeroes the whole buffer first, one more pass over it.
-    let blob = unsafe {
-        Bound::from_owned_ptr_or_err(py, ffi::PyByteArray_FromStringAndSize(std::ptr::null(), blob_len as ffi::Py_ssize_t))?
-    };
-    let buffer: *mut u8 = unsafe { ffi::PyByteArray_AsString(blob.as_ptr()) }.cast();
+    // At most a kind byte and the record's text per event: what is kept of each (`Kept`) is less.
+    let mut blob = Blob::new(py, texts.iter().map(|[body, tail]| 1 + body.len() + tail.len()).sum())?;
     // The records are sorted ahead on a second thread (`sort_ahead.rs`) while this one builds.
     let unchecked = block.map_or(&[][..], |block| block.unchecked_checksums());
-    let at = with_sorted_records(&texts, unchecked, |sorted| -> PyResult<Result<usize, usize>> {
-        let mut at = 0;
+    let decoded = with_sorted_records(&texts, unchecked, |sorted| -> PyResult<Result<(), usize>> {
         for (seq, [body, tail]) in texts.iter().enumerate() {
-            let kind_at = at;
-            let text_length = body.len() + tail.len();
-            debug_assert!(kind_at + 1 + text_length <= blob_len);
-            // SAFETY: `kind_at + 1..` holds `text_length` bytes inside the buffer: `at` never passes
-            // the sizes summed into `blob_len`.
-            let text_at = unsafe { buffer.add(kind_at + 1) };
             let mut intern = |name: &[u8]| {
                 if let Some((_, value)) = type_names.iter().find(|(known, _)| known == name) {
                     return value.clone();
@@ -303,15 +247,8 @@ fn decode_records<'py>(
                 types.push(intern(&body[name.0..name.1]).into_any());
                 times.push(time);
                 messages.push(none.clone());
-                let kept = data.1 - data.0;
-                // SAFETY: `kept` bytes, fewer than the record's, at `text_at` (see above), from
-                // the record's own bytes, which are not the blob.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(body[data.0..].as_ptr(), text_at, kept);
-                    buffer.add(kind_at).write(KIND_DATA);
-                }
-                at = kind_at + 1 + kept;
-                ends.push(at as u64);
+                blob.extend(KIND_DATA, &[&body[data.0..data.1]])?;
+                ends.push(blob.len() as u64);
                 continue;
             }
             // A message event read in one pass, or a record left to the Python decoder.
@@ -343,28 +280,19 @@ fn decode_records<'py>(
                     Kept::Record
                 }
             };
-            // SAFETY: `text_length` bytes at `text_at` (see above), not `text`'s (the source's, or `joined`).
-            let (kind, kept) = unsafe { kept.write(text, text_at, &mut scratch) };
-            // SAFETY: `kind_at` lies inside the buffer, before this record's text.
-            unsafe { buffer.add(kind_at).write(kind) };
-            at = kind_at + 1 + kept;
-            ends.push(at as u64);
+            let (kind, parts) = kept.parts(text);
+            blob.extend(kind, &parts)?;
+            ends.push(blob.len() as u64);
         }
-        Ok(Ok(at))
+        Ok(Ok(()))
     })?;
-    let at = match at {
-        Ok(at) => at,
-        Err(damaged) => return Ok(damaged.into_pyobject(py)?.into_any()),
-    };
+    if let Err(damaged) = decoded {
+        return Ok(damaged.into_pyobject(py)?.into_any());
+    }
     if let Some(block) = block {
         block.mark_checked();
     }
-    if at < blob_len {
-        // SAFETY: `blob` is a bytearray only this function holds yet; shrinking keeps the bytes before `at`.
-        if unsafe { ffi::PyByteArray_Resize(blob.as_ptr(), at as ffi::Py_ssize_t) } != 0 {
-            return Err(PyErr::fetch(py));
-        }
-    }
+    let blob = blob.finish()?;
     let as_bytes = |words: Vec<[u8; 8]>| PyBytes::new(py, words.as_flattened());
     let times_bytes = as_bytes(times.iter().map(|t| t.to_ne_bytes()).collect());
     let ends_bytes = as_bytes(ends.iter().map(|e| e.to_ne_bytes()).collect());
@@ -389,13 +317,13 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::log::event_columns::{KIND_MESSAGE, KIND_USER};
 
     fn written(kept: Kept, record: &[u8]) -> (u8, Vec<u8>) {
-        let (mut dest, mut scratch) = (vec![0u8; record.len()], Vec::new());
-        // SAFETY: `dest` holds `record.len()` bytes of its own.
-        let (kind, length) = unsafe { kept.write(record, dest.as_mut_ptr(), &mut scratch) };
-        dest.truncate(length);
-        (kind, dest)
+        let (kind, parts) = kept.parts(record);
+        let written = parts.concat();
+        assert!(written.len() <= record.len());
+        (kind, written)
     }
 
     #[test]
@@ -407,7 +335,7 @@ mod tests {
         assert_eq!(cut, (KIND_MESSAGE_RECORD, br#"{"data":{"turn":1,"message":null,"usage":{}}}"#.to_vec()));
         assert_eq!(written(Kept::RecordWithoutMessage((1, 3)), b"[{}]"), (KIND_MESSAGE_RECORD, b"[{}]".to_vec()));
         assert_eq!(written(Kept::Record, text), (KIND_RECORD, text.to_vec()));
-        assert_eq!(written(Kept::Nothing, text), (KIND_USER, Vec::new()));
+        assert_eq!(written(Kept::Append(KeptAppend::UserMessage), text), (KIND_USER, Vec::new()));
     }
 
     #[test]
@@ -417,7 +345,7 @@ mod tests {
         let data = (find(b"{\"turn"), find(b",\"source"));
         let message = (find(b"{\"id"), find(b"}},") + 1);
         let seqs = (find(b"[1"), text.len() - 1);
-        let kept = written(Kept::Envelope { data, message, seqs }, text);
+        let kept = written(Kept::Append(KeptAppend::Envelope { data, message, seqs }), text);
         assert_eq!(kept, (KIND_MESSAGE, br#"[{"turn":1,"message":null},[1,2]]"#.to_vec()));
     }
 }

@@ -15,24 +15,20 @@
 
 use std::ops::Range;
 
-use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyList, PyString, PyTuple};
 
 use crate::json::read::from_json;
 use crate::json::read::tape::Tape;
-use crate::log::message_record::read_message_record;
+use crate::log::message_record::{read_message_record, KeptAppend};
 use crate::log::message_tape::read_message_tape;
 use crate::log::message_vouch::vouch_message_append;
+use crate::log::event_columns::{Blob, KIND_DATA, KIND_KEPT};
 use crate::log::sort_ahead::{with_work_ahead, AheadWork};
 use crate::original::lines::OriginalLines;
 use crate::original::read_ahead::{OriginalWork, Read, ReadChunk, Vocabulary};
 use crate::value::walk::{untrack, GcPause};
 
-const KIND_DATA: u8 = b'D';
-const KIND_KEPT: u8 = b'E';
-const KIND_USER: u8 = b'U';
-const KIND_MESSAGE: u8 = b'M';
 const CHUNK_TYPE: &str = "assistant/chunk";
 
 /// A run of message appends read and vouched for here, until the next record left to Python: each
@@ -107,7 +103,7 @@ impl<'py> Columns<'py> {
         self.types.push(event_type);
         self.times.push(time);
         self.blob.extend(kind, data)?;
-        self.ends.push(self.blob.len as u64);
+        self.ends.push(self.blob.len() as u64);
         Ok(())
     }
 
@@ -154,68 +150,6 @@ impl<'py> Columns<'py> {
     }
 }
 
-/// The blob, written straight into the bytearray `EventLog.adopt` keeps, never copied whole (a
-/// `Vec` copied into a new bytearray at the end cost a second ~2 MB of fresh pages on the bench's
-/// log). Its first size is what the records' texts add up to, which only packed rows' events can
-/// outgrow (it then grows by doubling); `finish` cuts it to what was written.
-struct Blob<'py> {
-    array: Bound<'py, PyAny>,
-    /// The bytearray's bytes (moved by a resize only).
-    buffer: *mut u8,
-    len: usize,
-    capacity: usize,
-}
-
-impl<'py> Blob<'py> {
-    fn new(py: Python<'py>, capacity: usize) -> PyResult<Self> {
-        // SAFETY: a new bytearray of `capacity` bytes, not yet initialised, which no Python code
-        // sees before `finish` cuts it to the `len` bytes `extend` wrote.
-        let array = unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyByteArray_FromStringAndSize(std::ptr::null(), capacity as ffi::Py_ssize_t))? };
-        let buffer = unsafe { ffi::PyByteArray_AsString(array.as_ptr()) }.cast();
-        Ok(Blob { array, buffer, len: 0, capacity })
-    }
-
-    /// `kind` and the `data` parts, appended.
-    fn extend(&mut self, kind: u8, data: &[&[u8]]) -> PyResult<()> {
-        let end = self.len + 1 + data.iter().map(|part| part.len()).sum::<usize>();
-        if end > self.capacity {
-            self.resize(end.max(2 * self.capacity))?;
-        }
-        // SAFETY: the bytearray holds `capacity >= end` bytes at `buffer`, and only this `Blob`
-        // writes to it; each part (another object's bytes) fits before `end`, as summed above.
-        // Most parts are empty or one byte (a bracket): written here, not by a `memcpy` call each.
-        unsafe {
-            *self.buffer.add(self.len) = kind;
-            self.len += 1;
-            for part in data {
-                match part {
-                    [] => {}
-                    [byte] => *self.buffer.add(self.len) = *byte,
-                    _ => std::ptr::copy_nonoverlapping(part.as_ptr(), self.buffer.add(self.len), part.len()),
-                }
-                self.len += part.len();
-            }
-        }
-        Ok(())
-    }
-
-    fn resize(&mut self, size: usize) -> PyResult<()> {
-        // SAFETY: a bytearray only this `Blob` holds; its first `len` bytes are kept.
-        if unsafe { ffi::PyByteArray_Resize(self.array.as_ptr(), size as ffi::Py_ssize_t) } != 0 {
-            return Err(PyErr::fetch(self.array.py()));
-        }
-        self.buffer = unsafe { ffi::PyByteArray_AsString(self.array.as_ptr()) }.cast();
-        self.capacity = size;
-        Ok(())
-    }
-
-    /// The bytearray, cut to the bytes written.
-    fn finish(mut self) -> PyResult<Bound<'py, PyAny>> {
-        self.resize(self.len)?;
-        Ok(self.array)
-    }
-}
-
 /// Whether `text`, a record whose type the scan could not tell, parses as a packed row's record
 /// (then it is not one event: the whole log takes the Python path).
 fn parses_as_row(py: Python<'_>, text: &[u8], vocabulary: &Vocabulary) -> bool {
@@ -230,7 +164,7 @@ struct MessageAppend<'py, 'r> {
     message: Bound<'py, PyAny>,
     kind: u8,
     /// `[data with null for its message, source seqs]` (kind `M`) in parts, or nothing (`U`: a
-    /// user message citing nothing), as `log/records.rs` keeps a vouched append.
+    /// user message citing nothing): `KeptAppend::parts`, as `log/records.rs` keeps a vouched append.
     kept: [&'r [u8]; 7],
     tag: Bound<'py, PyAny>,
 }
@@ -247,14 +181,7 @@ fn rewritten_append<'py, 'r>(py: Python<'py>, rewritten: &'r str, tape: Option<T
     }
     let append = vouch_message_append(type_name, seq, &record.message, &record.surface_op, record.source_seqs.as_any())?;
     let tag = append.into_tag(py).ok()?;
-    let bytes = rewritten.as_bytes();
-    let (kind, kept) = if type_name == "user/message" && record.source_seqs.is_empty() {
-        (KIND_USER, [&b""[..]; 7])
-    } else {
-        let ((data_start, data_end), (message_start, message_end)) = (record.data_span, record.message_span);
-        let (seqs_start, seqs_end) = record.source_seqs_span;
-        (KIND_MESSAGE, [b"[", &bytes[data_start..message_start], b"null", &bytes[message_end..data_end], b",", &bytes[seqs_start..seqs_end], b"]"])
-    };
+    let (kind, kept) = KeptAppend::of(&record, type_name).parts(rewritten.as_bytes());
     Some(MessageAppend { time: record.time, message: record.message.into_any(), kind, kept, tag })
 }
 
