@@ -22,9 +22,8 @@ from collections.abc import Mapping, Sequence
 from typing import Union
 
 from dshkit import from_json
-from dshkit.session.stores.jsonl_read import MAP_FROM, TAIL_READ, read_all
+from dshkit.session.stores.jsonl_read import MAP_FROM, TAIL_READ, map_start, read_all
 
-_POPULATE = getattr(mmap, "MAP_POPULATE", 0)
 _TURN_END = b'"turn/end"'
 
 PlainContent = Union[bytes, mmap.mmap]
@@ -41,7 +40,7 @@ def read_plain_log(fd: int) -> tuple[PlainContent, bytes]:
         settled = _after_settled_turn_end(end)
         if settled is not None:
             try:
-                mapped = mmap.mmap(fd, base + settled, flags=mmap.MAP_SHARED | _POPULATE, prot=mmap.PROT_READ)
+                mapped = map_start(fd, base + settled)
             except OSError:  # a file system that cannot map files: read as before
                 return read_all(fd), b""
             return mapped, end[settled:]

@@ -55,12 +55,19 @@ def read_log(fd: int) -> LogBytes:
         line_start = end.rfind(b"\n", 0, max(last_newline, 0)) + 1
         if line_start > 0:  # the last complete line lies wholly inside `end`
             base = size - TAIL_READ  # (a writer may have cut the tail since `fstat`: `end` is then shorter)
-            mapped = mmap.mmap(fd, base + last_newline + 1, flags=mmap.MAP_SHARED | _POPULATE, prot=mmap.PROT_READ)
+            mapped = map_start(fd, base + last_newline + 1)
             return LogBytes(mapped, base + last_newline + 1, base + line_start, end[line_start:last_newline], end[last_newline + 1 :])
     content = read_all(fd)
     keep = content.rfind(b"\n") + 1
     last_start = content.rfind(b"\n", 0, max(keep - 1, 0)) + 1
     return LogBytes(content, keep, last_start, content[last_start : max(keep - 1, 0)], content[keep:])
+
+
+def map_start(fd: int, length: int) -> mmap.mmap:
+    """The first `length` bytes of the file open at `fd`, mapped read-only, their pages faulted in by
+    one call where Linux offers `MAP_POPULATE`; the caller keeps every byte it reads inside a part
+    no writer cuts."""
+    return mmap.mmap(fd, length, flags=mmap.MAP_SHARED | _POPULATE, prot=mmap.PROT_READ)
 
 
 def read_all(fd: int) -> bytes:
