@@ -27,7 +27,7 @@ use crate::json::write::tree::{with_buffer, write_value};
 use crate::value::errors::PathError;
 use crate::value::frozendict::FrozenDict;
 use crate::value::message::Message;
-use crate::value::walk::Walk;
+use crate::value::walk::{untrack, Walk};
 
 /// Kind bytes of `EventLog`'s compact form (`event_log.py` names them too): an event's data, a
 /// user/message at the end of the surface citing nothing, a message event's `[data with null for
@@ -106,6 +106,31 @@ impl<'py> Blob<'py> {
         self.resize(self.len)?;
         Ok(self.array)
     }
+}
+
+/// A decoded log's columns as `EventLog.adopt` takes them (`log/records.rs`,
+/// `original/columns.rs`): `(types, times, messages, blob, ends, pending)`, the times and end
+/// offsets as native 8-byte words. `EventLog` keeps the two lists for the session's life and only
+/// ever puts an event's type (a `str`) or its `Message` (else `None`) in them, none of which can
+/// lead back to a list: no cycle runs through them, so they are untracked, and no collection
+/// walks their items (two per event) at every pass that reaches them.
+pub(crate) fn decoded_columns<'py>(
+    types: Vec<Bound<'py, PyAny>>,
+    times: &[i64],
+    messages: Vec<Bound<'py, PyAny>>,
+    blob: Blob<'py>,
+    ends: &[u64],
+    pending: Bound<'py, PyList>,
+) -> PyResult<Bound<'py, PyTuple>> {
+    let py = pending.py();
+    let as_bytes = |words: Vec<[u8; 8]>| PyBytes::new(py, words.as_flattened());
+    let times = as_bytes(times.iter().map(|time| time.to_ne_bytes()).collect());
+    let ends = as_bytes(ends.iter().map(|end| end.to_ne_bytes()).collect());
+    let types = PyList::new(py, types)?;
+    let messages = PyList::new(py, messages)?;
+    untrack(types.as_any());
+    untrack(messages.as_any());
+    PyTuple::new(py, [types.into_any(), times.into_any(), messages.into_any(), blob.finish()?, ends.into_any(), pending.into_any()])
 }
 
 /// The columns of the events moved: what `EventLog` appends to its own.

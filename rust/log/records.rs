@@ -21,7 +21,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 
 use crate::json::read::tape::Tape;
-use crate::log::event_columns::{Blob, KIND_DATA};
+use crate::log::event_columns::{decoded_columns, Blob, KIND_DATA};
 use crate::log::message_record::{read_message_record, KeptAppend};
 use crate::log::message_tape::read_message_tape;
 use crate::log::message_vouch::{vouch_message_append, Append};
@@ -29,7 +29,7 @@ use crate::log::record_scan::Sorted;
 use crate::log::sort_ahead::with_sorted_records;
 use crate::log::stored_records::Records;
 use crate::value::strs::text_of;
-use crate::value::walk::{untrack, GcPause};
+use crate::value::walk::GcPause;
 
 /// Kind bytes of `EventLog`'s compact form only a stored record has (`Kept`; the others are
 /// `event_columns.rs`'): a record the Python decoder reads, a message event's record.
@@ -292,21 +292,8 @@ fn decode_records<'py>(
     if let Some(block) = block {
         block.mark_checked();
     }
-    let blob = blob.finish()?;
-    let as_bytes = |words: Vec<[u8; 8]>| PyBytes::new(py, words.as_flattened());
-    let times_bytes = as_bytes(times.iter().map(|t| t.to_ne_bytes()).collect());
-    let ends_bytes = as_bytes(ends.iter().map(|e| e.to_ne_bytes()).collect());
-    let types = PyList::new(py, types)?;
-    let messages = PyList::new(py, messages)?;
-    // `EventLog` keeps these columns for the session's life and only ever puts an event's type
-    // (a `str`) or its `Message` (else `None`) in them, none of which can lead back to a list: a
-    // cycle cannot run through them, so the GC need not walk their items (two lists of one per
-    // event) at every collection that reaches them.
-    untrack(types.as_any());
-    untrack(messages.as_any());
     pending.flush()?;
-    let pending = pending.list;
-    Ok(PyTuple::new(py, [types.into_any(), times_bytes.into_any(), messages.into_any(), blob.into_any(), ends_bytes.into_any(), pending.into_any()])?.into_any())
+    Ok(decoded_columns(types, &times, messages, blob, &ends, pending.list)?.into_any())
 }
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -23,11 +23,11 @@ use crate::json::read::tape::Tape;
 use crate::log::message_record::{read_message_record, KeptAppend};
 use crate::log::message_tape::read_message_tape;
 use crate::log::message_vouch::vouch_message_append;
-use crate::log::event_columns::{Blob, KIND_DATA, KIND_KEPT};
+use crate::log::event_columns::{decoded_columns, Blob, KIND_DATA, KIND_KEPT};
 use crate::log::sort_ahead::{with_work_ahead, AheadWork};
 use crate::original::lines::OriginalLines;
 use crate::original::read_ahead::{OriginalWork, Read, ReadChunk, Vocabulary};
-use crate::value::walk::{untrack, GcPause};
+use crate::value::walk::GcPause;
 
 const CHUNK_TYPE: &str = "assistant/chunk";
 
@@ -76,22 +76,9 @@ impl<'py> Columns<'py> {
     }
 
     /// `(types, times, messages, blob, ends, pending)`, the runs flushed.
-    fn into_tuple(mut self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+    fn into_tuple(mut self) -> PyResult<Bound<'py, PyTuple>> {
         self.flush()?;
-        let as_bytes = |words: Vec<[u8; 8]>| PyBytes::new(py, words.as_flattened());
-        let times = as_bytes(self.times.iter().map(|time| time.to_ne_bytes()).collect());
-        let ends = as_bytes(self.ends.iter().map(|end| end.to_ne_bytes()).collect());
-        let types = PyList::new(py, self.types)?;
-        let blob = self.blob.finish()?;
-        let messages = PyList::new(py, self.messages)?;
-        // As `log/records.rs` leaves them: `EventLog` keeps these lists for the session's life and
-        // only ever puts a type (`str`) or a `Message` (else `None`) in them, which cannot lead
-        // back to a list, so no cycle runs through them; tracked, the next collections of the open
-        // (and every full one after) would visit their 80,000 items on the bench's log.
-        untrack(types.as_any());
-        untrack(messages.as_any());
-        let parts = [types.into_any(), times.into_any(), messages.into_any(), blob.into_any(), ends.into_any(), self.pending.into_any()];
-        PyTuple::new(py, parts)
+        decoded_columns(self.types, &self.times, self.messages, self.blob, &self.ends, self.pending)
     }
 
     fn type_name(&self, id: u16) -> Bound<'py, PyAny> {
@@ -287,7 +274,7 @@ fn decode_original_records<'py>(
     if !whole {
         return Ok(None);
     }
-    columns.into_tuple(py).map(Some)
+    columns.into_tuple().map(Some)
 }
 
 /// For the tests: `decode_original_records` with every record read as the thread ahead reads it
@@ -322,7 +309,7 @@ fn _decode_original_records_taped<'py>(
             return Ok((None, taped));
         }
     }
-    Ok((Some(columns.into_tuple(py)?), taped))
+    Ok((Some(columns.into_tuple()?), taped))
 }
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
